@@ -1,0 +1,122 @@
+//! Protocol drivers: one file (or folder) per protocol behind the [`Driver`] trait.
+//!
+//! Drivers are leaves of the roam workspace: they import nothing of ours, so each can be
+//! tested alone against its real server. A driver speaks in *driver paths*: absolute,
+//! `/`-separated, already normalised (no `.`/`..`, no trailing slash except the root `/`),
+//! with names decoded (a space is a space, not `%20`). The namespace layer above turns the
+//! names programs use into driver paths; a driver turns them into requests.
+
+mod error;
+pub mod http;
+pub mod local;
+
+use std::fmt::Debug;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+pub use error::{Error, ErrorKind, Result};
+
+/// What kind of object a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// Metadata of one remote object, as precise as the protocol allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    /// `None` when the server did not say (e.g. a listing without exact sizes).
+    pub size: Option<u64>,
+    pub mtime: Option<SystemTime>,
+    /// Permission bits (`0o7777` mask) where the protocol has them.
+    pub mode: Option<u32>,
+    /// Opaque validator (HTTP ETag, S3 ETag ...), used for cache revalidation.
+    pub etag: Option<String>,
+    /// Target of a symbolic link, for `Kind::Symlink`.
+    pub symlink_target: Option<String>,
+}
+
+impl Meta {
+    /// Metadata that says only what kind of object this is.
+    pub fn of_kind(kind: Kind) -> Meta {
+        Meta { kind, size: None, mtime: None, mode: None, etag: None, symlink_target: None }
+    }
+}
+
+/// One entry of a directory listing. `name` is a single validated component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub meta: Meta,
+}
+
+/// A directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    pub entries: Vec<DirEntry>,
+    /// `true` when the listing is known to name every entry, so a name absent from it does
+    /// not exist. `false` when the server gave only a partial or unrecognised page.
+    pub complete: bool,
+}
+
+/// What the cache already holds, so the server may answer "not modified".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Validator {
+    pub etag: Option<String>,
+    pub mtime: Option<SystemTime>,
+}
+
+/// Outcome of [`Driver::fetch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fetched {
+    /// The whole body was written to the destination; here is its fresh metadata.
+    Body(Meta),
+    /// The validator still holds; nothing was written.
+    NotModified,
+}
+
+/// One protocol, rooted at one remote location (`http://host:port/prefix`, a local dir ...).
+pub trait Driver: Send + Sync + Debug {
+    /// A short human name for a path, for messages: `http://127.0.0.1:8080/dir/f`.
+    fn describe(&self, path: &str) -> String;
+
+    /// Metadata of `path`. Does not follow a final symlink (lstat semantics).
+    fn stat(&self, path: &str) -> Result<Meta>;
+
+    /// Entries of the directory `path` (without `.` and `..`).
+    fn list(&self, path: &str) -> Result<Listing>;
+
+    /// Write the whole contents of the file `path` into `dest`, unless `validator` still holds.
+    fn fetch(&self, path: &str, dest: &mut dyn Write, validator: Option<&Validator>) -> Result<Fetched>;
+
+    /// A local path that *is* this object, when the driver can serve it without copying
+    /// (the local driver). The cache then redirects to it instead of fetching.
+    fn local_path(&self, _path: &str) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// Checks that a name that came from a server is one safe path component: not empty, not
+/// `.` or `..`, and without `/` or NUL. Names that fail are dropped by the drivers (with a
+/// warning), so nothing a server sends can climb out of a mount or out of roam's cache.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_names() {
+        assert!(is_safe_name("a.txt"));
+        assert!(is_safe_name("..a"));
+        for bad in ["", ".", "..", "a/b", "/", "a\0b"] {
+            assert!(!is_safe_name(bad), "{bad:?} must be refused");
+        }
+    }
+}
