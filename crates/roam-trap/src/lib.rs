@@ -1,1 +1,69 @@
-//! placeholder
+//! roam's interposition engine: runs unmodified programs so that every name they use goes
+//! through roam's namespace. Split as in gVisor: [`platform`] is *how* calls are caught
+//! (ptrace + a seccomp-BPF filter that stops only the calls roam must see), [`kernel`] is
+//! *what* they mean (one file per family of calls), and the tracer loop ties them together.
+
+pub mod kernel;
+pub mod platform;
+mod tracer;
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roam_vfs::Vfs;
+
+/// Why a program could not be run under roam.
+#[derive(Debug, thiserror::Error)]
+pub enum TrapError {
+    #[error("{0}: command not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error("system call failed: {0}")]
+    Sys(#[from] nix::errno::Errno),
+}
+
+/// Runs `argv` (program and arguments) with the current environment under roam and
+/// returns its exit status (128+N if it was killed by signal N).
+pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
+    let program = find_program(argv.first().ok_or_else(|| TrapError::Setup("no program given".into()))?)?;
+    let argv = to_cstrings(argv.iter().cloned())?;
+    let envp = to_cstrings(std::env::vars_os().map(|(k, v)| {
+        let mut kv = k;
+        kv.push("=");
+        kv.push(v);
+        kv
+    }))?;
+    let program = CString::new(program.into_os_string().into_vec())
+        .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
+    let filter = platform::seccomp::filter(&kernel::table::traced_numbers());
+
+    // Block the signals the tracer reads from a signalfd before any thread exists, so every
+    // thread inherits the mask; the child unblocks them before exec.
+    tracer::tracer_signals().thread_block()?;
+    let kernel = Arc::new(kernel::Kernel::new(vfs));
+    let child = platform::launch::spawn(&program, &argv, &envp, &filter)?;
+    tracer::Tracer::new(kernel, child)?.run()
+}
+
+fn to_cstrings(items: impl Iterator<Item = OsString>) -> Result<Vec<CString>, TrapError> {
+    items
+        .map(|s| CString::new(s.into_vec()).map_err(|_| TrapError::Setup("argument contains NUL".into())))
+        .collect()
+}
+
+/// `execvp`'s search, done before fork: a name with a `/` is used as it is (it may be a
+/// roam name, served when the traced `execve` arrives); others are looked up in `$PATH`.
+fn find_program(name: &OsStr) -> Result<PathBuf, TrapError> {
+    if name.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .ok_or_else(|| TrapError::NotFound(name.to_string_lossy().into_owned()))
+}

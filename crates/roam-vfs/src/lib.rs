@@ -1,1 +1,318 @@
-//! placeholder
+//! roam's namespace, cache and consistency: the one place that knows what a path means.
+//!
+//! Frontends (the tracer, later FUSE) hand the [`Vfs`] normalised absolute *virtual* names.
+//! The vfs says whether a name is roam's ([`Vfs::lookup`]) and, for each kind of call, which
+//! *local* path answers it natively:
+//! - metadata calls → [`Vfs::meta_path`]: a skeleton entry carrying the remote metadata;
+//! - opens → [`Vfs::open_path`]: the fetched file, or a skeleton directory filled from the
+//!   remote listing;
+//! - `chdir` → [`Vfs::dir_path`]: a skeleton directory, so relative names resolve there.
+//!
+//! Consistency follows Ufo: metadata, listings and file contents younger than `T_read` are
+//! used as they are; older ones are revalidated (ETag / Last-Modified) before use.
+
+mod cache;
+mod error;
+mod mounts;
+pub mod path;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use roam_drivers::http::{HttpClient, HttpConfig};
+use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
+
+pub use cache::Info;
+pub use error::{Error, Result};
+pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
+
+use cache::{unix_secs, DiskCache};
+use mounts::Mounts;
+use path::{join, split_name};
+
+/// Most symlinks followed while resolving one name (as Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+
+/// Everything the namespace needs to start.
+#[derive(Clone, Debug)]
+pub struct VfsConfig {
+    /// The private cache directory (`$XDG_CACHE_HOME/roam`).
+    pub cache_dir: PathBuf,
+    /// Ufo's T_read: how old cached metadata and data may be before revalidation.
+    pub t_read: Duration,
+    /// Explicit mounts as `(LOCAL, URL)`.
+    pub mounts: Vec<(String, String)>,
+    pub http: HttpConfig,
+}
+
+/// What a name resolves to after following symlinks.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A local path outside roam (an absolute symlink out of a mount).
+    Local(String),
+    /// A roam node with its metadata.
+    Node(Node, Meta),
+}
+
+/// The namespace and its cache.
+pub struct Vfs {
+    t_read: Duration,
+    cache: DiskCache,
+    mounts: Mounts,
+    state: Mutex<State>,
+    fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// Metadata learnt from the servers, with the time it was learnt.
+#[derive(Default)]
+struct State {
+    /// `stat` answers (positive, or `NotFound`) by virtual name.
+    attrs: HashMap<String, (std::result::Result<Meta, roam_drivers::Error>, Instant)>,
+    /// Listings by virtual directory name.
+    listings: HashMap<String, (Arc<DirIndex>, Instant)>,
+}
+
+struct DirIndex {
+    entries: HashMap<String, Meta>,
+    complete: bool,
+}
+
+impl Vfs {
+    pub fn new(cfg: &VfsConfig) -> Result<Vfs> {
+        let cache = DiskCache::open(&cfg.cache_dir)?;
+        let mounts = Mounts::new(&cfg.mounts, HttpClient::new(&cfg.http))?;
+        Ok(Vfs {
+            t_read: cfg.t_read,
+            cache,
+            mounts,
+            state: Mutex::new(State::default()),
+            fetch_locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The node a normalised absolute name stands for, `None` for a local name.
+    pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
+        self.mounts.lookup(virt)
+    }
+
+    /// Path prefixes under which roam names live.
+    pub fn prefixes(&self) -> Vec<String> {
+        self.mounts.prefixes()
+    }
+
+    /// The private cache directory.
+    pub fn cache_root(&self) -> &Path {
+        self.cache.root()
+    }
+
+    /// The virtual name of a real path inside roam's skeleton or data mirror.
+    pub fn unmap(&self, real: &str) -> Option<String> {
+        self.cache.unmap(real)
+    }
+
+    /// Whether writes may go to this node. (Everything is read-only until the write path.)
+    pub fn writable(&self, _node: &Node) -> bool {
+        false
+    }
+
+    /// Metadata of a node, without following a final symlink.
+    pub fn stat(&self, node: &Node) -> Result<Meta> {
+        match node {
+            Node::SchemeRoot { .. } => Ok(Meta { mode: Some(0o755), ..Meta::of_kind(Kind::Dir) }),
+            Node::Remote(r) => self.stat_remote(r),
+        }
+    }
+
+    /// A local path whose metadata is the node's: the skeleton entry, or the local file
+    /// itself for the local driver.
+    pub fn meta_path(&self, node: &Node) -> Result<PathBuf> {
+        match node {
+            Node::SchemeRoot { virt } => self.cache.put_dir(virt),
+            Node::Remote(r) => match r.driver.local_path(&r.path) {
+                Some(p) => Ok(p),
+                None => {
+                    let mut meta = self.stat_remote(r)?;
+                    if meta.kind == Kind::File && meta.size.is_none() {
+                        // The server did not say how big it is: only the body tells.
+                        self.fetch_file(r, &meta)?;
+                        meta = self.stat_remote(r)?;
+                    }
+                    self.cache.put_stub(&r.virt, &meta)
+                }
+            },
+        }
+    }
+
+    /// A local path to open in place of the node: the fetched file, or a skeleton directory
+    /// holding the remote listing. Follows symlinks.
+    pub fn open_path(&self, node: &Node) -> Result<PathBuf> {
+        if let Node::Remote(r) = node {
+            if let Some(p) = r.driver.local_path(&r.path) {
+                return Ok(p);
+            }
+        }
+        match self.follow(node.clone())? {
+            Resolved::Local(p) => Ok(PathBuf::from(p)),
+            Resolved::Node(Node::SchemeRoot { virt }, _) => self.cache.put_dir(&virt),
+            Resolved::Node(Node::Remote(r), meta) if meta.kind == Kind::Dir => self.list_dir(&r),
+            Resolved::Node(Node::Remote(r), meta) => self.fetch_file(&r, &meta),
+        }
+    }
+
+    /// A directory to make the real cwd when a program changes into `node`.
+    pub fn dir_path(&self, node: &Node) -> Result<PathBuf> {
+        match self.follow(node.clone())? {
+            Resolved::Local(p) => Ok(PathBuf::from(p)),
+            Resolved::Node(n, meta) if meta.kind == Kind::Dir => self.cache.put_dir(n.virt()),
+            Resolved::Node(n, _) => Err(Error::posix(libc::ENOTDIR, format!("{}: not a directory", n.virt()))),
+        }
+    }
+
+    /// Follows final symlinks of a node (at most [`MAX_SYMLINKS`]).
+    pub fn follow(&self, mut node: Node) -> Result<Resolved> {
+        for _ in 0..MAX_SYMLINKS {
+            let meta = self.stat(&node)?;
+            if meta.kind != Kind::Symlink {
+                return Ok(Resolved::Node(node, meta));
+            }
+            let target = meta.symlink_target.unwrap_or_default();
+            let next = join(split_name(node.virt()).0, &target);
+            match self.lookup(&next)? {
+                Some(n) => node = n,
+                None => return Ok(Resolved::Local(next)),
+            }
+        }
+        Err(Error::posix(libc::ELOOP, format!("{}: too many levels of symbolic links", node.virt())))
+    }
+
+    fn stat_remote(&self, r: &Remote) -> Result<Meta> {
+        if let Some(hit) = self.fresh_attr(&r.virt) {
+            return hit.map_err(Error::from);
+        }
+        if let Some(hit) = self.from_listing(&r.virt) {
+            return hit;
+        }
+        let res = r.driver.stat(&r.path);
+        let keep = match &res {
+            Ok(_) => true,
+            Err(e) => e.kind == ErrorKind::NotFound,
+        };
+        if keep {
+            self.state.lock().unwrap().attrs.insert(r.virt.clone(), (res.clone(), Instant::now()));
+        }
+        res.map_err(Error::from)
+    }
+
+    fn fresh_attr(&self, virt: &str) -> Option<std::result::Result<Meta, roam_drivers::Error>> {
+        let st = self.state.lock().unwrap();
+        let (res, at) = st.attrs.get(virt)?;
+        (at.elapsed() < self.t_read).then(|| res.clone())
+    }
+
+    /// Answers a stat from the parent's fresh listing when it says enough: the entry with an
+    /// exact size, or its absence from a complete listing.
+    fn from_listing(&self, virt: &str) -> Option<Result<Meta>> {
+        let (parent, name) = split_name(virt);
+        let st = self.state.lock().unwrap();
+        let (index, at) = st.listings.get(parent)?;
+        if at.elapsed() >= self.t_read {
+            return None;
+        }
+        match index.entries.get(name) {
+            Some(m) if m.kind != Kind::File || m.size.is_some() => Some(Ok(m.clone())),
+            Some(_) => None,
+            None if index.complete => Some(Err(Error::Absent(virt.to_owned()))),
+            None => None,
+        }
+    }
+
+    /// Fills the skeleton directory of `r` from a fresh listing.
+    fn list_dir(&self, r: &Remote) -> Result<PathBuf> {
+        let fresh = {
+            let st = self.state.lock().unwrap();
+            st.listings.get(&r.virt).is_some_and(|(_, at)| at.elapsed() < self.t_read)
+        };
+        if fresh {
+            return Ok(self.cache.meta_path(&r.virt));
+        }
+        let listing = r.driver.list(&r.path)?;
+        let dir = self.cache.put_dir(&r.virt)?;
+        for e in &listing.entries {
+            self.cache.put_stub(&join(&r.virt, &e.name), &e.meta)?;
+        }
+        if listing.complete {
+            let keep: HashSet<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+            self.cache.prune_dir(&r.virt, &keep)?;
+        }
+        let dir_mtime = self.fresh_attr(&r.virt).and_then(|m| m.ok()).and_then(|m| m.mtime);
+        self.cache.set_dir_mtime(&r.virt, dir_mtime)?;
+        let index = DirIndex {
+            entries: listing.entries.into_iter().map(|e| (e.name, e.meta)).collect(),
+            complete: listing.complete,
+        };
+        self.state.lock().unwrap().listings.insert(r.virt.clone(), (Arc::new(index), Instant::now()));
+        Ok(dir)
+    }
+
+    /// The data file of `r`: the cached copy if young enough or still valid, else fetched.
+    fn fetch_file(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
+        let lock = self.fetch_lock(&r.virt);
+        let _guard = lock.lock().unwrap();
+        let source = r.describe();
+        let cached = self.cache.info(&r.virt).filter(|i| i.source == source && i.matches(meta));
+        if let Some(info) = &cached {
+            if info.younger_than(self.t_read) {
+                return Ok(self.cache.data_path(&r.virt));
+            }
+        }
+        let validator = cached.as_ref().map(|i| Validator {
+            etag: i.etag.clone(),
+            mtime: i.mtime.map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
+        });
+        let (tmp, file) = self.cache.create_download()?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let fetched = r.driver.fetch(&r.path, &mut out, validator.as_ref());
+        let flushed = out.flush().map_err(|e| Error::cache(&tmp, e));
+        let fetched = match (fetched, flushed) {
+            (Ok(f), Ok(())) => f,
+            (Err(e), _) => return Err(discard(&tmp, e.into())),
+            (_, Err(e)) => return Err(discard(&tmp, e)),
+        };
+        match fetched {
+            Fetched::NotModified => {
+                let _ = std::fs::remove_file(&tmp);
+                let mut info = cached.expect("a validator implies a cached copy");
+                info.fetched_at = unix_secs(SystemTime::now());
+                self.cache.put_info(&r.virt, &info)?;
+                Ok(self.cache.data_path(&r.virt))
+            }
+            Fetched::Body(mut fresh) => {
+                let size = std::fs::metadata(&tmp).map_err(|e| discard(&tmp, Error::cache(&tmp, e)))?.len();
+                fresh.size = Some(size);
+                let info = Info {
+                    source,
+                    etag: fresh.etag.clone(),
+                    mtime: fresh.mtime.map(unix_secs),
+                    size,
+                    fetched_at: unix_secs(SystemTime::now()),
+                };
+                let data = self.cache.commit_download(&tmp, &r.virt, &fresh, &info)?;
+                self.state.lock().unwrap().attrs.insert(r.virt.clone(), (Ok(fresh), Instant::now()));
+                Ok(data)
+            }
+        }
+    }
+
+    fn fetch_lock(&self, virt: &str) -> Arc<Mutex<()>> {
+        self.fetch_locks.lock().unwrap().entry(virt.to_owned()).or_default().clone()
+    }
+}
+
+/// Removes a failed download and passes its error on.
+fn discard(tmp: &Path, err: Error) -> Error {
+    let _ = std::fs::remove_file(tmp);
+    err
+}

@@ -1,0 +1,186 @@
+//! The kernel: what each caught system call *means* for roam's namespace (gVisor's sentry to
+//! the platform's ptrace). One file per family of calls; each turns a call whose names
+//! touch roam into a [`Decision`] that the platform carries out on the stopped thread.
+//!
+//! Work is split in two so one slow server blocks only the thread that asked:
+//! [`Kernel::triage`] runs on the tracer thread and answers at once whatever needs no
+//! remote work (most calls: local names); the rest becomes a [`Job`] that a worker thread
+//! [`Kernel::serve`]s while the tracer goes on serving other threads.
+
+mod dir;
+mod exec;
+mod inspect;
+mod mutate;
+mod open;
+mod report;
+pub mod resolve;
+pub mod table;
+
+use std::sync::Arc;
+
+use nix::unistd::Pid;
+use roam_vfs::{Node, Vfs};
+
+use crate::platform::ptrace::{Syscall, AUDIT_ARCH_X86_64};
+use crate::platform::memory;
+pub use report::Reporter;
+use resolve::{Place, Resolver};
+use table::{Family, Spec};
+
+/// What to do with a stopped system call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Let it run as the program made it.
+    Continue,
+    /// Let it run with these path arguments (register index, new NUL-free bytes).
+    Rewrite(Vec<(usize, Vec<u8>)>),
+    /// Skip it; it returns this value (`-errno` for a failure).
+    Return(i64),
+    /// Skip it after writing `data` into the program's buffer at `addr`.
+    ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
+}
+
+impl Decision {
+    fn fail(errno: i32) -> Decision {
+        Decision::Return(-(errno as i64))
+    }
+}
+
+/// A call that needs the namespace (and maybe the network) to be answered.
+#[derive(Debug)]
+pub struct Job {
+    pub tid: Pid,
+    pub call: Syscall,
+    spec: &'static Spec,
+    places: Vec<Place>,
+}
+
+/// Outcome of triage on the tracer thread.
+pub enum Triage {
+    Done(Decision),
+    Later(Job),
+}
+
+/// The syscall kernel: the namespace plus the resolver and the user-facing reporter.
+pub struct Kernel {
+    resolver: Resolver,
+    report: Reporter,
+}
+
+impl Kernel {
+    pub fn new(vfs: Arc<Vfs>) -> Kernel {
+        Kernel { resolver: Resolver::new(vfs), report: Reporter::default() }
+    }
+
+    fn vfs(&self) -> &Vfs {
+        self.resolver.vfs()
+    }
+
+    /// Decides on the tracer thread, without remote work, or defers to a worker.
+    pub fn triage(&self, tid: Pid, call: Syscall) -> Triage {
+        if call.arch != AUDIT_ARCH_X86_64 {
+            self.report.once(
+                format!("foreign-abi {tid}"),
+                format!("pid {tid} makes 32-bit (i386/x32) system calls; roam does not interpret them, so they see only local files"),
+            );
+            return Triage::Done(Decision::Continue);
+        }
+        let Some(spec) = table::lookup(call.nr) else { return Triage::Done(Decision::Continue) };
+        match spec.family {
+            Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
+            Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
+            Family::MutateFd => return Triage::Done(mutate::on_fd(self, tid, spec, &call)),
+            Family::Readlink => {
+                if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
+                    return Triage::Done(d);
+                }
+            }
+            _ => {}
+        }
+        let places = match self.places(tid, spec, &call) {
+            Ok(p) => p,
+            Err(errno) => return Triage::Done(Decision::fail(errno)),
+        };
+        if places.iter().all(Place::is_native) {
+            if spec.family == Family::Exec {
+                exec::warn_if_privileged(self, tid, &call);
+            }
+            return Triage::Done(Decision::Continue);
+        }
+        let has_roam = places.iter().any(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)));
+        match spec.family {
+            _ if !has_roam => Triage::Done(rewrite_locals(spec, &places)),
+            Family::Mutate => Triage::Done(mutate::names(self, tid, spec, &places)),
+            Family::Unsupported => Triage::Done(mutate::unsupported(self, tid, spec, &places)),
+            _ => Triage::Later(Job { tid, call, spec, places }),
+        }
+    }
+
+    /// Serves a deferred call; may block on the network. Runs on a worker thread.
+    pub fn serve(&self, job: &Job) -> Decision {
+        let result = match job.spec.family {
+            Family::Open => open::serve(self, job),
+            Family::Exec => exec::serve(self, job),
+            Family::Chdir => dir::chdir(self, job),
+            Family::Inspect | Family::Access | Family::Readlink => inspect::serve(self, job),
+            // Triage answers every other family itself.
+            _ => Ok(Decision::Continue),
+        };
+        result.unwrap_or_else(|(node, err)| self.fail_on(job.tid, job.spec, &node, &err))
+    }
+
+    /// Reads and resolves every path argument of a call.
+    fn places(&self, tid: Pid, spec: &Spec, call: &Syscall) -> Result<Vec<Place>, i32> {
+        let mut places = Vec::with_capacity(spec.paths.len());
+        for pa in spec.paths {
+            let addr = call.args[pa.path];
+            let raw = if addr == 0 {
+                Vec::new()
+            } else {
+                memory::read_cstr(tid, addr).map_err(|e| e as i32)?
+            };
+            let dirfd = pa.dirfd.map(|i| call.args[i] as i32);
+            places.push(self.resolver.resolve(tid, dirfd, &raw));
+        }
+        Ok(places)
+    }
+
+    /// Tells the user why a call on a roam name failed (once per message) and fails it.
+    fn fail_on(&self, tid: Pid, spec: &Spec, node: &Node, err: &roam_vfs::Error) -> Decision {
+        if err.worth_telling() {
+            self.report.error(tid, spec.name, node.virt(), err.errno(), &err.to_string());
+        }
+        Decision::fail(err.errno())
+    }
+}
+
+/// Spells out local names that the program reached through roam's skeleton.
+fn rewrite_locals(spec: &Spec, places: &[Place]) -> Decision {
+    let args = spec
+        .paths
+        .iter()
+        .zip(places)
+        .filter_map(|(pa, place)| match place {
+            Place::Local(p) => Some((pa.path, p.clone().into_bytes())),
+            _ => None,
+        })
+        .collect();
+    Decision::Rewrite(args)
+}
+
+/// The result of serving a call on one node: a decision, or the node and why it failed.
+type Served = Result<Decision, (Node, roam_vfs::Error)>;
+
+/// Rewrites path argument `arg` to the local path `p`.
+fn rewrite_to(arg: usize, p: &std::path::Path) -> Decision {
+    use std::os::unix::ffi::OsStrExt;
+    Decision::Rewrite(vec![(arg, p.as_os_str().as_bytes().to_vec())])
+}
+
+/// The single roam node of a one-name call (every deferred family has exactly one name).
+fn single_node(job: &Job) -> Option<(usize, &Node)> {
+    match job.places.first()? {
+        Place::Roam(n) => Some((job.spec.paths[0].path, n)),
+        _ => None,
+    }
+}

@@ -1,0 +1,48 @@
+//! open, openat, openat2 on roam names: redirected to the fetched file (or the filled
+//! skeleton directory), so every later read, mmap and fstat on the fd runs natively.
+//! Mounts are read-only for now: any write intent is EROFS.
+
+use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
+use crate::platform::memory;
+
+pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
+    let Some((arg, node)) = single_node(job) else { return Ok(Decision::Continue) };
+    let flags = match open_flags(job) {
+        Ok(f) => f,
+        Err(errno) => return Ok(Decision::fail(errno)),
+    };
+    let vfs = k.vfs();
+    let fail = |e| (node.clone(), e);
+    let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+    if flags & libc::O_CREAT != 0 {
+        match vfs.stat(node) {
+            Ok(_) if flags & libc::O_EXCL != 0 => return Ok(Decision::fail(libc::EEXIST)),
+            Ok(_) => {}
+            Err(e) if e.errno() == libc::ENOENT => return Ok(read_only(k, job, node)),
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    if wants_write && !vfs.writable(node) {
+        // A missing name is ENOENT even when the mount is read-only.
+        vfs.stat(node).map_err(fail)?;
+        return Ok(read_only(k, job, node));
+    }
+    let target = if flags & libc::O_PATH != 0 { vfs.meta_path(node) } else { vfs.open_path(node) };
+    Ok(rewrite_to(arg, &target.map_err(fail)?))
+}
+
+fn read_only(k: &Kernel, job: &Job, node: &roam_vfs::Node) -> Decision {
+    k.report.read_only(job.spec.name, node.virt(), libc::EROFS);
+    Decision::fail(libc::EROFS)
+}
+
+/// The open flags: a register, or for openat2 the first field of `struct open_how`.
+fn open_flags(job: &Job) -> Result<i32, i32> {
+    let raw = job.call.args[job.spec.aux];
+    if job.spec.nr != libc::SYS_openat2 {
+        return Ok(raw as i32);
+    }
+    let mut how = [0u8; 8];
+    memory::read(job.tid, raw, &mut how).map_err(|e| e as i32)?;
+    Ok(u64::from_ne_bytes(how) as i32)
+}

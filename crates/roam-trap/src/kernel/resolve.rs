@@ -1,0 +1,208 @@
+//! Turning a path argument, as the program passed it, into what it names: a local name the
+//! kernel can resolve itself, a local name that must be spelled out (because the program's
+//! cwd or dirfd is one of roam's skeleton directories), or a roam node.
+//!
+//! The tracee's cwd and dirfds are read from `/proc/TID/{cwd,fd/N}`: the kernel keeps them
+//! (including `CLONE_FS`/`CLONE_FILES` sharing), and a real path inside roam's skeleton maps
+//! straight back to its virtual name. So roam keeps no per-process path state to go stale.
+
+use std::sync::Arc;
+
+use nix::unistd::Pid;
+use roam_vfs::path::{join, looks_like_url, normalize, url_to_virtual};
+use roam_vfs::{Node, Vfs};
+
+/// What one name argument means.
+#[derive(Debug)]
+pub enum Place {
+    /// A local name; the kernel resolves it as given.
+    Native,
+    /// A local name that must reach the kernel as this absolute path.
+    Local(String),
+    /// A roam name.
+    Roam(Node),
+    /// An empty name meaning the dirfd itself, which is a roam object.
+    RoamFd(Node),
+}
+
+impl Place {
+    pub fn is_native(&self) -> bool {
+        matches!(self, Place::Native)
+    }
+}
+
+/// Resolves path arguments against the mount table and the tracee's cwd and fds.
+pub struct Resolver {
+    vfs: Arc<Vfs>,
+    /// Absolute prefixes that may lead into roam; any other absolute name is local.
+    quick: Vec<Vec<u8>>,
+}
+
+impl Resolver {
+    pub fn new(vfs: Arc<Vfs>) -> Resolver {
+        let mut quick: Vec<Vec<u8>> = vfs.prefixes().into_iter().map(String::into_bytes).collect();
+        quick.push(vfs.cache_root().to_string_lossy().into_owned().into_bytes());
+        quick.push(b"/proc/".to_vec());
+        quick.push(b"/dev/fd/".to_vec());
+        Resolver { vfs, quick }
+    }
+
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// What `raw`, relative to `dirfd` (or the cwd), names for thread `tid`.
+    pub fn resolve(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8]) -> Place {
+        if raw.is_empty() {
+            return self.resolve_fd_itself(tid, dirfd);
+        }
+        if looks_like_url(raw) {
+            return match std::str::from_utf8(raw).ok().and_then(url_to_virtual) {
+                Some(v) => self.place_of(&v, false),
+                None => Place::Native,
+            };
+        }
+        if raw[0] == b'/' {
+            return self.resolve_absolute(tid, raw);
+        }
+        let Ok(rel) = std::str::from_utf8(raw) else { return Place::Native };
+        let Some(base) = self.base_dir(tid, dirfd) else { return Place::Native };
+        match self.vfs.unmap(&base) {
+            Some(vbase) => self.place_of(&join(&vbase, rel), true),
+            None => {
+                let v = join(&base, rel);
+                if self.may_be_roam(v.as_bytes()) {
+                    self.place_of(&v, false)
+                } else {
+                    Place::Native
+                }
+            }
+        }
+    }
+
+    fn resolve_absolute(&self, tid: Pid, raw: &[u8]) -> Place {
+        if !self.may_be_roam(raw) && !raw.windows(3).any(|w| w == b"/..") {
+            return Place::Native;
+        }
+        let Ok(s) = std::str::from_utf8(raw) else { return Place::Native };
+        if let Some((link, rest)) = magic_link(tid, s) {
+            return match std::fs::read_link(&link).ok().and_then(|t| self.vfs.unmap(&t.to_string_lossy())) {
+                Some(vtarget) => self.place_of(&join(&vtarget, rest), true),
+                None => Place::Native,
+            };
+        }
+        let v = normalize(s);
+        match self.vfs.unmap(&v) {
+            Some(virt) => self.place_of(&virt, true),
+            None => self.place_of(&v, false),
+        }
+    }
+
+    /// An empty name (with `AT_EMPTY_PATH`, or a NULL `utimensat` name) is the dirfd itself.
+    fn resolve_fd_itself(&self, tid: Pid, dirfd: Option<i32>) -> Place {
+        let Some(fd) = dirfd.filter(|&fd| fd >= 0) else { return Place::Native };
+        match fd_target(tid, fd).and_then(|t| self.vfs.unmap(&t)) {
+            Some(v) => match self.vfs.lookup(&v) {
+                Ok(Some(node)) => Place::RoamFd(node),
+                _ => Place::Native,
+            },
+            None => Place::Native,
+        }
+    }
+
+    /// `virt` is a normalised absolute name; `spelled` says the program's own spelling
+    /// would not reach it (it went through the skeleton or a magic link).
+    fn place_of(&self, virt: &str, spelled: bool) -> Place {
+        match self.vfs.lookup(virt) {
+            Ok(Some(node)) => Place::Roam(node),
+            _ if spelled => Place::Local(virt.to_owned()),
+            _ => Place::Native,
+        }
+    }
+
+    fn may_be_roam(&self, path: &[u8]) -> bool {
+        self.quick.iter().any(|q| path.starts_with(q))
+    }
+
+    /// The real directory a relative name starts from.
+    fn base_dir(&self, tid: Pid, dirfd: Option<i32>) -> Option<String> {
+        match dirfd {
+            Some(fd) if fd != libc::AT_FDCWD => fd_target(tid, fd),
+            _ => link_target(&format!("/proc/{tid}/cwd")),
+        }
+    }
+
+    /// The virtual name of the tracee's cwd, when it is inside roam.
+    pub fn virtual_cwd(&self, tid: Pid) -> Option<String> {
+        link_target(&format!("/proc/{tid}/cwd")).and_then(|c| self.vfs.unmap(&c))
+    }
+
+    /// The virtual name a magic `/proc` link (`/proc/self/cwd`, `exe`, `fd/N` ...) points
+    /// to, when it points into roam.
+    pub fn virtual_magic_target(&self, tid: Pid, raw: &[u8]) -> Option<String> {
+        let s = std::str::from_utf8(raw).ok()?;
+        match magic_link(tid, s)? {
+            (link, "") => link_target(&link).and_then(|t| self.vfs.unmap(&t)),
+            _ => None,
+        }
+    }
+}
+
+fn link_target(link: &str) -> Option<String> {
+    std::fs::read_link(link).ok().map(|t| t.to_string_lossy().into_owned())
+}
+
+fn fd_target(tid: Pid, fd: i32) -> Option<String> {
+    link_target(&format!("/proc/{tid}/fd/{fd}"))
+}
+
+/// Splits `/proc/{self,thread-self,PID[/task/TID]}/{cwd,exe,root,fd/N}[/REST]` and
+/// `/dev/fd/N[/REST]` into the tracee's real magic link and the rest.
+fn magic_link(tid: Pid, path: &str) -> Option<(String, &str)> {
+    if let Some(rest) = path.strip_prefix("/dev/fd/") {
+        return fd_link(&tid.to_string(), rest);
+    }
+    let (who, rest) = path.strip_prefix("/proc/")?.split_once('/')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (owner, rest) = match who {
+        "self" | "thread-self" => (tid.to_string(), rest),
+        pid if digits(pid) => match rest.strip_prefix("task/") {
+            Some(t) => {
+                let (task, r) = t.split_once('/')?;
+                (format!("{pid}/task/{task}"), r)
+            }
+            None => (pid.to_owned(), rest),
+        },
+        _ => return None,
+    };
+    if let Some(r) = rest.strip_prefix("fd/") {
+        return fd_link(&owner, r);
+    }
+    let (what, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    matches!(what, "cwd" | "exe" | "root").then(|| (format!("/proc/{owner}/{what}"), tail))
+}
+
+fn fd_link<'a>(owner: &str, r: &'a str) -> Option<(String, &'a str)> {
+    let (n, tail) = r.split_once('/').unwrap_or((r, ""));
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| (format!("/proc/{owner}/fd/{n}"), tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn magic_links_split() {
+        let me = Pid::from_raw(42);
+        assert_eq!(magic_link(me, "/proc/self/cwd"), Some(("/proc/42/cwd".into(), "")));
+        assert_eq!(magic_link(me, "/proc/self/cwd/a/b"), Some(("/proc/42/cwd".into(), "a/b")));
+        assert_eq!(magic_link(me, "/proc/7/fd/3"), Some(("/proc/7/fd/3".into(), "")));
+        assert_eq!(magic_link(me, "/proc/thread-self/fd/12/x"), Some(("/proc/42/fd/12".into(), "x")));
+        assert_eq!(magic_link(me, "/proc/7/task/8/exe"), Some(("/proc/7/task/8/exe".into(), "")));
+        assert_eq!(magic_link(me, "/dev/fd/5/sub/f"), Some(("/proc/42/fd/5".into(), "sub/f")));
+        assert_eq!(magic_link(me, "/dev/fd/5"), Some(("/proc/42/fd/5".into(), "")));
+        assert_eq!(magic_link(me, "/proc/self/maps"), None);
+        assert_eq!(magic_link(me, "/proc/meminfo"), None);
+        assert_eq!(magic_link(me, "/proc/self/fd/x"), None);
+    }
+}

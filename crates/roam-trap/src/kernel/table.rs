@@ -1,0 +1,165 @@
+//! The table of system calls roam traps (x86_64): for each, the family that gives it its
+//! meaning and where its path arguments are. Everything not in this table runs natively.
+//! The seccomp filter is built from this table, so the two can never disagree.
+
+/// What a call does with its names, which decides how a roam name is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// open/openat/openat2: the fetched file or a filled skeleton directory.
+    Open,
+    /// Reads metadata only (stat, access, xattr reads, statfs ...): the skeleton entry.
+    Inspect,
+    /// access-like: `Inspect`, but asking for write access to a read-only mount is EROFS.
+    Access,
+    /// readlink: `Inspect`, plus the virtual names of `/proc/self/{cwd,exe,fd/N}`.
+    Readlink,
+    Chdir,
+    Getcwd,
+    Exec,
+    /// Changes the file system: read-only mounts answer EROFS (EXDEV across mounts).
+    Mutate,
+    /// Changes an object given by fd (fchmod ...): EROFS on roam-backed fds.
+    MutateFd,
+    /// Meaningless on a remote name (chroot, mount ...): refused with a message.
+    Unsupported,
+    /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
+    NoUring,
+}
+
+/// Where one name argument is: the register holding the path and, for `*at` calls, the one
+/// holding the directory fd it is relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathArg {
+    pub path: usize,
+    pub dirfd: Option<usize>,
+}
+
+const fn p(path: usize) -> PathArg {
+    PathArg { path, dirfd: None }
+}
+
+const fn at(dirfd: usize, path: usize) -> PathArg {
+    PathArg { path, dirfd: Some(dirfd) }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub nr: i64,
+    pub name: &'static str,
+    pub family: Family,
+    pub paths: &'static [PathArg],
+    /// For `Open`: the register with the flags (for openat2, the `open_how` pointer).
+    /// For `Access`: the register with the mode. For `Readlink`: the buffer register.
+    pub aux: usize,
+}
+
+macro_rules! spec {
+    ($nr:ident, $fam:ident, [$($pa:expr),*]) => { spec!($nr, $fam, [$($pa),*], 0) };
+    ($nr:ident, $fam:ident, [$($pa:expr),*], $aux:expr) => {
+        Spec { nr: libc::$nr, name: stringify!($nr), family: Family::$fam, paths: &[$($pa),*], aux: $aux }
+    };
+}
+
+
+/// Every trapped call. Numbers are x86_64 (`libc::SYS_*`).
+pub static TABLE: &[Spec] = &[
+    spec!(SYS_open, Open, [p(0)], 1),
+    spec!(SYS_openat, Open, [at(0, 1)], 2),
+    spec!(SYS_openat2, Open, [at(0, 1)], 2),
+    spec!(SYS_creat, Mutate, [p(0)]),
+    spec!(SYS_stat, Inspect, [p(0)]),
+    spec!(SYS_lstat, Inspect, [p(0)]),
+    spec!(SYS_newfstatat, Inspect, [at(0, 1)]),
+    spec!(SYS_statx, Inspect, [at(0, 1)]),
+    spec!(SYS_statfs, Inspect, [p(0)]),
+    spec!(SYS_getxattr, Inspect, [p(0)]),
+    spec!(SYS_lgetxattr, Inspect, [p(0)]),
+    spec!(SYS_listxattr, Inspect, [p(0)]),
+    spec!(SYS_llistxattr, Inspect, [p(0)]),
+    spec!(SYS_inotify_add_watch, Inspect, [p(1)]),
+    spec!(SYS_access, Access, [p(0)], 1),
+    spec!(SYS_faccessat, Access, [at(0, 1)], 2),
+    spec!(SYS_faccessat2, Access, [at(0, 1)], 2),
+    spec!(SYS_readlink, Readlink, [p(0)], 1),
+    spec!(SYS_readlinkat, Readlink, [at(0, 1)], 2),
+    spec!(SYS_chdir, Chdir, [p(0)]),
+    spec!(SYS_getcwd, Getcwd, []),
+    spec!(SYS_execve, Exec, [p(0)]),
+    spec!(SYS_execveat, Exec, [at(0, 1)]),
+    spec!(SYS_mkdir, Mutate, [p(0)]),
+    spec!(SYS_mkdirat, Mutate, [at(0, 1)]),
+    spec!(SYS_rmdir, Mutate, [p(0)]),
+    spec!(SYS_unlink, Mutate, [p(0)]),
+    spec!(SYS_unlinkat, Mutate, [at(0, 1)]),
+    spec!(SYS_rename, Mutate, [p(0), p(1)]),
+    spec!(SYS_renameat, Mutate, [at(0, 1), at(2, 3)]),
+    spec!(SYS_renameat2, Mutate, [at(0, 1), at(2, 3)]),
+    spec!(SYS_link, Mutate, [p(0), p(1)]),
+    spec!(SYS_linkat, Mutate, [at(0, 1), at(2, 3)]),
+    spec!(SYS_symlink, Mutate, [p(1)]),
+    spec!(SYS_symlinkat, Mutate, [at(1, 2)]),
+    spec!(SYS_chmod, Mutate, [p(0)]),
+    spec!(SYS_fchmodat, Mutate, [at(0, 1)]),
+    spec!(SYS_fchmodat2, Mutate, [at(0, 1)]),
+    spec!(SYS_chown, Mutate, [p(0)]),
+    spec!(SYS_lchown, Mutate, [p(0)]),
+    spec!(SYS_fchownat, Mutate, [at(0, 1)]),
+    spec!(SYS_truncate, Mutate, [p(0)]),
+    spec!(SYS_utime, Mutate, [p(0)]),
+    spec!(SYS_utimes, Mutate, [p(0)]),
+    spec!(SYS_futimesat, Mutate, [at(0, 1)]),
+    spec!(SYS_utimensat, Mutate, [at(0, 1)]),
+    spec!(SYS_setxattr, Mutate, [p(0)]),
+    spec!(SYS_lsetxattr, Mutate, [p(0)]),
+    spec!(SYS_removexattr, Mutate, [p(0)]),
+    spec!(SYS_lremovexattr, Mutate, [p(0)]),
+    spec!(SYS_mknod, Mutate, [p(0)]),
+    spec!(SYS_mknodat, Mutate, [at(0, 1)]),
+    spec!(SYS_fchmod, MutateFd, []),
+    spec!(SYS_fchown, MutateFd, []),
+    spec!(SYS_fsetxattr, MutateFd, []),
+    spec!(SYS_fremovexattr, MutateFd, []),
+    spec!(SYS_chroot, Unsupported, [p(0)]),
+    spec!(SYS_name_to_handle_at, Unsupported, [at(0, 1)]),
+    spec!(SYS_uselib, Unsupported, [p(0)]),
+    spec!(SYS_acct, Unsupported, [p(0)]),
+    spec!(SYS_swapon, Unsupported, [p(0)]),
+    spec!(SYS_swapoff, Unsupported, [p(0)]),
+    spec!(SYS_mount, Unsupported, [p(1)]),
+    spec!(SYS_umount2, Unsupported, [p(0)]),
+    spec!(SYS_pivot_root, Unsupported, [p(0), p(1)]),
+    spec!(SYS_fanotify_mark, Unsupported, [at(3, 4)]),
+    spec!(SYS_open_tree, Unsupported, [at(0, 1)]),
+    spec!(SYS_fspick, Unsupported, [at(0, 1)]),
+    spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
+    spec!(SYS_io_uring_setup, NoUring, []),
+];
+
+/// The spec of a trapped call number.
+pub fn lookup(nr: i64) -> Option<&'static Spec> {
+    // A linear scan over ~70 entries costs less than the ptrace stop that led here.
+    TABLE.iter().find(|s| s.nr == nr)
+}
+
+/// Numbers for the seccomp filter.
+pub fn traced_numbers() -> Vec<i64> {
+    TABLE.iter().map(|s| s.nr).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_unique_and_args_in_range() {
+        let mut seen = std::collections::HashSet::new();
+        for s in TABLE {
+            assert!(seen.insert(s.nr), "{} twice", s.name);
+            for pa in s.paths {
+                assert!(pa.path < 6 && pa.dirfd.is_none_or(|d| d < 6), "{}", s.name);
+            }
+        }
+        assert_eq!(lookup(libc::SYS_openat).unwrap().family, Family::Open);
+        assert!(lookup(libc::SYS_read).is_none());
+    }
+}

@@ -1,0 +1,71 @@
+//! Reading and writing a stopped tracee's memory with `process_vm_readv/writev`: one
+//! system call per transfer instead of one `PTRACE_PEEKDATA` per word.
+
+use std::io::{IoSlice, IoSliceMut};
+
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
+use nix::unistd::Pid;
+
+const PAGE: usize = 4096;
+/// Longest path the kernel accepts, including the NUL.
+pub const PATH_MAX: usize = 4096;
+/// Bytes below the stack pointer that the x86_64 ABI lets leaf functions use.
+const RED_ZONE: u64 = 128;
+
+/// Reads a NUL-terminated string of at most `PATH_MAX` bytes (without the NUL).
+/// Reads page by page so a string ending just before an unmapped page is still read.
+pub fn read_cstr(pid: Pid, addr: u64) -> nix::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(128);
+    let mut at = addr;
+    while out.len() < PATH_MAX {
+        let room = PAGE - (at as usize % PAGE);
+        let want = room.min(PATH_MAX - out.len()).min(if out.is_empty() { 256 } else { PAGE });
+        let mut buf = [0u8; PAGE];
+        let n = read(pid, at, &mut buf[..want])?;
+        if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+        at += n as u64;
+    }
+    Err(nix::errno::Errno::ENAMETOOLONG)
+}
+
+/// Reads up to `buf.len()` bytes at `addr`; returns how many were read.
+pub fn read(pid: Pid, addr: u64, buf: &mut [u8]) -> nix::Result<usize> {
+    let remote = [RemoteIoVec { base: addr as usize, len: buf.len() }];
+    let n = process_vm_readv(pid, &mut [IoSliceMut::new(buf)], &remote)?;
+    if n == 0 {
+        return Err(nix::errno::Errno::EFAULT);
+    }
+    Ok(n)
+}
+
+/// Writes all of `data` at `addr`.
+pub fn write(pid: Pid, addr: u64, data: &[u8]) -> nix::Result<()> {
+    let remote = [RemoteIoVec { base: addr as usize, len: data.len() }];
+    let n = process_vm_writev(pid, &[IoSlice::new(data)], &remote)?;
+    if n != data.len() {
+        return Err(nix::errno::Errno::EFAULT);
+    }
+    Ok(())
+}
+
+/// Places NUL-terminated copies of `strings` in the stopped thread's stack, below the red
+/// zone, and returns their addresses. The thread is stopped at a system call, and the
+/// kernel copies path arguments at entry, so nothing of the program's is overwritten
+/// (Ufo's trick; only the thread itself could use that memory, and it is stopped).
+pub fn push_strings(pid: Pid, sp: u64, strings: &[&[u8]]) -> nix::Result<Vec<u64>> {
+    let total: usize = strings.iter().map(|s| s.len() + 1).sum();
+    let base = (sp - RED_ZONE - total as u64) & !0xf;
+    let mut blob = Vec::with_capacity(total);
+    let mut addrs = Vec::with_capacity(strings.len());
+    for s in strings {
+        addrs.push(base + blob.len() as u64);
+        blob.extend_from_slice(s);
+        blob.push(0);
+    }
+    write(pid, base, &blob)?;
+    Ok(addrs)
+}

@@ -1,0 +1,80 @@
+//! Thin, typed wrappers over the ptrace requests roam uses. All of them must be issued by
+//! the one thread that attached (the tracer thread).
+
+use nix::sys::ptrace;
+use nix::unistd::Pid;
+
+/// Events every tracee reports: new processes and threads, execs, seccomp traps.
+/// `EXITKILL`: if roam dies, no tracee outlives it unsupervised.
+pub fn options() -> ptrace::Options {
+    use ptrace::Options as O;
+    O::PTRACE_O_TRACESECCOMP
+        | O::PTRACE_O_TRACEFORK
+        | O::PTRACE_O_TRACEVFORK
+        | O::PTRACE_O_TRACECLONE
+        | O::PTRACE_O_TRACEEXEC
+        | O::PTRACE_O_EXITKILL
+}
+
+/// The system call a tracee is stopped at (from a seccomp stop).
+#[derive(Clone, Copy, Debug)]
+pub struct Syscall {
+    pub arch: u32,
+    pub nr: i64,
+    pub args: [u64; 6],
+    pub sp: u64,
+}
+
+pub const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+
+/// `PTRACE_GET_SYSCALL_INFO` at a seccomp stop: number, arguments and stack pointer in one
+/// request instead of `GETREGS`.
+pub fn syscall_at_stop(pid: Pid) -> nix::Result<Syscall> {
+    let info = ptrace::syscall_info(pid)?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
+        return Err(nix::errno::Errno::EINVAL);
+    }
+    // SAFETY: `op` says the seccomp member of the union is the valid one.
+    let sc = unsafe { info.u.seccomp };
+    Ok(Syscall { arch: info.arch, nr: sc.nr as i64, args: sc.args, sp: info.stack_pointer })
+}
+
+/// Changes argument registers of a thread stopped at a system call (x86_64 ABI).
+pub fn set_args(pid: Pid, changes: &[(usize, u64)]) -> nix::Result<()> {
+    let mut regs = ptrace::getregs(pid)?;
+    for &(i, v) in changes {
+        match i {
+            0 => regs.rdi = v,
+            1 => regs.rsi = v,
+            2 => regs.rdx = v,
+            3 => regs.r10 = v,
+            4 => regs.r8 = v,
+            5 => regs.r9 = v,
+            _ => unreachable!("x86_64 system calls have six arguments"),
+        }
+    }
+    ptrace::setregs(pid, regs)
+}
+
+/// Skips the system call the thread is stopped at and makes it return `ret` (a value, or
+/// `-errno`): at a seccomp stop, number -1 skips the call and the return register is kept.
+pub fn skip_with(pid: Pid, ret: i64) -> nix::Result<()> {
+    let mut regs = ptrace::getregs(pid)?;
+    regs.orig_rax = u64::MAX;
+    regs.rax = ret as u64;
+    ptrace::setregs(pid, regs)
+}
+
+/// Resumes a tracee, delivering `sig` (0 for none).
+pub fn resume(pid: Pid, sig: i32) -> nix::Result<()> {
+    // SAFETY: plain PTRACE_CONT with a signal number as data.
+    let r = unsafe { libc::ptrace(libc::PTRACE_CONT, pid.as_raw(), 0, sig as libc::c_long) };
+    nix::errno::Errno::result(r).map(drop)
+}
+
+/// Leaves a tracee in group-stop while letting roam hear when it is continued.
+pub fn listen(pid: Pid) -> nix::Result<()> {
+    // SAFETY: plain PTRACE_LISTEN.
+    let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid.as_raw(), 0, 0) };
+    nix::errno::Errno::result(r).map(drop)
+}

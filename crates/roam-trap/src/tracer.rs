@@ -1,0 +1,206 @@
+//! The tracer thread's event loop. It alone issues ptrace requests (the kernel requires the
+//! attaching thread), never waits on the network, and keeps serving stops of other threads
+//! while workers serve slow calls. It wakes on either a tracee stop (SIGCHLD, read through a
+//! signalfd) or a finished job (an eventfd); no wake-up can be lost between the two.
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use nix::errno::Errno;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::kernel::{Decision, Job, Kernel, Triage};
+use crate::platform::{memory, ptrace};
+use crate::TrapError;
+
+/// Threads that serve calls needing remote work; each blocks only on its own request.
+const WORKERS: usize = 8;
+
+/// Signals the tracer reads from its signalfd instead of being interrupted by them.
+pub fn tracer_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGCHLD, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(s);
+    }
+    set
+}
+
+struct Done {
+    tid: Pid,
+    sp: u64,
+    decision: Decision,
+}
+
+pub struct Tracer {
+    kernel: Arc<Kernel>,
+    main: Pid,
+    main_status: Option<i32>,
+    jobs: Sender<Job>,
+    done: Receiver<Done>,
+    wake: Arc<EventFd>,
+    signals: SignalFd,
+    in_flight: usize,
+}
+
+impl Tracer {
+    /// Must be called with [`tracer_signals`] blocked in this thread.
+    pub fn new(kernel: Arc<Kernel>, main: Pid) -> Result<Tracer, TrapError> {
+        let wake = Arc::new(EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?);
+        let signals = SignalFd::with_flags(&tracer_signals(), SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+        let (jobs, job_rx) = channel::<Job>();
+        let (done_tx, done) = channel::<Done>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        for i in 0..WORKERS {
+            let (kernel, rx, tx, wake) = (kernel.clone(), job_rx.clone(), done_tx.clone(), wake.clone());
+            std::thread::Builder::new()
+                .name(format!("roam-worker-{i}"))
+                .spawn(move || worker(&kernel, &rx, &tx, &wake))
+                .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
+        }
+        Ok(Tracer { kernel, main, main_status: None, jobs, done, wake, signals, in_flight: 0 })
+    }
+
+    /// Serves every tracee until none is left; returns the first program's exit status.
+    pub fn run(mut self) -> Result<i32, TrapError> {
+        loop {
+            loop {
+                match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                    Ok(WaitStatus::StillAlive) => break,
+                    Ok(status) => self.on_status(status),
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::ECHILD) => return Ok(self.main_status.unwrap_or(1)),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            while let Ok(d) = self.done.try_recv() {
+                self.in_flight -= 1;
+                self.apply(d.tid, d.sp, d.decision);
+            }
+            self.sleep()?;
+        }
+    }
+
+    /// Blocks until a tracee stops, a job finishes, or roam gets a signal.
+    fn sleep(&mut self) -> Result<(), TrapError> {
+        let mut fds = [
+            libc::pollfd { fd: self.signals.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.wake.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if r < 0 && Errno::last() != Errno::EINTR {
+            return Err(Errno::last().into());
+        }
+        let _ = self.wake.read();
+        while let Ok(Some(info)) = self.signals.read_signal() {
+            self.on_signal(info.ssi_signo as i32);
+        }
+        Ok(())
+    }
+
+    /// SIGTERM/SIGHUP to roam are meant for the program; SIGINT/SIGQUIT from the terminal
+    /// already reach it through its process group.
+    fn on_signal(&self, signo: i32) {
+        if signo == libc::SIGTERM || signo == libc::SIGHUP {
+            // SAFETY: plain kill of our own child.
+            unsafe { libc::kill(self.main.as_raw(), signo) };
+        }
+    }
+
+    fn on_status(&mut self, status: WaitStatus) {
+        match status {
+            WaitStatus::Exited(pid, code) if pid == self.main => self.main_status = Some(code),
+            WaitStatus::Signaled(pid, sig, _) if pid == self.main => self.main_status = Some(128 + sig as i32),
+            WaitStatus::Stopped(pid, sig) => resume(pid, sig as i32),
+            WaitStatus::PtraceEvent(pid, sig, event) => self.on_event(pid, sig, event),
+            WaitStatus::PtraceSyscall(pid) => resume(pid, 0),
+            _ => {}
+        }
+    }
+
+    fn on_event(&mut self, pid: Pid, sig: Signal, event: i32) {
+        match event {
+            libc::PTRACE_EVENT_SECCOMP => self.on_syscall(pid),
+            libc::PTRACE_EVENT_STOP if is_stopping(sig) => {
+                // Group-stop: stay stopped (job control) but keep hearing about the tracee.
+                if let Err(e) = ptrace::listen(pid) {
+                    tracing::debug!(%pid, "listen: {e}");
+                }
+            }
+            // Fork/clone/exec/exit events and interrupt stops need nothing from us.
+            _ => resume(pid, 0),
+        }
+    }
+
+    fn on_syscall(&mut self, pid: Pid) {
+        let call = match ptrace::syscall_at_stop(pid) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%pid, "syscall info: {e}");
+                return resume(pid, 0);
+            }
+        };
+        match self.kernel.triage(pid, call) {
+            Triage::Done(d) => self.apply(pid, call.sp, d),
+            Triage::Later(job) => {
+                self.in_flight += 1;
+                self.jobs.send(job).expect("workers live as long as the tracer");
+            }
+        }
+    }
+
+    /// Carries a decision out on a thread stopped at a system call, then resumes it.
+    fn apply(&self, tid: Pid, sp: u64, decision: Decision) {
+        if let Err(e) = carry_out(tid, sp, decision) {
+            // ESRCH: the thread died meanwhile (killed, or its process exec'd).
+            if e != Errno::ESRCH {
+                tracing::warn!(%tid, "could not change the system call: {e}");
+                let _ = ptrace::skip_with(tid, -(e as i64));
+            }
+        }
+        resume(tid, 0);
+    }
+}
+
+fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
+    match decision {
+        Decision::Continue => Ok(()),
+        Decision::Rewrite(args) => {
+            let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
+            let addrs = memory::push_strings(tid, sp, &strings)?;
+            let changes: Vec<(usize, u64)> = args.iter().map(|(i, _)| *i).zip(addrs).collect();
+            ptrace::set_args(tid, &changes)
+        }
+        Decision::Return(ret) => ptrace::skip_with(tid, ret),
+        Decision::ReturnData { addr, data, ret } => {
+            memory::write(tid, addr, &data)?;
+            ptrace::skip_with(tid, ret)
+        }
+    }
+}
+
+fn resume(pid: Pid, sig: i32) {
+    if let Err(e) = ptrace::resume(pid, sig) {
+        tracing::debug!(%pid, "resume: {e}");
+    }
+}
+
+fn is_stopping(sig: Signal) -> bool {
+    matches!(sig, Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU)
+}
+
+fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, wake: &EventFd) {
+    loop {
+        let Ok(job) = jobs.lock().unwrap().recv() else { return };
+        let decision = kernel.serve(&job);
+        if done.send(Done { tid: job.tid, sp: job.call.sp, decision }).is_err() {
+            return;
+        }
+        let _ = wake.write(1);
+    }
+}

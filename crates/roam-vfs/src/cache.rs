@@ -1,0 +1,353 @@
+//! roam's private on-disk cache (0700), laid out as mirrors of the namespace:
+//!
+//! - `meta/VIRT`: the skeleton (Ufo §5.2). Directories are real directories; a file is a
+//!   sparse stub with the remote size, mtime and mode, or, once fetched, a hard link to its
+//!   data. Metadata calls (`stat`, `access`, `getdents64`, `chdir`) are answered natively by
+//!   the kernel from here, so `ls -l` runs at local speed.
+//! - `data/VIRT`: whole fetched files; opens of remote files are redirected here.
+//! - `info/VIRT`: a small JSON sidecar per data file (source, validators, fetch time).
+//! - `tmp/`: downloads in progress; a file enters `data/` only complete, by `rename`.
+//!
+//! Because both trees mirror virtual names, a real path inside them maps straight back to
+//! the virtual name (`unmap`), which is how the tracer understands a cwd or a dirfd that
+//! points into the skeleton.
+
+use std::collections::HashSet;
+use std::fs::{self, File, FileTimes, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use roam_drivers::{Kind, Meta};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Mode of a file whose protocol has no permission bits: readable, and executable when
+/// its first bytes say it is a program (ELF or `#!`).
+const MODE_FILE: u32 = 0o444;
+const MODE_PROGRAM: u32 = 0o555;
+const MODE_DIR: u32 = 0o755;
+
+/// What the cache knows about one fetched file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Info {
+    pub source: String,
+    pub etag: Option<String>,
+    pub mtime: Option<u64>,
+    pub size: u64,
+    pub fetched_at: u64,
+}
+
+impl Info {
+    /// True when this copy was fetched less than `t_read` ago.
+    pub fn younger_than(&self, t_read: Duration) -> bool {
+        unix_secs(SystemTime::now()).saturating_sub(self.fetched_at) < t_read.as_secs().max(1)
+            && t_read > Duration::ZERO
+    }
+
+    /// True when the copy matches what the server says now (as far as the server says).
+    pub fn matches(&self, meta: &Meta) -> bool {
+        let size_ok = meta.size.is_none_or(|s| s == self.size);
+        let etag_ok = match (&meta.etag, &self.etag) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        let mtime_ok = match (meta.mtime, self.mtime) {
+            (Some(a), Some(b)) => unix_secs(a) == b,
+            _ => true,
+        };
+        size_ok && etag_ok && mtime_ok
+    }
+}
+
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The cache directory and its three mirrors.
+#[derive(Debug)]
+pub struct DiskCache {
+    root: PathBuf,
+    meta: PathBuf,
+    data: PathBuf,
+    info: PathBuf,
+    tmp: PathBuf,
+    meta_prefix: String,
+    data_prefix: String,
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl DiskCache {
+    /// Opens (creating) the cache at `root`; the root is made private (0700).
+    pub fn open(root: &Path) -> Result<DiskCache> {
+        let mk = |p: &Path| -> Result<()> {
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(p).map_err(|e| Error::cache(p, e))
+        };
+        mk(root)?;
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700)).map_err(|e| Error::cache(root, e))?;
+        let root = fs::canonicalize(root).map_err(|e| Error::cache(root, e))?;
+        let [meta, data, info, tmp] = ["meta", "data", "info", "tmp"].map(|d| root.join(d));
+        for d in [&meta, &data, &info, &tmp] {
+            mk(d)?;
+        }
+        let meta_prefix = meta.to_string_lossy().into_owned();
+        let data_prefix = data.to_string_lossy().into_owned();
+        Ok(DiskCache { root, meta, data, info, tmp, meta_prefix, data_prefix })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn meta_path(&self, virt: &str) -> PathBuf {
+        under(&self.meta, virt)
+    }
+
+    pub fn data_path(&self, virt: &str) -> PathBuf {
+        under(&self.data, virt)
+    }
+
+    /// The virtual name of a real path inside the skeleton or the data mirror.
+    pub fn unmap(&self, real: &str) -> Option<String> {
+        [&self.meta_prefix, &self.data_prefix].into_iter().find_map(|prefix| {
+            crate::path::strip_dir_prefix(real, prefix).map(str::to_owned)
+        })
+    }
+
+    /// Makes sure `meta/VIRT` is a directory (replacing a stale file stub).
+    pub fn put_dir(&self, virt: &str) -> Result<PathBuf> {
+        let p = self.meta_path(virt);
+        ensure_dir(&p)?;
+        Ok(p)
+    }
+
+    /// Makes `meta/VIRT` describe `meta` (a file stub, a directory or a symlink).
+    pub fn put_stub(&self, virt: &str, meta: &Meta) -> Result<PathBuf> {
+        let p = self.meta_path(virt);
+        match meta.kind {
+            Kind::Dir => ensure_dir(&p)?,
+            Kind::File if stub_matches(&p, meta) => {}
+            Kind::File => {
+                let tmp = self.tmp_name();
+                let f = File::create(&tmp).map_err(|e| Error::cache(&tmp, e))?;
+                f.set_len(meta.size.unwrap_or(0)).map_err(|e| Error::cache(&tmp, e))?;
+                set_times(&f, meta.mtime, &tmp)?;
+                fs::set_permissions(&tmp, fs::Permissions::from_mode(meta.mode.unwrap_or(MODE_FILE)))
+                    .map_err(|e| Error::cache(&tmp, e))?;
+                self.install(&tmp, &p)?;
+            }
+            Kind::Symlink => {
+                let target = meta.symlink_target.as_deref().unwrap_or("");
+                if fs::read_link(&p).ok().as_deref() != Some(Path::new(target)) {
+                    let tmp = self.tmp_name();
+                    std::os::unix::fs::symlink(target, &tmp).map_err(|e| Error::cache(&tmp, e))?;
+                    self.install(&tmp, &p)?;
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// Sets the mtime of a skeleton directory (after its entries were written).
+    pub fn set_dir_mtime(&self, virt: &str, mtime: Option<SystemTime>) -> Result<()> {
+        let p = self.meta_path(virt);
+        let f = File::open(&p).map_err(|e| Error::cache(&p, e))?;
+        set_times(&f, mtime, &p)
+    }
+
+    /// Removes skeleton entries of `virt` whose names are not in `keep`.
+    pub fn prune_dir(&self, virt: &str, keep: &HashSet<&str>) -> Result<()> {
+        let p = self.meta_path(virt);
+        let rd = fs::read_dir(&p).map_err(|e| Error::cache(&p, e))?;
+        for entry in rd.flatten() {
+            let name = entry.file_name();
+            if !name.to_str().is_some_and(|n| keep.contains(n)) {
+                remove_any(&entry.path()).map_err(|e| Error::cache(&entry.path(), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sidecar of a fetched file, if it has one and the data is there.
+    pub fn info(&self, virt: &str) -> Option<Info> {
+        let data = fs::read(under(&self.info, virt)).ok()?;
+        let info: Info = serde_json::from_slice(&data).ok()?;
+        self.data_path(virt).is_file().then_some(info)
+    }
+
+    /// Rewrites the sidecar (e.g. to record a successful revalidation).
+    pub fn put_info(&self, virt: &str, info: &Info) -> Result<()> {
+        let tmp = self.tmp_name();
+        let json = serde_json::to_vec(info).expect("Info serialises");
+        fs::write(&tmp, json).map_err(|e| Error::cache(&tmp, e))?;
+        self.install(&tmp, &under(&self.info, virt))
+    }
+
+    /// Opens a new download file in `tmp/`.
+    pub fn create_download(&self) -> Result<(PathBuf, File)> {
+        let tmp = self.tmp_name();
+        let f = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| Error::cache(&tmp, e))?;
+        Ok((tmp, f))
+    }
+
+    /// Moves a completed download into `data/VIRT` with the remote mtime and a mode, then
+    /// hard-links it into the skeleton so `stat` and `fstat` agree on the inode.
+    pub fn commit_download(&self, tmp: &Path, virt: &str, meta: &Meta, info: &Info) -> Result<PathBuf> {
+        let mode = meta.mode.unwrap_or_else(|| if looks_executable(tmp) { MODE_PROGRAM } else { MODE_FILE });
+        let f = File::open(tmp).map_err(|e| Error::cache(tmp, e))?;
+        set_times(&f, meta.mtime, tmp)?;
+        fs::set_permissions(tmp, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(tmp, e))?;
+        let data = self.data_path(virt);
+        self.install(tmp, &data)?;
+        self.put_info(virt, info)?;
+        self.link_into_skeleton(virt)?;
+        Ok(data)
+    }
+
+    /// Replaces the skeleton entry of `virt` by a hard link to its data file.
+    pub fn link_into_skeleton(&self, virt: &str) -> Result<()> {
+        let data = self.data_path(virt);
+        let tmp = self.tmp_name();
+        fs::hard_link(&data, &tmp).map_err(|e| Error::cache(&tmp, e))?;
+        self.install(&tmp, &self.meta_path(virt))
+    }
+
+    /// Atomically puts `tmp` at `dest`, creating parents and clearing a stale directory.
+    fn install(&self, tmp: &Path, dest: &Path) -> Result<()> {
+        if let Some(parent) = dest.parent() {
+            ensure_dir(parent)?;
+        }
+        if dest.is_dir() && !dest.is_symlink() {
+            fs::remove_dir_all(dest).map_err(|e| Error::cache(dest, e))?;
+        }
+        fs::rename(tmp, dest).map_err(|e| {
+            let _ = fs::remove_file(tmp);
+            Error::cache(dest, e)
+        })
+    }
+
+    fn tmp_name(&self) -> PathBuf {
+        let n = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        self.tmp.join(format!("{}-{}", std::process::id(), n))
+    }
+}
+
+fn under(base: &Path, virt: &str) -> PathBuf {
+    let rel = virt.trim_start_matches('/');
+    if rel.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rel)
+    }
+}
+
+/// `create_dir_all` that replaces stale file stubs standing where a directory must be.
+fn ensure_dir(p: &Path) -> Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(md) if md.is_dir() => return Ok(()),
+        Ok(_) => fs::remove_file(p).map_err(|e| Error::cache(p, e))?,
+        Err(_) => {}
+    }
+    if let Some(parent) = p.parent() {
+        ensure_dir(parent)?;
+    }
+    match fs::DirBuilder::new().mode(MODE_DIR).create(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
+        Err(e) => Err(Error::cache(p, e)),
+    }
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    if fs::symlink_metadata(p)?.is_dir() {
+        fs::remove_dir_all(p)
+    } else {
+        fs::remove_file(p)
+    }
+}
+
+fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
+    let t = mtime.unwrap_or(UNIX_EPOCH);
+    f.set_times(FileTimes::new().set_modified(t).set_accessed(t)).map_err(|e| Error::cache(p, e))
+}
+
+/// A stub is still right when its size, mtime (to the second) and kind agree.
+fn stub_matches(p: &Path, meta: &Meta) -> bool {
+    let Ok(md) = fs::symlink_metadata(p) else { return false };
+    let mtime_ok = match (meta.mtime, md.modified().ok()) {
+        (Some(a), Some(b)) => unix_secs(a) == unix_secs(b),
+        (None, _) => true,
+        _ => false,
+    };
+    md.is_file() && meta.size.is_none_or(|s| s == md.len()) && mtime_ok
+}
+
+fn looks_executable(p: &Path) -> bool {
+    let mut head = [0u8; 4];
+    let n = File::open(p).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"#!")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+
+    fn cache() -> (DiskCache, PathBuf) {
+        let root = std::env::temp_dir().join(format!("roam-cache-test-{}-{}", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+        (DiskCache::open(&root).unwrap(), root)
+    }
+
+    fn file_meta(size: u64) -> Meta {
+        Meta { size: Some(size), mtime: Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)), ..Meta::of_kind(Kind::File) }
+    }
+
+    #[test]
+    fn cache_root_is_private_and_maps_back() {
+        let (c, root) = cache();
+        assert_eq!(fs::metadata(&root).unwrap().mode() & 0o777, 0o700);
+        let m = c.meta_path("/http/h/a b");
+        assert_eq!(c.unmap(m.to_str().unwrap()).unwrap(), "/http/h/a b");
+        assert_eq!(c.unmap(c.data_path("/x").to_str().unwrap()).unwrap(), "/x");
+        assert_eq!(c.unmap("/etc/passwd"), None);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn stubs_carry_size_and_mtime_and_become_data() {
+        let (c, root) = cache();
+        let p = c.put_stub("/http/h/d/f", &file_meta(10_000_000)).unwrap();
+        let md = fs::metadata(&p).unwrap();
+        assert_eq!((md.len(), md.mtime(), md.mode() & 0o777), (10_000_000, 1_700_000_000, 0o444));
+        assert!(md.blocks() < 16, "stub must be sparse");
+
+        let (tmp, mut f) = c.create_download().unwrap();
+        f.write_all(b"#!/bin/sh\necho hi\n").unwrap();
+        let info = Info { source: "x".into(), etag: None, mtime: None, size: 18, fetched_at: 0 };
+        let data = c.commit_download(&tmp, "/http/h/d/f", &file_meta(18), &info).unwrap();
+        assert_eq!(fs::read(&data).unwrap(), b"#!/bin/sh\necho hi\n");
+        let (dm, sm) = (fs::metadata(&data).unwrap(), fs::metadata(&p).unwrap());
+        assert_eq!(dm.ino(), sm.ino(), "skeleton entry is the data file");
+        assert_eq!(dm.mode() & 0o777, 0o555, "a script is executable");
+        assert_eq!(c.info("/http/h/d/f").unwrap(), info);
+
+        // A directory that replaces a file, and pruning.
+        c.put_stub("/http/h/d/f", &Meta::of_kind(Kind::Dir)).unwrap();
+        assert!(p.is_dir());
+        c.put_stub("/http/h/d/g", &file_meta(1)).unwrap();
+        c.prune_dir("/http/h/d", &HashSet::from(["g"])).unwrap();
+        assert!(!p.exists() && c.meta_path("/http/h/d/g").exists());
+        fs::remove_dir_all(root).unwrap();
+    }
+}

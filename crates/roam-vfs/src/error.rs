@@ -1,0 +1,49 @@
+//! Errors of the namespace layer, each with the errno a program must see.
+
+/// A failure of a namespace operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The remote side failed; the driver chose the errno.
+    #[error(transparent)]
+    Remote(#[from] roam_drivers::Error),
+    /// The name is known not to exist from a fresh directory listing: no request was made,
+    /// so there is nothing worth telling the user.
+    #[error("{0}: not in its directory listing")]
+    Absent(String),
+    /// A POSIX refusal decided by roam itself (e.g. `ENOTDIR`, `ELOOP`).
+    #[error("{message}")]
+    Posix { errno: i32, message: String },
+    /// roam's own cache directory failed (full disk, permissions ...).
+    #[error("cache {path}: {source}")]
+    Cache { path: String, source: std::io::Error },
+    /// Bad configuration (mount table).
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Error {
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Remote(e) => e.errno(),
+            Error::Absent(_) => libc::ENOENT,
+            Error::Posix { errno, .. } => *errno,
+            Error::Cache { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Config(_) => libc::EINVAL,
+        }
+    }
+
+    /// Whether the user should hear about this failure on stderr.
+    pub fn worth_telling(&self) -> bool {
+        !matches!(self, Error::Absent(_) | Error::Posix { .. })
+    }
+
+    pub(crate) fn posix(errno: i32, message: impl Into<String>) -> Error {
+        Error::Posix { errno, message: message.into() }
+    }
+
+    pub(crate) fn cache(path: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Cache { path: path.display().to_string(), source }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,186 @@
+//! The mount table: which names belong to roam and which driver serves them.
+//!
+//! Two kinds of mounts, looked up in this order (Sprite's prefix table):
+//! - explicit mounts (`-m /proj=http://h/dir`, `roam.toml`), by longest prefix; they may
+//!   shadow local paths;
+//! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use roam_drivers::http::{HttpClient, HttpDriver};
+use roam_drivers::local::LocalDriver;
+use roam_drivers::Driver;
+
+use crate::path::{normalize, strip_dir_prefix};
+use crate::{Error, Result};
+
+/// Schemes with an implicit mount at `/SCHEME`.
+pub const IMPLICIT_SCHEMES: [&str; 2] = ["http", "https"];
+
+/// A name inside the roam namespace.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// `/http` itself: a synthetic directory of the hosts seen so far.
+    SchemeRoot { virt: String },
+    /// A name served by a driver.
+    Remote(Remote),
+}
+
+impl Node {
+    pub fn virt(&self) -> &str {
+        match self {
+            Node::SchemeRoot { virt } => virt,
+            Node::Remote(r) => &r.virt,
+        }
+    }
+}
+
+/// A name served by a driver: its namespace name and the driver path it stands for.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    pub virt: String,
+    pub path: String,
+    pub driver: Arc<dyn Driver>,
+}
+
+impl Remote {
+    pub fn describe(&self) -> String {
+        self.driver.describe(&self.path)
+    }
+}
+
+struct Explicit {
+    prefix: String,
+    driver: Arc<dyn Driver>,
+}
+
+/// The mount table.
+pub struct Mounts {
+    explicit: Vec<Explicit>,
+    http: HttpClient,
+    hosts: Mutex<HashMap<String, Arc<dyn Driver>>>,
+}
+
+impl Mounts {
+    /// `mounts` are `(LOCAL, URL)` pairs; `URL` is `http(s)://...`, `file:///dir` or `/dir`.
+    pub fn new(mounts: &[(String, String)], http: HttpClient) -> Result<Mounts> {
+        let mut explicit = Vec::new();
+        for (local, url) in mounts {
+            if !local.starts_with('/') {
+                return Err(Error::Config(format!("mount point {local:?} must be an absolute path")));
+            }
+            let driver = driver_for_url(url, &http)?;
+            explicit.push(Explicit { prefix: normalize(local), driver });
+        }
+        // Longest prefix first, so the first match is the most specific mount.
+        explicit.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
+        Ok(Mounts { explicit, http, hosts: Mutex::new(HashMap::new()) })
+    }
+
+    /// Absolute path prefixes under which roam names live (for the tracer's quick filter).
+    pub fn prefixes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.explicit.iter().map(|m| m.prefix.clone()).collect();
+        v.extend(IMPLICIT_SCHEMES.iter().map(|s| format!("/{s}")));
+        v
+    }
+
+    /// The node a normalised absolute path names, or `None` when it is a local path.
+    pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
+        for m in &self.explicit {
+            if let Some(rest) = strip_dir_prefix(virt, &m.prefix) {
+                return Ok(Some(remote(virt, rest, &m.driver)));
+            }
+        }
+        for scheme in IMPLICIT_SCHEMES {
+            let root = format!("/{scheme}");
+            let Some(rest) = strip_dir_prefix(virt, &root) else { continue };
+            if rest == "/" {
+                return Ok(Some(Node::SchemeRoot { virt: root }));
+            }
+            let rest = &rest[1..];
+            let (host, path) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, "/"),
+            };
+            let driver = self.host_driver(scheme, host)?;
+            return Ok(Some(remote(virt, path, &driver)));
+        }
+        Ok(None)
+    }
+
+    fn host_driver(&self, scheme: &str, host: &str) -> Result<Arc<dyn Driver>> {
+        let key = format!("{scheme}://{host}");
+        let mut hosts = self.hosts.lock().unwrap();
+        if let Some(d) = hosts.get(&key) {
+            return Ok(d.clone());
+        }
+        let driver: Arc<dyn Driver> = Arc::new(HttpDriver::new(self.http.clone(), &key)?);
+        hosts.insert(key, driver.clone());
+        Ok(driver)
+    }
+}
+
+fn remote(virt: &str, path: &str, driver: &Arc<dyn Driver>) -> Node {
+    Node::Remote(Remote { virt: virt.to_owned(), path: path.to_owned(), driver: driver.clone() })
+}
+
+fn driver_for_url(url: &str, http: &HttpClient) -> Result<Arc<dyn Driver>> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Ok(Arc::new(HttpDriver::new(http.clone(), url)?));
+    }
+    let local = url.strip_prefix("file://").unwrap_or(url);
+    if local.starts_with('/') {
+        return Ok(Arc::new(LocalDriver::new(normalize(local))));
+    }
+    Err(Error::Config(format!("unsupported mount target {url:?} (use http://, https://, file:// or an absolute path)")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_drivers::http::HttpConfig;
+
+    fn table() -> Mounts {
+        let m = vec![
+            ("/proj".to_owned(), "file:///srv/x".to_owned()),
+            ("/proj/deep".to_owned(), "/srv/y".to_owned()),
+            ("/web".to_owned(), "http://127.0.0.1:8080/pub".to_owned()),
+        ];
+        Mounts::new(&m, HttpClient::new(&HttpConfig::default())).unwrap()
+    }
+
+    fn remote_of(m: &Mounts, p: &str) -> (String, String) {
+        match m.lookup(p).unwrap() {
+            Some(Node::Remote(r)) => (r.describe(), r.path),
+            other => panic!("{p}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let m = table();
+        assert_eq!(remote_of(&m, "/proj/a").0, "file:///srv/x/a");
+        assert_eq!(remote_of(&m, "/proj/deep/b").0, "file:///srv/y/b");
+        assert_eq!(remote_of(&m, "/proj").1, "/");
+        assert_eq!(remote_of(&m, "/web/f.txt").0, "http://127.0.0.1:8080/pub/f.txt");
+        assert!(m.lookup("/project").unwrap().is_none());
+        assert!(m.lookup("/etc/passwd").unwrap().is_none());
+    }
+
+    #[test]
+    fn implicit_mounts_per_host() {
+        let m = table();
+        assert_eq!(remote_of(&m, "/http/h:81/a/b.c"), ("http://h:81/a/b.c".to_owned(), "/a/b.c".to_owned()));
+        assert_eq!(remote_of(&m, "/https/h").1, "/");
+        assert!(matches!(m.lookup("/http").unwrap(), Some(Node::SchemeRoot { .. })));
+        assert!(m.lookup("/httpx/a").unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_mounts_are_refused() {
+        let http = HttpClient::new(&HttpConfig::default());
+        assert!(Mounts::new(&[("rel".into(), "/x".into())], http.clone()).is_err());
+        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], http).is_err());
+    }
+}

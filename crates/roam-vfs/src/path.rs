@@ -1,0 +1,117 @@
+//! Lexical path arithmetic on the virtual namespace: normalising `.`/`..`/`//`, joining a
+//! relative name to a base, and turning a URL that a program passed as a path
+//! (`http://host:8080/f`) into its namespace name (`/http/host:8080/f`).
+//!
+//! Remote names are resolved lexically, as Ufo and Parrot do: a remote tree has no local
+//! symlinks that `..` could cross.
+
+/// URL schemes that programs may pass as paths, and the implicit mount they map to.
+const URL_SCHEMES: [(&str, &str); 2] = [("http://", "/http/"), ("https://", "/https/")];
+
+/// Normalises an absolute path: collapses `//`, drops `.`, resolves `..` (never above `/`).
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for comp in path.split('/') {
+        match comp {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    if parts.is_empty() {
+        "/".to_owned()
+    } else {
+        let mut out = String::with_capacity(path.len());
+        for p in parts {
+            out.push('/');
+            out.push_str(p);
+        }
+        out
+    }
+}
+
+/// Joins `rel` to the absolute `base` (ignoring `base` when `rel` is absolute) and normalises.
+pub fn join(base: &str, rel: &str) -> String {
+    if rel.starts_with('/') {
+        normalize(rel)
+    } else {
+        normalize(&format!("{base}/{rel}"))
+    }
+}
+
+/// `http://host:port/p` → `/http/host:port/p`; `None` when `s` is not such a URL.
+pub fn url_to_virtual(s: &str) -> Option<String> {
+    URL_SCHEMES.iter().find_map(|(scheme, root)| {
+        let rest = s.strip_prefix(scheme)?;
+        (!rest.is_empty() && !rest.starts_with('/')).then(|| normalize(&format!("{root}{rest}")))
+    })
+}
+
+/// True when `s` starts like a URL that [`url_to_virtual`] understands.
+pub fn looks_like_url(s: &[u8]) -> bool {
+    URL_SCHEMES.iter().any(|(scheme, _)| s.starts_with(scheme.as_bytes()))
+}
+
+/// The part of `path` below `prefix` (`/a/b` under `/a` is `/b`; `/a` under `/a` is `/`),
+/// or `None` when `path` is not `prefix` or below it.
+pub fn strip_dir_prefix<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    if prefix == "/" {
+        return Some(path);
+    }
+    let rest = path.strip_prefix(prefix)?;
+    match rest {
+        "" => Some("/"),
+        r if r.starts_with('/') => Some(r),
+        _ => None,
+    }
+}
+
+/// The parent directory and final name of a normalised absolute path (`/` has no name).
+pub fn split_name(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("/", path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(normalize("/"), "/");
+        assert_eq!(normalize("//a/./b//c/"), "/a/b/c");
+        assert_eq!(normalize("/a/b/../../.."), "/");
+        assert_eq!(normalize("/http/h/d/../e"), "/http/h/e");
+    }
+
+    #[test]
+    fn joins_relative_and_absolute() {
+        assert_eq!(join("/http/h/dir", "f.c"), "/http/h/dir/f.c");
+        assert_eq!(join("/http/h/dir", "../x"), "/http/h/x");
+        assert_eq!(join("/anything", "/etc/passwd"), "/etc/passwd");
+    }
+
+    #[test]
+    fn urls_become_namespace_names() {
+        assert_eq!(url_to_virtual("http://127.0.0.1:8080/a/b").unwrap(), "/http/127.0.0.1:8080/a/b");
+        assert_eq!(url_to_virtual("https://h/").unwrap(), "/https/h");
+        assert_eq!(url_to_virtual("http:///x"), None);
+        assert_eq!(url_to_virtual("ftp://h/x"), None);
+        assert!(looks_like_url(b"http://h"));
+        assert!(!looks_like_url(b"/http/h"));
+    }
+
+    #[test]
+    fn strips_and_splits() {
+        assert_eq!(strip_dir_prefix("/proj/a/b", "/proj"), Some("/a/b"));
+        assert_eq!(strip_dir_prefix("/proj", "/proj"), Some("/"));
+        assert_eq!(strip_dir_prefix("/project", "/proj"), None);
+        assert_eq!(split_name("/a/b"), ("/a", "b"));
+        assert_eq!(split_name("/a"), ("/", "a"));
+    }
+}

@@ -1,0 +1,113 @@
+//! `roam.toml` (the `.uforc` of roam): cache location and consistency, HTTP timeouts, and
+//! explicit mounts. Found at `$ROAM_CONFIG`, else `$XDG_CONFIG_HOME/roam/roam.toml`, else
+//! `~/.config/roam/roam.toml`; a missing file means defaults.
+//!
+//! ```toml
+//! [cache]
+//! dir = "/var/tmp/me/roam"   # default: $XDG_CACHE_HOME/roam or ~/.cache/roam
+//! t_read = 30                # seconds cached data and metadata are used without asking
+//! [http]
+//! connect_timeout = 10
+//! read_timeout = 30
+//! [mounts]
+//! "/proj" = "http://example.org/src"
+//! "/data" = "file:///srv/data"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub cache: CacheSection,
+    #[serde(default)]
+    pub http: HttpSection,
+    #[serde(default)]
+    pub mounts: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    pub dir: Option<PathBuf>,
+    pub t_read: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    pub connect_timeout: Option<u64>,
+    pub read_timeout: Option<u64>,
+}
+
+/// Default Ufo T_read: long enough that a build stats each header once, short enough that
+/// an edit on the server shows up within half a minute.
+pub const DEFAULT_T_READ: Duration = Duration::from_secs(30);
+
+impl Config {
+    /// Loads the user's configuration, or defaults when there is none.
+    pub fn load() -> Result<Config> {
+        match config_path() {
+            Some(p) if p.exists() => Config::from_file(&p),
+            _ => Ok(Config::default()),
+        }
+    }
+
+    pub fn from_file(p: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    }
+
+    pub fn t_read(&self) -> Duration {
+        self.cache.t_read.map(Duration::from_secs).unwrap_or(DEFAULT_T_READ)
+    }
+
+    /// `$ROAM_CACHE_DIR`, else `[cache] dir`, else `$XDG_CACHE_HOME/roam`, else `~/.cache/roam`.
+    pub fn cache_dir(&self) -> PathBuf {
+        if let Some(d) = std::env::var_os("ROAM_CACHE_DIR") {
+            return d.into();
+        }
+        if let Some(d) = &self.cache.dir {
+            return d.clone();
+        }
+        xdg_dir("XDG_CACHE_HOME", ".cache").join("roam")
+    }
+}
+
+fn config_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ROAM_CONFIG") {
+        return Some(p.into());
+    }
+    Some(xdg_dir("XDG_CONFIG_HOME", ".config").join("roam").join("roam.toml"))
+}
+
+fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(d) if !d.is_empty() => d.into(),
+        _ => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/tmp".into()).join(fallback),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_file_and_rejects_typos() {
+        let c: Config = toml::from_str(
+            "[cache]\nt_read = 5\n[http]\nread_timeout = 3\n[mounts]\n\"/proj\" = \"http://h/src\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.t_read(), Duration::from_secs(5));
+        assert_eq!(c.http.read_timeout, Some(3));
+        assert_eq!(c.mounts["/proj"], "http://h/src");
+        assert!(toml::from_str::<Config>("[cache]\nt_raed = 5\n").is_err());
+        assert_eq!(Config::default().t_read(), DEFAULT_T_READ);
+    }
+}
