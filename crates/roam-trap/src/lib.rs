@@ -29,7 +29,10 @@ pub enum TrapError {
 /// Runs `argv` (program and arguments) with the current environment under roam and
 /// returns its exit status (128+N if it was killed by signal N).
 pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
-    let program = find_program(argv.first().ok_or_else(|| TrapError::Setup("no program given".into()))?)?;
+    let program = find_program(
+        argv.first()
+            .ok_or_else(|| TrapError::Setup("no program given".into()))?,
+    )?;
     let argv = to_cstrings(argv.iter().cloned())?;
     let envp = to_cstrings(std::env::vars_os().map(|(k, v)| {
         let mut kv = k;
@@ -51,7 +54,9 @@ pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
 
 fn to_cstrings(items: impl Iterator<Item = OsString>) -> Result<Vec<CString>, TrapError> {
     items
-        .map(|s| CString::new(s.into_vec()).map_err(|_| TrapError::Setup("argument contains NUL".into())))
+        .map(|s| {
+            CString::new(s.into_vec()).map_err(|_| TrapError::Setup("argument contains NUL".into()))
+        })
         .collect()
 }
 
@@ -64,6 +69,8 @@ fn find_program(name: &OsStr) -> Result<PathBuf, TrapError> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
         .ok_or_else(|| TrapError::NotFound(name.to_string_lossy().into_owned()))
 }

@@ -24,7 +24,13 @@ const WORKERS: usize = 8;
 /// Signals the tracer reads from its signalfd instead of being interrupted by them.
 pub fn tracer_signals() -> SigSet {
     let mut set = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ] {
         set.add(s);
     }
     set
@@ -50,26 +56,49 @@ pub struct Tracer {
 impl Tracer {
     /// Must be called with [`tracer_signals`] blocked in this thread.
     pub fn new(kernel: Arc<Kernel>, main: Pid) -> Result<Tracer, TrapError> {
-        let wake = Arc::new(EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?);
-        let signals = SignalFd::with_flags(&tracer_signals(), SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+        let wake = Arc::new(EventFd::from_value_and_flags(
+            0,
+            EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK,
+        )?);
+        let signals = SignalFd::with_flags(
+            &tracer_signals(),
+            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+        )?;
         let (jobs, job_rx) = channel::<Job>();
         let (done_tx, done) = channel::<Done>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         for i in 0..WORKERS {
-            let (kernel, rx, tx, wake) = (kernel.clone(), job_rx.clone(), done_tx.clone(), wake.clone());
+            let (kernel, rx, tx, wake) = (
+                kernel.clone(),
+                job_rx.clone(),
+                done_tx.clone(),
+                wake.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("roam-worker-{i}"))
                 .spawn(move || worker(&kernel, &rx, &tx, &wake))
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
-        Ok(Tracer { kernel, main, main_status: None, jobs, done, wake, signals, in_flight: 0 })
+        Ok(Tracer {
+            kernel,
+            main,
+            main_status: None,
+            jobs,
+            done,
+            wake,
+            signals,
+            in_flight: 0,
+        })
     }
 
     /// Serves every tracee until none is left; returns the first program's exit status.
     pub fn run(mut self) -> Result<i32, TrapError> {
         loop {
             loop {
-                match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                match waitpid(
+                    None::<Pid>,
+                    Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+                ) {
                     Ok(WaitStatus::StillAlive) => break,
                     Ok(status) => self.on_status(status),
                     Err(Errno::EINTR) => continue,
@@ -88,8 +117,16 @@ impl Tracer {
     /// Blocks until a tracee stops, a job finishes, or roam gets a signal.
     fn sleep(&mut self) -> Result<(), TrapError> {
         let mut fds = [
-            libc::pollfd { fd: self.signals.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.wake.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: self.signals.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: two valid pollfds.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
@@ -115,7 +152,9 @@ impl Tracer {
     fn on_status(&mut self, status: WaitStatus) {
         match status {
             WaitStatus::Exited(pid, code) if pid == self.main => self.main_status = Some(code),
-            WaitStatus::Signaled(pid, sig, _) if pid == self.main => self.main_status = Some(128 + sig as i32),
+            WaitStatus::Signaled(pid, sig, _) if pid == self.main => {
+                self.main_status = Some(128 + sig as i32)
+            }
             WaitStatus::Stopped(pid, sig) => resume(pid, sig as i32),
             WaitStatus::PtraceEvent(pid, sig, event) => self.on_event(pid, sig, event),
             WaitStatus::PtraceSyscall(pid) => resume(pid, 0),
@@ -149,7 +188,9 @@ impl Tracer {
             Triage::Done(d) => self.apply(pid, call.sp, d),
             Triage::Later(job) => {
                 self.in_flight += 1;
-                self.jobs.send(job).expect("workers live as long as the tracer");
+                self.jobs
+                    .send(job)
+                    .expect("workers live as long as the tracer");
             }
         }
     }
@@ -191,14 +232,26 @@ fn resume(pid: Pid, sig: i32) {
 }
 
 fn is_stopping(sig: Signal) -> bool {
-    matches!(sig, Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU)
+    matches!(
+        sig,
+        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+    )
 }
 
 fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, wake: &EventFd) {
     loop {
-        let Ok(job) = jobs.lock().unwrap().recv() else { return };
+        let Ok(job) = jobs.lock().unwrap().recv() else {
+            return;
+        };
         let decision = kernel.serve(&job);
-        if done.send(Done { tid: job.tid, sp: job.call.sp, decision }).is_err() {
+        if done
+            .send(Done {
+                tid: job.tid,
+                sp: job.call.sp,
+                decision,
+            })
+            .is_err()
+        {
             return;
         }
         let _ = wake.write(1);

@@ -64,7 +64,9 @@ impl Info {
 }
 
 pub fn unix_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// The cache directory and its three mirrors.
@@ -85,10 +87,15 @@ impl DiskCache {
     /// Opens (creating) the cache at `root`; the root is made private (0700).
     pub fn open(root: &Path) -> Result<DiskCache> {
         let mk = |p: &Path| -> Result<()> {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(p).map_err(|e| Error::cache(p, e))
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p)
+                .map_err(|e| Error::cache(p, e))
         };
         mk(root)?;
-        fs::set_permissions(root, fs::Permissions::from_mode(0o700)).map_err(|e| Error::cache(root, e))?;
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::cache(root, e))?;
         let root = fs::canonicalize(root).map_err(|e| Error::cache(root, e))?;
         let [meta, data, info, tmp] = ["meta", "data", "info", "tmp"].map(|d| root.join(d));
         for d in [&meta, &data, &info, &tmp] {
@@ -96,7 +103,15 @@ impl DiskCache {
         }
         let meta_prefix = meta.to_string_lossy().into_owned();
         let data_prefix = data.to_string_lossy().into_owned();
-        Ok(DiskCache { root, meta, data, info, tmp, meta_prefix, data_prefix })
+        Ok(DiskCache {
+            root,
+            meta,
+            data,
+            info,
+            tmp,
+            meta_prefix,
+            data_prefix,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -113,9 +128,9 @@ impl DiskCache {
 
     /// The virtual name of a real path inside the skeleton or the data mirror.
     pub fn unmap(&self, real: &str) -> Option<String> {
-        [&self.meta_prefix, &self.data_prefix].into_iter().find_map(|prefix| {
-            crate::path::strip_dir_prefix(real, prefix).map(str::to_owned)
-        })
+        [&self.meta_prefix, &self.data_prefix]
+            .into_iter()
+            .find_map(|prefix| crate::path::strip_dir_prefix(real, prefix).map(str::to_owned))
     }
 
     /// Makes sure `meta/VIRT` is a directory (replacing a stale file stub).
@@ -134,10 +149,14 @@ impl DiskCache {
             Kind::File => {
                 let tmp = self.tmp_name();
                 let f = File::create(&tmp).map_err(|e| Error::cache(&tmp, e))?;
-                f.set_len(meta.size.unwrap_or(0)).map_err(|e| Error::cache(&tmp, e))?;
-                set_times(&f, meta.mtime, &tmp)?;
-                fs::set_permissions(&tmp, fs::Permissions::from_mode(meta.mode.unwrap_or(MODE_FILE)))
+                f.set_len(meta.size.unwrap_or(0))
                     .map_err(|e| Error::cache(&tmp, e))?;
+                set_times(&f, meta.mtime, &tmp)?;
+                fs::set_permissions(
+                    &tmp,
+                    fs::Permissions::from_mode(meta.mode.unwrap_or(MODE_FILE)),
+                )
+                .map_err(|e| Error::cache(&tmp, e))?;
                 self.install(&tmp, &p)?;
             }
             Kind::Symlink => {
@@ -202,11 +221,24 @@ impl DiskCache {
 
     /// Moves a completed download into `data/VIRT` with the remote mtime and a mode, then
     /// hard-links it into the skeleton so `stat` and `fstat` agree on the inode.
-    pub fn commit_download(&self, tmp: &Path, virt: &str, meta: &Meta, info: &Info) -> Result<PathBuf> {
-        let mode = meta.mode.unwrap_or_else(|| if looks_executable(tmp) { MODE_PROGRAM } else { MODE_FILE });
+    pub fn commit_download(
+        &self,
+        tmp: &Path,
+        virt: &str,
+        meta: &Meta,
+        info: &Info,
+    ) -> Result<PathBuf> {
+        let mode = meta.mode.unwrap_or_else(|| {
+            if looks_executable(tmp) {
+                MODE_PROGRAM
+            } else {
+                MODE_FILE
+            }
+        });
         let f = File::open(tmp).map_err(|e| Error::cache(tmp, e))?;
         set_times(&f, meta.mtime, tmp)?;
-        fs::set_permissions(tmp, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(tmp, e))?;
+        fs::set_permissions(tmp, fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::cache(tmp, e))?;
         let data = self.data_path(virt);
         self.install(tmp, &data)?;
         self.put_info(virt, info)?;
@@ -278,12 +310,15 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
 
 fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
     let t = mtime.unwrap_or(UNIX_EPOCH);
-    f.set_times(FileTimes::new().set_modified(t).set_accessed(t)).map_err(|e| Error::cache(p, e))
+    f.set_times(FileTimes::new().set_modified(t).set_accessed(t))
+        .map_err(|e| Error::cache(p, e))
 }
 
 /// A stub is still right when its size, mtime (to the second) and kind agree.
 fn stub_matches(p: &Path, meta: &Meta) -> bool {
-    let Ok(md) = fs::symlink_metadata(p) else { return false };
+    let Ok(md) = fs::symlink_metadata(p) else {
+        return false;
+    };
     let mtime_ok = match (meta.mtime, md.modified().ok()) {
         (Some(a), Some(b)) => unix_secs(a) == unix_secs(b),
         (None, _) => true,
@@ -294,7 +329,9 @@ fn stub_matches(p: &Path, meta: &Meta) -> bool {
 
 fn looks_executable(p: &Path) -> bool {
     let mut head = [0u8; 4];
-    let n = File::open(p).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    let n = File::open(p)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
     head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"#!")
 }
 
@@ -305,12 +342,20 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     fn cache() -> (DiskCache, PathBuf) {
-        let root = std::env::temp_dir().join(format!("roam-cache-test-{}-{}", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+        let root = std::env::temp_dir().join(format!(
+            "roam-cache-test-{}-{}",
+            std::process::id(),
+            TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         (DiskCache::open(&root).unwrap(), root)
     }
 
     fn file_meta(size: u64) -> Meta {
-        Meta { size: Some(size), mtime: Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)), ..Meta::of_kind(Kind::File) }
+        Meta {
+            size: Some(size),
+            mtime: Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
+            ..Meta::of_kind(Kind::File)
+        }
     }
 
     #[test]
@@ -329,13 +374,24 @@ mod tests {
         let (c, root) = cache();
         let p = c.put_stub("/http/h/d/f", &file_meta(10_000_000)).unwrap();
         let md = fs::metadata(&p).unwrap();
-        assert_eq!((md.len(), md.mtime(), md.mode() & 0o777), (10_000_000, 1_700_000_000, 0o444));
+        assert_eq!(
+            (md.len(), md.mtime(), md.mode() & 0o777),
+            (10_000_000, 1_700_000_000, 0o444)
+        );
         assert!(md.blocks() < 16, "stub must be sparse");
 
         let (tmp, mut f) = c.create_download().unwrap();
         f.write_all(b"#!/bin/sh\necho hi\n").unwrap();
-        let info = Info { source: "x".into(), etag: None, mtime: None, size: 18, fetched_at: 0 };
-        let data = c.commit_download(&tmp, "/http/h/d/f", &file_meta(18), &info).unwrap();
+        let info = Info {
+            source: "x".into(),
+            etag: None,
+            mtime: None,
+            size: 18,
+            fetched_at: 0,
+        };
+        let data = c
+            .commit_download(&tmp, "/http/h/d/f", &file_meta(18), &info)
+            .unwrap();
         assert_eq!(fs::read(&data).unwrap(), b"#!/bin/sh\necho hi\n");
         let (dm, sm) = (fs::metadata(&data).unwrap(), fs::metadata(&p).unwrap());
         assert_eq!(dm.ino(), sm.ino(), "skeleton entry is the data file");
@@ -343,7 +399,8 @@ mod tests {
         assert_eq!(c.info("/http/h/d/f").unwrap(), info);
 
         // A directory that replaces a file, and pruning.
-        c.put_stub("/http/h/d/f", &Meta::of_kind(Kind::Dir)).unwrap();
+        c.put_stub("/http/h/d/f", &Meta::of_kind(Kind::Dir))
+            .unwrap();
         assert!(p.is_dir());
         c.put_stub("/http/h/d/g", &file_meta(1)).unwrap();
         c.prune_dir("/http/h/d", &HashSet::from(["g"])).unwrap();

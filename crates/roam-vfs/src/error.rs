@@ -15,7 +15,10 @@ pub enum Error {
     Posix { errno: i32, message: String },
     /// roam's own cache directory failed (full disk, permissions ...).
     #[error("cache {path}: {source}")]
-    Cache { path: String, source: std::io::Error },
+    Cache {
+        path: String,
+        source: std::io::Error,
+    },
     /// Bad configuration (mount table).
     #[error("{0}")]
     Config(String),
@@ -38,11 +41,17 @@ impl Error {
     }
 
     pub(crate) fn posix(errno: i32, message: impl Into<String>) -> Error {
-        Error::Posix { errno, message: message.into() }
+        Error::Posix {
+            errno,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn cache(path: &std::path::Path, source: std::io::Error) -> Error {
-        Error::Cache { path: path.display().to_string(), source }
+        Error::Cache {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 

@@ -121,7 +121,10 @@ impl Vfs {
     /// Metadata of a node, without following a final symlink.
     pub fn stat(&self, node: &Node) -> Result<Meta> {
         match node {
-            Node::SchemeRoot { .. } => Ok(Meta { mode: Some(0o755), ..Meta::of_kind(Kind::Dir) }),
+            Node::SchemeRoot { .. } => Ok(Meta {
+                mode: Some(0o755),
+                ..Meta::of_kind(Kind::Dir)
+            }),
             Node::Remote(r) => self.stat_remote(r),
         }
     }
@@ -167,7 +170,10 @@ impl Vfs {
         match self.follow(node.clone())? {
             Resolved::Local(p) => Ok(PathBuf::from(p)),
             Resolved::Node(n, meta) if meta.kind == Kind::Dir => self.cache.put_dir(n.virt()),
-            Resolved::Node(n, _) => Err(Error::posix(libc::ENOTDIR, format!("{}: not a directory", n.virt()))),
+            Resolved::Node(n, _) => Err(Error::posix(
+                libc::ENOTDIR,
+                format!("{}: not a directory", n.virt()),
+            )),
         }
     }
 
@@ -185,7 +191,10 @@ impl Vfs {
                 None => return Ok(Resolved::Local(next)),
             }
         }
-        Err(Error::posix(libc::ELOOP, format!("{}: too many levels of symbolic links", node.virt())))
+        Err(Error::posix(
+            libc::ELOOP,
+            format!("{}: too many levels of symbolic links", node.virt()),
+        ))
     }
 
     fn stat_remote(&self, r: &Remote) -> Result<Meta> {
@@ -201,7 +210,11 @@ impl Vfs {
             Err(e) => e.kind == ErrorKind::NotFound,
         };
         if keep {
-            self.state.lock().unwrap().attrs.insert(r.virt.clone(), (res.clone(), Instant::now()));
+            self.state
+                .lock()
+                .unwrap()
+                .attrs
+                .insert(r.virt.clone(), (res.clone(), Instant::now()));
         }
         res.map_err(Error::from)
     }
@@ -233,7 +246,9 @@ impl Vfs {
     fn list_dir(&self, r: &Remote) -> Result<PathBuf> {
         let fresh = {
             let st = self.state.lock().unwrap();
-            st.listings.get(&r.virt).is_some_and(|(_, at)| at.elapsed() < self.t_read)
+            st.listings
+                .get(&r.virt)
+                .is_some_and(|(_, at)| at.elapsed() < self.t_read)
         };
         if fresh {
             return Ok(self.cache.meta_path(&r.virt));
@@ -247,13 +262,24 @@ impl Vfs {
             let keep: HashSet<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
             self.cache.prune_dir(&r.virt, &keep)?;
         }
-        let dir_mtime = self.fresh_attr(&r.virt).and_then(|m| m.ok()).and_then(|m| m.mtime);
+        let dir_mtime = self
+            .fresh_attr(&r.virt)
+            .and_then(|m| m.ok())
+            .and_then(|m| m.mtime);
         self.cache.set_dir_mtime(&r.virt, dir_mtime)?;
         let index = DirIndex {
-            entries: listing.entries.into_iter().map(|e| (e.name, e.meta)).collect(),
+            entries: listing
+                .entries
+                .into_iter()
+                .map(|e| (e.name, e.meta))
+                .collect(),
             complete: listing.complete,
         };
-        self.state.lock().unwrap().listings.insert(r.virt.clone(), (Arc::new(index), Instant::now()));
+        self.state
+            .lock()
+            .unwrap()
+            .listings
+            .insert(r.virt.clone(), (Arc::new(index), Instant::now()));
         Ok(dir)
     }
 
@@ -262,7 +288,10 @@ impl Vfs {
         let lock = self.fetch_lock(&r.virt);
         let _guard = lock.lock().unwrap();
         let source = r.describe();
-        let cached = self.cache.info(&r.virt).filter(|i| i.source == source && i.matches(meta));
+        let cached = self
+            .cache
+            .info(&r.virt)
+            .filter(|i| i.source == source && i.matches(meta));
         if let Some(info) = &cached {
             if info.younger_than(self.t_read) {
                 return Ok(self.cache.data_path(&r.virt));
@@ -270,7 +299,9 @@ impl Vfs {
         }
         let validator = cached.as_ref().map(|i| Validator {
             etag: i.etag.clone(),
-            mtime: i.mtime.map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
+            mtime: i
+                .mtime
+                .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
         let (tmp, file) = self.cache.create_download()?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -290,7 +321,9 @@ impl Vfs {
                 Ok(self.cache.data_path(&r.virt))
             }
             Fetched::Body(mut fresh) => {
-                let size = std::fs::metadata(&tmp).map_err(|e| discard(&tmp, Error::cache(&tmp, e)))?.len();
+                let size = std::fs::metadata(&tmp)
+                    .map_err(|e| discard(&tmp, Error::cache(&tmp, e)))?
+                    .len();
                 fresh.size = Some(size);
                 let info = Info {
                     source,
@@ -300,14 +333,23 @@ impl Vfs {
                     fetched_at: unix_secs(SystemTime::now()),
                 };
                 let data = self.cache.commit_download(&tmp, &r.virt, &fresh, &info)?;
-                self.state.lock().unwrap().attrs.insert(r.virt.clone(), (Ok(fresh), Instant::now()));
+                self.state
+                    .lock()
+                    .unwrap()
+                    .attrs
+                    .insert(r.virt.clone(), (Ok(fresh), Instant::now()));
                 Ok(data)
             }
         }
     }
 
     fn fetch_lock(&self, virt: &str) -> Arc<Mutex<()>> {
-        self.fetch_locks.lock().unwrap().entry(virt.to_owned()).or_default().clone()
+        self.fetch_locks
+            .lock()
+            .unwrap()
+            .entry(virt.to_owned())
+            .or_default()
+            .clone()
     }
 }
 

@@ -68,14 +68,23 @@ impl Mounts {
         let mut explicit = Vec::new();
         for (local, url) in mounts {
             if !local.starts_with('/') {
-                return Err(Error::Config(format!("mount point {local:?} must be an absolute path")));
+                return Err(Error::Config(format!(
+                    "mount point {local:?} must be an absolute path"
+                )));
             }
             let driver = driver_for_url(url, &http)?;
-            explicit.push(Explicit { prefix: normalize(local), driver });
+            explicit.push(Explicit {
+                prefix: normalize(local),
+                driver,
+            });
         }
         // Longest prefix first, so the first match is the most specific mount.
         explicit.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
-        Ok(Mounts { explicit, http, hosts: Mutex::new(HashMap::new()) })
+        Ok(Mounts {
+            explicit,
+            http,
+            hosts: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Absolute path prefixes under which roam names live (for the tracer's quick filter).
@@ -94,7 +103,9 @@ impl Mounts {
         }
         for scheme in IMPLICIT_SCHEMES {
             let root = format!("/{scheme}");
-            let Some(rest) = strip_dir_prefix(virt, &root) else { continue };
+            let Some(rest) = strip_dir_prefix(virt, &root) else {
+                continue;
+            };
             if rest == "/" {
                 return Ok(Some(Node::SchemeRoot { virt: root }));
             }
@@ -122,7 +133,11 @@ impl Mounts {
 }
 
 fn remote(virt: &str, path: &str, driver: &Arc<dyn Driver>) -> Node {
-    Node::Remote(Remote { virt: virt.to_owned(), path: path.to_owned(), driver: driver.clone() })
+    Node::Remote(Remote {
+        virt: virt.to_owned(),
+        path: path.to_owned(),
+        driver: driver.clone(),
+    })
 }
 
 fn driver_for_url(url: &str, http: &HttpClient) -> Result<Arc<dyn Driver>> {
@@ -133,7 +148,9 @@ fn driver_for_url(url: &str, http: &HttpClient) -> Result<Arc<dyn Driver>> {
     if local.starts_with('/') {
         return Ok(Arc::new(LocalDriver::new(normalize(local))));
     }
-    Err(Error::Config(format!("unsupported mount target {url:?} (use http://, https://, file:// or an absolute path)")))
+    Err(Error::Config(format!(
+        "unsupported mount target {url:?} (use http://, https://, file:// or an absolute path)"
+    )))
 }
 
 #[cfg(test)]
@@ -163,7 +180,10 @@ mod tests {
         assert_eq!(remote_of(&m, "/proj/a").0, "file:///srv/x/a");
         assert_eq!(remote_of(&m, "/proj/deep/b").0, "file:///srv/y/b");
         assert_eq!(remote_of(&m, "/proj").1, "/");
-        assert_eq!(remote_of(&m, "/web/f.txt").0, "http://127.0.0.1:8080/pub/f.txt");
+        assert_eq!(
+            remote_of(&m, "/web/f.txt").0,
+            "http://127.0.0.1:8080/pub/f.txt"
+        );
         assert!(m.lookup("/project").unwrap().is_none());
         assert!(m.lookup("/etc/passwd").unwrap().is_none());
     }
@@ -171,9 +191,15 @@ mod tests {
     #[test]
     fn implicit_mounts_per_host() {
         let m = table();
-        assert_eq!(remote_of(&m, "/http/h:81/a/b.c"), ("http://h:81/a/b.c".to_owned(), "/a/b.c".to_owned()));
+        assert_eq!(
+            remote_of(&m, "/http/h:81/a/b.c"),
+            ("http://h:81/a/b.c".to_owned(), "/a/b.c".to_owned())
+        );
         assert_eq!(remote_of(&m, "/https/h").1, "/");
-        assert!(matches!(m.lookup("/http").unwrap(), Some(Node::SchemeRoot { .. })));
+        assert!(matches!(
+            m.lookup("/http").unwrap(),
+            Some(Node::SchemeRoot { .. })
+        ));
         assert!(m.lookup("/httpx/a").unwrap().is_none());
     }
 

@@ -51,7 +51,9 @@ pub fn url_to_virtual(s: &str) -> Option<String> {
 
 /// True when `s` starts like a URL that [`url_to_virtual`] understands.
 pub fn looks_like_url(s: &[u8]) -> bool {
-    URL_SCHEMES.iter().any(|(scheme, _)| s.starts_with(scheme.as_bytes()))
+    URL_SCHEMES
+        .iter()
+        .any(|(scheme, _)| s.starts_with(scheme.as_bytes()))
 }
 
 /// The part of `path` below `prefix` (`/a/b` under `/a` is `/b`; `/a` under `/a` is `/`),
@@ -98,7 +100,10 @@ mod tests {
 
     #[test]
     fn urls_become_namespace_names() {
-        assert_eq!(url_to_virtual("http://127.0.0.1:8080/a/b").unwrap(), "/http/127.0.0.1:8080/a/b");
+        assert_eq!(
+            url_to_virtual("http://127.0.0.1:8080/a/b").unwrap(),
+            "/http/127.0.0.1:8080/a/b"
+        );
         assert_eq!(url_to_virtual("https://h/").unwrap(), "/https/h");
         assert_eq!(url_to_virtual("http:///x"), None);
         assert_eq!(url_to_virtual("ftp://h/x"), None);

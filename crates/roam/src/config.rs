@@ -60,12 +60,16 @@ impl Config {
     }
 
     pub fn from_file(p: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
     }
 
     pub fn t_read(&self) -> Duration {
-        self.cache.t_read.map(Duration::from_secs).unwrap_or(DEFAULT_T_READ)
+        self.cache
+            .t_read
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_T_READ)
     }
 
     /// `$ROAM_CACHE_DIR`, else `[cache] dir`, else `$XDG_CACHE_HOME/roam`, else `~/.cache/roam`.
@@ -84,13 +88,20 @@ fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ROAM_CONFIG") {
         return Some(p.into());
     }
-    Some(xdg_dir("XDG_CONFIG_HOME", ".config").join("roam").join("roam.toml"))
+    Some(
+        xdg_dir("XDG_CONFIG_HOME", ".config")
+            .join("roam")
+            .join("roam.toml"),
+    )
 }
 
 fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
     match std::env::var_os(var) {
         Some(d) if !d.is_empty() => d.into(),
-        _ => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/tmp".into()).join(fallback),
+        _ => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/tmp".into())
+            .join(fallback),
     }
 }
 

@@ -15,7 +15,11 @@ use roam_vfs::{Vfs, VfsConfig};
 use config::Config;
 
 #[derive(Parser)]
-#[command(name = "roam", version, about = "A user-level global file system for unmodified programs")]
+#[command(
+    name = "roam",
+    version,
+    about = "A user-level global file system for unmodified programs"
+)]
 struct Cli {
     /// More output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -68,7 +72,9 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
     let cfg = Config::load()?;
     let mut mounts = cfg.mounts.clone();
     for m in flags {
-        let Some((local, url)) = m.split_once('=') else { bail!("-m {m}: expected LOCAL=URL") };
+        let Some((local, url)) = m.split_once('=') else {
+            bail!("-m {m}: expected LOCAL=URL")
+        };
         mounts.insert(local.to_owned(), url.to_owned());
     }
     let defaults = HttpConfig::default();
@@ -93,5 +99,9 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }

@@ -9,19 +9,27 @@ use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::ptrace::Syscall;
 
 pub(super) fn chdir(k: &Kernel, job: &Job) -> Served {
-    let Some((arg, node)) = single_node(job) else { return Ok(Decision::Continue) };
+    let Some((arg, node)) = single_node(job) else {
+        return Ok(Decision::Continue);
+    };
     let dir = k.vfs().dir_path(node).map_err(|e| (node.clone(), e))?;
     Ok(rewrite_to(arg, &dir))
 }
 
 /// `getcwd(buf, size)`: the virtual name when the real cwd is a skeleton directory.
 pub(super) fn getcwd(k: &Kernel, tid: Pid, call: &Syscall) -> Decision {
-    let Some(virt) = k.resolver.virtual_cwd(tid) else { return Decision::Continue };
+    let Some(virt) = k.resolver.virtual_cwd(tid) else {
+        return Decision::Continue;
+    };
     let mut data = virt.into_bytes();
     data.push(0);
     if data.len() > call.args[1] as usize {
         return Decision::fail(libc::ERANGE);
     }
     let ret = data.len() as i64;
-    Decision::ReturnData { addr: call.args[0], data, ret }
+    Decision::ReturnData {
+        addr: call.args[0],
+        data,
+        ret,
+    }
 }

@@ -10,7 +10,9 @@ use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::{memory, ptrace::Syscall};
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
-    let Some((arg, node)) = single_node(job) else { return Ok(Decision::Continue) };
+    let Some((arg, node)) = single_node(job) else {
+        return Ok(Decision::Continue);
+    };
     let program = k.vfs().open_path(node).map_err(|e| (node.clone(), e))?;
     Ok(rewrite_to(arg, &program))
 }
@@ -21,10 +23,18 @@ pub(super) fn warn_if_privileged(k: &Kernel, tid: Pid, call: &Syscall) {
         return;
     }
     let arg = if call.nr == libc::SYS_execveat { 1 } else { 0 };
-    let Ok(raw) = memory::read_cstr(tid, call.args[arg]) else { return };
+    let Ok(raw) = memory::read_cstr(tid, call.args[arg]) else {
+        return;
+    };
     let path = String::from_utf8_lossy(&raw).into_owned();
-    let full = if path.starts_with('/') { path.clone() } else { format!("/proc/{tid}/cwd/{path}") };
-    let Ok(md) = std::fs::metadata(&full) else { return };
+    let full = if path.starts_with('/') {
+        path.clone()
+    } else {
+        format!("/proc/{tid}/cwd/{path}")
+    };
+    let Ok(md) = std::fs::metadata(&full) else {
+        return;
+    };
     if md.permissions().mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
         k.report.once(
             format!("setuid {path}"),

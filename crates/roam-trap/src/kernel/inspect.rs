@@ -15,7 +15,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         // The object of an fd the program holds: its skeleton entry is already the answer.
         return Ok(Decision::Continue);
     }
-    let Some((arg, node)) = single_node(job) else { return Ok(Decision::Continue) };
+    let Some((arg, node)) = single_node(job) else {
+        return Ok(Decision::Continue);
+    };
     let vfs = k.vfs();
     let fail = |e| (node.clone(), e);
     if job.spec.family == Family::Access {
@@ -29,7 +31,12 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
 }
 
 /// readlink of a magic link into roam's cache answers with the virtual name.
-pub(super) fn readlink_magic(k: &Kernel, tid: Pid, spec: &Spec, call: &Syscall) -> Option<Decision> {
+pub(super) fn readlink_magic(
+    k: &Kernel,
+    tid: Pid,
+    spec: &Spec,
+    call: &Syscall,
+) -> Option<Decision> {
     let pa = spec.paths[0];
     let raw = crate::platform::memory::read_cstr(tid, call.args[pa.path]).ok()?;
     let virt = k.resolver.virtual_magic_target(tid, &raw)?;
@@ -37,5 +44,9 @@ pub(super) fn readlink_magic(k: &Kernel, tid: Pid, spec: &Spec, call: &Syscall) 
     let mut data = virt.into_bytes();
     data.truncate(size);
     let ret = data.len() as i64;
-    Some(Decision::ReturnData { addr: buf, data, ret })
+    Some(Decision::ReturnData {
+        addr: buf,
+        data,
+        ret,
+    })
 }

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use nix::unistd::Pid;
 use roam_vfs::{Node, Vfs};
 
-use crate::platform::ptrace::{Syscall, AUDIT_ARCH_X86_64};
 use crate::platform::memory;
+use crate::platform::ptrace::{Syscall, AUDIT_ARCH_X86_64};
 pub use report::Reporter;
 use resolve::{Place, Resolver};
 use table::{Family, Spec};
@@ -69,7 +69,10 @@ pub struct Kernel {
 
 impl Kernel {
     pub fn new(vfs: Arc<Vfs>) -> Kernel {
-        Kernel { resolver: Resolver::new(vfs), report: Reporter::default() }
+        Kernel {
+            resolver: Resolver::new(vfs),
+            report: Reporter::default(),
+        }
     }
 
     fn vfs(&self) -> &Vfs {
@@ -85,7 +88,9 @@ impl Kernel {
             );
             return Triage::Done(Decision::Continue);
         }
-        let Some(spec) = table::lookup(call.nr) else { return Triage::Done(Decision::Continue) };
+        let Some(spec) = table::lookup(call.nr) else {
+            return Triage::Done(Decision::Continue);
+        };
         match spec.family {
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
@@ -107,12 +112,19 @@ impl Kernel {
             }
             return Triage::Done(Decision::Continue);
         }
-        let has_roam = places.iter().any(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)));
+        let has_roam = places
+            .iter()
+            .any(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)));
         match spec.family {
             _ if !has_roam => Triage::Done(rewrite_locals(spec, &places)),
             Family::Mutate => Triage::Done(mutate::names(self, tid, spec, &places)),
             Family::Unsupported => Triage::Done(mutate::unsupported(self, tid, spec, &places)),
-            _ => Triage::Later(Job { tid, call, spec, places }),
+            _ => Triage::Later(Job {
+                tid,
+                call,
+                spec,
+                places,
+            }),
         }
     }
 
@@ -148,7 +160,8 @@ impl Kernel {
     /// Tells the user why a call on a roam name failed (once per message) and fails it.
     fn fail_on(&self, tid: Pid, spec: &Spec, node: &Node, err: &roam_vfs::Error) -> Decision {
         if err.worth_telling() {
-            self.report.error(tid, spec.name, node.virt(), err.errno(), &err.to_string());
+            self.report
+                .error(tid, spec.name, node.virt(), err.errno(), &err.to_string());
         }
         Decision::fail(err.errno())
     }

@@ -11,8 +11,15 @@ use super::{Decision, Kernel};
 use crate::platform::ptrace::Syscall;
 
 pub(super) fn names(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
-    let roam = places.iter().filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_))).count();
-    let errno = if roam < places.len() && places.len() == 2 { libc::EXDEV } else { libc::EROFS };
+    let roam = places
+        .iter()
+        .filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)))
+        .count();
+    let errno = if roam < places.len() && places.len() == 2 {
+        libc::EXDEV
+    } else {
+        libc::EROFS
+    };
     if let Some(node) = first_node(places) {
         k.report.read_only(spec.name, node.virt(), errno);
     }
@@ -22,7 +29,13 @@ pub(super) fn names(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Deci
 
 pub(super) fn unsupported(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
     if let Some(node) = first_node(places) {
-        k.report.error(tid, spec.name, node.virt(), libc::ENOTSUP, "not supported on roam names");
+        k.report.error(
+            tid,
+            spec.name,
+            node.virt(),
+            libc::ENOTSUP,
+            "not supported on roam names",
+        );
     }
     Decision::fail(libc::ENOTSUP)
 }

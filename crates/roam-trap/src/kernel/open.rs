@@ -6,7 +6,9 @@ use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::memory;
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
-    let Some((arg, node)) = single_node(job) else { return Ok(Decision::Continue) };
+    let Some((arg, node)) = single_node(job) else {
+        return Ok(Decision::Continue);
+    };
     let flags = match open_flags(job) {
         Ok(f) => f,
         Err(errno) => return Ok(Decision::fail(errno)),
@@ -27,7 +29,11 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         vfs.stat(node).map_err(fail)?;
         return Ok(read_only(k, job, node));
     }
-    let target = if flags & libc::O_PATH != 0 { vfs.meta_path(node) } else { vfs.open_path(node) };
+    let target = if flags & libc::O_PATH != 0 {
+        vfs.meta_path(node)
+    } else {
+        vfs.open_path(node)
+    };
     Ok(rewrite_to(arg, &target.map_err(fail)?))
 }
 

@@ -23,7 +23,10 @@ impl Reporter {
     /// Reports a change refused because roam's mounts are read-only.
     pub fn read_only(&self, call: &str, name: &str, errno: i32) {
         let call = call.trim_start_matches("SYS_");
-        let line = format!("{call} {name}: roam mounts are read-only for now ({})", errno_name(errno));
+        let line = format!(
+            "{call} {name}: roam mounts are read-only for now ({})",
+            errno_name(errno)
+        );
         self.once(line.clone(), line);
     }
 

@@ -65,8 +65,12 @@ impl Resolver {
         if raw[0] == b'/' {
             return self.resolve_absolute(tid, raw);
         }
-        let Ok(rel) = std::str::from_utf8(raw) else { return Place::Native };
-        let Some(base) = self.base_dir(tid, dirfd) else { return Place::Native };
+        let Ok(rel) = std::str::from_utf8(raw) else {
+            return Place::Native;
+        };
+        let Some(base) = self.base_dir(tid, dirfd) else {
+            return Place::Native;
+        };
         match self.vfs.unmap(&base) {
             Some(vbase) => self.place_of(&join(&vbase, rel), true),
             None => {
@@ -84,9 +88,14 @@ impl Resolver {
         if !self.may_be_roam(raw) && !raw.windows(3).any(|w| w == b"/..") {
             return Place::Native;
         }
-        let Ok(s) = std::str::from_utf8(raw) else { return Place::Native };
+        let Ok(s) = std::str::from_utf8(raw) else {
+            return Place::Native;
+        };
         if let Some((link, rest)) = magic_link(tid, s) {
-            return match std::fs::read_link(&link).ok().and_then(|t| self.vfs.unmap(&t.to_string_lossy())) {
+            return match std::fs::read_link(&link)
+                .ok()
+                .and_then(|t| self.vfs.unmap(&t.to_string_lossy()))
+            {
                 Some(vtarget) => self.place_of(&join(&vtarget, rest), true),
                 None => Place::Native,
             };
@@ -100,7 +109,9 @@ impl Resolver {
 
     /// An empty name (with `AT_EMPTY_PATH`, or a NULL `utimensat` name) is the dirfd itself.
     fn resolve_fd_itself(&self, tid: Pid, dirfd: Option<i32>) -> Place {
-        let Some(fd) = dirfd.filter(|&fd| fd >= 0) else { return Place::Native };
+        let Some(fd) = dirfd.filter(|&fd| fd >= 0) else {
+            return Place::Native;
+        };
         match fd_target(tid, fd).and_then(|t| self.vfs.unmap(&t)) {
             Some(v) => match self.vfs.lookup(&v) {
                 Ok(Some(node)) => Place::RoamFd(node),
@@ -149,7 +160,9 @@ impl Resolver {
 }
 
 fn link_target(link: &str) -> Option<String> {
-    std::fs::read_link(link).ok().map(|t| t.to_string_lossy().into_owned())
+    std::fs::read_link(link)
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned())
 }
 
 fn fd_target(tid: Pid, fd: i32) -> Option<String> {
@@ -184,7 +197,8 @@ fn magic_link(tid: Pid, path: &str) -> Option<(String, &str)> {
 
 fn fd_link<'a>(owner: &str, r: &'a str) -> Option<(String, &'a str)> {
     let (n, tail) = r.split_once('/').unwrap_or((r, ""));
-    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| (format!("/proc/{owner}/fd/{n}"), tail))
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| (format!("/proc/{owner}/fd/{n}"), tail))
 }
 
 #[cfg(test)]
@@ -194,13 +208,34 @@ mod tests {
     #[test]
     fn magic_links_split() {
         let me = Pid::from_raw(42);
-        assert_eq!(magic_link(me, "/proc/self/cwd"), Some(("/proc/42/cwd".into(), "")));
-        assert_eq!(magic_link(me, "/proc/self/cwd/a/b"), Some(("/proc/42/cwd".into(), "a/b")));
-        assert_eq!(magic_link(me, "/proc/7/fd/3"), Some(("/proc/7/fd/3".into(), "")));
-        assert_eq!(magic_link(me, "/proc/thread-self/fd/12/x"), Some(("/proc/42/fd/12".into(), "x")));
-        assert_eq!(magic_link(me, "/proc/7/task/8/exe"), Some(("/proc/7/task/8/exe".into(), "")));
-        assert_eq!(magic_link(me, "/dev/fd/5/sub/f"), Some(("/proc/42/fd/5".into(), "sub/f")));
-        assert_eq!(magic_link(me, "/dev/fd/5"), Some(("/proc/42/fd/5".into(), "")));
+        assert_eq!(
+            magic_link(me, "/proc/self/cwd"),
+            Some(("/proc/42/cwd".into(), ""))
+        );
+        assert_eq!(
+            magic_link(me, "/proc/self/cwd/a/b"),
+            Some(("/proc/42/cwd".into(), "a/b"))
+        );
+        assert_eq!(
+            magic_link(me, "/proc/7/fd/3"),
+            Some(("/proc/7/fd/3".into(), ""))
+        );
+        assert_eq!(
+            magic_link(me, "/proc/thread-self/fd/12/x"),
+            Some(("/proc/42/fd/12".into(), "x"))
+        );
+        assert_eq!(
+            magic_link(me, "/proc/7/task/8/exe"),
+            Some(("/proc/7/task/8/exe".into(), ""))
+        );
+        assert_eq!(
+            magic_link(me, "/dev/fd/5/sub/f"),
+            Some(("/proc/42/fd/5".into(), "sub/f"))
+        );
+        assert_eq!(
+            magic_link(me, "/dev/fd/5"),
+            Some(("/proc/42/fd/5".into(), ""))
+        );
         assert_eq!(magic_link(me, "/proc/self/maps"), None);
         assert_eq!(magic_link(me, "/proc/meminfo"), None);
         assert_eq!(magic_link(me, "/proc/self/fd/x"), None);

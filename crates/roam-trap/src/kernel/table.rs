@@ -39,7 +39,10 @@ const fn p(path: usize) -> PathArg {
 }
 
 const fn at(dirfd: usize, path: usize) -> PathArg {
-    PathArg { path, dirfd: Some(dirfd) }
+    PathArg {
+        path,
+        dirfd: Some(dirfd),
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -59,7 +62,6 @@ macro_rules! spec {
         Spec { nr: libc::$nr, name: stringify!($nr), family: Family::$fam, paths: &[$($pa),*], aux: $aux }
     };
 }
-
 
 /// Every trapped call. Numbers are x86_64 (`libc::SYS_*`).
 pub static TABLE: &[Spec] = &[

@@ -12,7 +12,12 @@ use super::seccomp::{self, Insn};
 
 /// Forks and execs `program` (a path) with `argv` and `envp` under the tracer, with `filter`.
 /// Returns the child's pid, already seized and running towards its `execve`.
-pub fn spawn(program: &CString, argv: &[CString], envp: &[CString], filter: &[Insn]) -> nix::Result<Pid> {
+pub fn spawn(
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    filter: &[Insn],
+) -> nix::Result<Pid> {
     let argv_ptrs = null_terminated(argv);
     let envp_ptrs = null_terminated(envp);
     // Without CAP_SYS_ADMIN a filter needs no_new_privs (setuid bits are then ignored).
@@ -20,7 +25,17 @@ pub fn spawn(program: &CString, argv: &[CString], envp: &[CString], filter: &[In
     let (go_r, go_w) = pipe()?;
     // SAFETY: the child only makes async-signal-safe calls on memory prepared above.
     match unsafe { fork()? } {
-        ForkResult::Child => unsafe { child(go_r, go_w, program, &argv_ptrs, &envp_ptrs, filter, no_new_privs) },
+        ForkResult::Child => unsafe {
+            child(
+                go_r,
+                go_w,
+                program,
+                &argv_ptrs,
+                &envp_ptrs,
+                filter,
+                no_new_privs,
+            )
+        },
         ForkResult::Parent { child } => {
             drop(go_r);
             let seized = ptrace::seize(child, super::ptrace::options());
@@ -32,7 +47,10 @@ pub fn spawn(program: &CString, argv: &[CString], envp: &[CString], filter: &[In
 }
 
 fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
-    v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+    v.iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 unsafe fn child(

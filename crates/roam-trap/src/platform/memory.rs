@@ -19,7 +19,9 @@ pub fn read_cstr(pid: Pid, addr: u64) -> nix::Result<Vec<u8>> {
     let mut at = addr;
     while out.len() < PATH_MAX {
         let room = PAGE - (at as usize % PAGE);
-        let want = room.min(PATH_MAX - out.len()).min(if out.is_empty() { 256 } else { PAGE });
+        let want = room
+            .min(PATH_MAX - out.len())
+            .min(if out.is_empty() { 256 } else { PAGE });
         let mut buf = [0u8; PAGE];
         let n = read(pid, at, &mut buf[..want])?;
         if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
@@ -34,7 +36,10 @@ pub fn read_cstr(pid: Pid, addr: u64) -> nix::Result<Vec<u8>> {
 
 /// Reads up to `buf.len()` bytes at `addr`; returns how many were read.
 pub fn read(pid: Pid, addr: u64, buf: &mut [u8]) -> nix::Result<usize> {
-    let remote = [RemoteIoVec { base: addr as usize, len: buf.len() }];
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len: buf.len(),
+    }];
     let n = process_vm_readv(pid, &mut [IoSliceMut::new(buf)], &remote)?;
     if n == 0 {
         return Err(nix::errno::Errno::EFAULT);
@@ -44,7 +49,10 @@ pub fn read(pid: Pid, addr: u64, buf: &mut [u8]) -> nix::Result<usize> {
 
 /// Writes all of `data` at `addr`.
 pub fn write(pid: Pid, addr: u64, data: &[u8]) -> nix::Result<()> {
-    let remote = [RemoteIoVec { base: addr as usize, len: data.len() }];
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len: data.len(),
+    }];
     let n = process_vm_writev(pid, &[IoSlice::new(data)], &remote)?;
     if n != data.len() {
         return Err(nix::errno::Errno::EFAULT);

@@ -36,7 +36,12 @@ pub fn syscall_at_stop(pid: Pid) -> nix::Result<Syscall> {
     }
     // SAFETY: `op` says the seccomp member of the union is the valid one.
     let sc = unsafe { info.u.seccomp };
-    Ok(Syscall { arch: info.arch, nr: sc.nr as i64, args: sc.args, sp: info.stack_pointer })
+    Ok(Syscall {
+        arch: info.arch,
+        nr: sc.nr as i64,
+        args: sc.args,
+        sp: info.stack_pointer,
+    })
 }
 
 /// Changes argument registers of a thread stopped at a system call (x86_64 ABI).

@@ -20,7 +20,12 @@ const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
 const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
 fn stmt(code: u16, k: u32) -> Insn {
-    Insn { code, jt: 0, jf: 0, k }
+    Insn {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
 fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
@@ -29,7 +34,10 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
 
 /// Builds the filter that traps exactly `traced` (x86_64 numbers) and every foreign call.
 pub fn filter(traced: &[i64]) -> Vec<Insn> {
-    assert!(traced.len() < 250, "a linear filter jumps at most 255 instructions");
+    assert!(
+        traced.len() < 250,
+        "a linear filter jumps at most 255 instructions"
+    );
     let n = traced.len();
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, OFF_ARCH),
@@ -55,8 +63,17 @@ pub unsafe fn install(prog: &[Insn], no_new_privs: bool) -> libc::c_int {
     if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
         return -1;
     }
-    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut Insn };
-    libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog as *const _ as libc::c_ulong, 0, 0)
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut Insn,
+    };
+    libc::prctl(
+        libc::PR_SET_SECCOMP,
+        libc::SECCOMP_MODE_FILTER,
+        &fprog as *const _ as libc::c_ulong,
+        0,
+        0,
+    )
 }
 
 #[cfg(test)]
@@ -84,12 +101,28 @@ mod tests {
         let traced = [2, 257, 4, 59];
         let prog = filter(&traced);
         for nr in traced {
-            assert_eq!(run(&prog, AUDIT_ARCH_X86_64, nr as u32), libc::SECCOMP_RET_TRACE, "nr {nr}");
+            assert_eq!(
+                run(&prog, AUDIT_ARCH_X86_64, nr as u32),
+                libc::SECCOMP_RET_TRACE,
+                "nr {nr}"
+            );
         }
         for nr in [0, 1, 3, 39, 56, 231] {
-            assert_eq!(run(&prog, AUDIT_ARCH_X86_64, nr), libc::SECCOMP_RET_ALLOW, "nr {nr}");
+            assert_eq!(
+                run(&prog, AUDIT_ARCH_X86_64, nr),
+                libc::SECCOMP_RET_ALLOW,
+                "nr {nr}"
+            );
         }
-        assert_eq!(run(&prog, 0x4000_0003, 20), libc::SECCOMP_RET_TRACE, "i386 is trapped");
-        assert_eq!(run(&prog, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 2), libc::SECCOMP_RET_TRACE, "x32");
+        assert_eq!(
+            run(&prog, 0x4000_0003, 20),
+            libc::SECCOMP_RET_TRACE,
+            "i386 is trapped"
+        );
+        assert_eq!(
+            run(&prog, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 2),
+            libc::SECCOMP_RET_TRACE,
+            "x32"
+        );
     }
 }

@@ -1,0 +1,256 @@
+//! Fixtures shared by roam's test suites: real servers (nginx, Python's `http.server`)
+//! started on a free loopback port with their state in a scratch directory, and scratch
+//! trees that vanish when dropped. Servers are required, never skipped: a machine without
+//! them fails the tests with a message naming the package (CI installs them).
+
+use std::fs;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A fresh world-readable directory under /tmp, removed on drop. World-readable because
+/// nginx workers run as `nobody` when the tests run as root.
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("roam-{name}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        mkdir(&path);
+        Scratch { path }
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Creates `path` and its parents with mode 0755.
+pub fn mkdir(path: &Path) {
+    fs::create_dir_all(path).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Writes `data` at `path` (creating parents) with `mode`.
+pub fn write_file(path: &Path, data: &[u8], mode: u32) {
+    mkdir(path.parent().unwrap());
+    fs::write(path, data).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `len` bytes of deterministic noise (xorshift), so a shifted or repeated block shows.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `path` if it exists, else its file name from `$PATH`; fails the test when neither does.
+pub fn required(path: &str, package: &str) -> PathBuf {
+    let name = Path::new(path).file_name().unwrap();
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    std::iter::once(PathBuf::from(path))
+        .chain(std::env::split_paths(&search).map(|dir| dir.join(name)))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{path} is required by roam's tests and was not found (install {package})")
+        })
+}
+
+/// A server process on 127.0.0.1, stopped on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    run: PathBuf,
+}
+
+impl Server {
+    /// nginx serving `www` with `autoindex on`; its pid file and logs live in `run`.
+    pub fn nginx(www: &Path, run: &Path) -> Server {
+        let nginx = required("/usr/sbin/nginx", "Debian's nginx-light");
+        mkdir(run);
+        let port = free_port();
+        let conf = run.join("nginx.conf");
+        fs::write(&conf, nginx_conf(run, www, port)).unwrap();
+        let child = Command::new(nginx)
+            .arg("-p")
+            .arg(run)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(run.join("error.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting nginx");
+        Server::started(child, port, run)
+    }
+
+    /// Python's `http.server` serving `www`.
+    pub fn python(www: &Path, run: &Path) -> Server {
+        let python = required("python3", "python3");
+        mkdir(run);
+        let port = free_port();
+        let child = Command::new(python)
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+                "--directory",
+            ])
+            .arg(www)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting python3 -m http.server");
+        Server::started(child, port, run)
+    }
+
+    /// Waits until the server accepts connections; fails with its error log if it died.
+    fn started(mut child: Child, port: u16, run: &Path) -> Server {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = fs::read_to_string(run.join("error.log")).unwrap_or_default();
+                panic!("the server exited with {status} before listening on {port}: {log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not listen on port {port} within 10 s"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        Server {
+            child: Some(child),
+            port,
+            run: run.to_path_buf(),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `host:port`, as it appears in `/http/HOST:PORT/...`.
+    pub fn authority(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// nginx's access log so far (one line per request).
+    pub fn access_log(&self) -> String {
+        fs::read_to_string(self.run.join("access.log")).unwrap_or_default()
+    }
+
+    pub fn error_log(&self) -> String {
+        fs::read_to_string(self.run.join("error.log")).unwrap_or_default()
+    }
+
+    /// Stops the server when the process exits: for servers held in statics, which are
+    /// never dropped.
+    pub fn stop_at_exit(&self) {
+        static PIDS: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+        static HOOK: Once = Once::new();
+        extern "C" fn stop_all() {
+            for &pid in PIDS.lock().unwrap().iter() {
+                // SAFETY: kill(2) touches no memory.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        }
+        if let Some(child) = &self.child {
+            PIDS.lock().unwrap().push(child.id() as libc::pid_t);
+        }
+        // SAFETY: registering a plain extern "C" function.
+        HOOK.call_once(|| unsafe {
+            libc::atexit(stop_all);
+        });
+    }
+
+    /// Stops the server now (SIGTERM, so the nginx master takes its workers down).
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) touches no memory; `pid` is our child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!("server log of the failed test:\n{}", self.error_log());
+        }
+        self.stop();
+    }
+}
+
+fn nginx_conf(run: &Path, www: &Path, port: u16) -> String {
+    let run = run.display();
+    format!(
+        "daemon off;
+master_process on;
+worker_processes 1;
+pid {run}/nginx.pid;
+error_log {run}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log {run}/access.log;
+    client_body_temp_path {run}/client_body;
+    proxy_temp_path {run}/proxy;
+    fastcgi_temp_path {run}/fastcgi;
+    uwsgi_temp_path {run}/uwsgi;
+    scgi_temp_path {run}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {www};
+        autoindex on;
+    }}
+}}
+",
+        www = www.display()
+    )
+}

@@ -1,0 +1,183 @@
+//! The fixture of roam's end-to-end suites: one real nginx per test binary serving a
+//! generated tree (nested dirs, a 10 MB binary, a small C project, a Python package, shell
+//! scripts, an unreadable file), the static `probe` program, and helpers that run a shell
+//! command under `roam run` and natively on the local copy, for comparison.
+
+#![allow(dead_code)] // each test binary uses its own part of the fixture
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use roam_testkit::{noise, write_file, Scratch, Server};
+
+pub const BIG_LEN: usize = 10 * 1024 * 1024;
+
+pub struct Fixture {
+    pub www: PathBuf,
+    pub server: Server,
+    pub probe: PathBuf,
+    _scratch: Scratch,
+}
+
+impl Fixture {
+    /// `/http/127.0.0.1:PORT`, the implicit mount of the fixture server.
+    pub fn remote(&self) -> String {
+        format!("/http/{}", self.server.authority())
+    }
+}
+
+/// The shared fixture, started on first use; nginx is stopped when the test binary exits.
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let scratch = Scratch::new("e2e");
+        let www = scratch.join("www");
+        make_tree(&www);
+        let server = Server::nginx(&www, &scratch.join("run"));
+        server.stop_at_exit();
+        let probe = build_probe(&scratch.join("bin"));
+        Fixture {
+            www,
+            server,
+            probe,
+            _scratch: scratch,
+        }
+    })
+}
+
+fn make_tree(www: &Path) {
+    let f = |rel: &str, data: &[u8], mode: u32| write_file(&www.join(rel), data, mode);
+    f(
+        "hello.txt",
+        b"first line\nsecond line with needle\nthird line\n",
+        0o644,
+    );
+    f("dir/a b.txt", b"a name with a space\n", 0o644);
+    f(
+        "dir/sub/deep.txt",
+        b"deep down there is a needle too\n",
+        0o644,
+    );
+    f("dir/sub/other.txt", b"nothing to see\n", 0o644);
+    f("big.bin", &noise(BIG_LEN, 1), 0o644);
+    f("secret.txt", b"nobody may read this\n", 0o000);
+    roam_testkit::mkdir(&www.join("empty"));
+    f("proj/util.h", b"int twice(int x);\n", 0o644);
+    f(
+        "proj/util.c",
+        b"#include \"util.h\"\nint twice(int x) { return 2 * x; }\n",
+        0o644,
+    );
+    f(
+        "proj/main.c",
+        b"#include <stdio.h>\n#include \"util.h\"\nint main(void) { printf(\"twice 21 is %d\\n\", twice(21)); return 0; }\n",
+        0o644,
+    );
+    f(
+        "py/helper.py",
+        b"def greet(name):\n    return 'hello ' + name\n",
+        0o644,
+    );
+    f(
+        "py/app.py",
+        b"import helper\nprint(helper.greet('roam'))\n",
+        0o644,
+    );
+    f(
+        "script.sh",
+        b"#!/bin/sh\necho script ran with \"$@\"\n",
+        0o755,
+    );
+    f("exit42.sh", b"#!/bin/sh\nexit 42\n", 0o755);
+}
+
+/// Builds `tests/fixtures/probe.c` statically.
+fn build_probe(bin: &Path) -> PathBuf {
+    roam_testkit::mkdir(bin);
+    let out = bin.join("probe");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/probe.c");
+    let status = Command::new("cc")
+        .args(["-O1", "-static", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(
+        status.success(),
+        "building the static probe failed (is libc6-dev installed?)"
+    );
+    out
+}
+
+/// A `roam run` invocation with its own private cache (so tests do not share state).
+pub struct Roam {
+    pub cache: Scratch,
+    cmd: Command,
+}
+
+impl Roam {
+    pub fn new() -> Roam {
+        let cache = Scratch::new("cache");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roam"));
+        cmd.env("ROAM_CACHE_DIR", cache.join("c"))
+            .env("ROAM_CONFIG", cache.join("none.toml"));
+        cmd.stdin(Stdio::null());
+        Roam { cache, cmd }
+    }
+
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Roam {
+        self.cmd.env(k, v);
+        self
+    }
+
+    /// `roam run [ARGS...] -- sh -c SCRIPT`.
+    pub fn sh(mut self, run_args: &[&str], script: &str) -> Output {
+        self.cmd
+            .arg("run")
+            .args(run_args)
+            .args(["--", "sh", "-c", script]);
+        self.cmd.output().expect("running roam")
+    }
+
+    /// `roam run -- PROGRAM ARGS...`.
+    pub fn run(mut self, argv: &[&str]) -> Output {
+        self.cmd.arg("run").arg("--").args(argv);
+        self.cmd.output().expect("running roam")
+    }
+}
+
+/// Runs `script` natively with `{}` standing for the local copy of the tree, and under roam
+/// with `{}` standing for the remote tree; returns both stdouts with the base put back as
+/// `{}`, so they compare equal when roam is exact.
+pub fn both(script: &str) -> (String, String) {
+    let fx = fixture();
+    let local = fx.www.to_string_lossy().into_owned();
+    let native = Command::new("sh")
+        .args(["-c", &script.replace("{}", &local)])
+        .output()
+        .unwrap();
+    assert!(
+        native.status.success(),
+        "native run of {script} failed: {}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    let remote = fx.remote();
+    let roamed = Roam::new().sh(&[], &script.replace("{}", &remote));
+    assert!(
+        roamed.status.success(),
+        "roam run of {script} failed ({:?}): {}",
+        roamed.status,
+        String::from_utf8_lossy(&roamed.stderr)
+    );
+    let text = |o: &Output, base: &str| String::from_utf8_lossy(&o.stdout).replace(base, "{}");
+    (text(&native, &local), text(&roamed, &remote))
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
