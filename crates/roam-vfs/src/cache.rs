@@ -55,8 +55,9 @@ impl Info {
             (Some(a), Some(b)) => a == b,
             _ => true,
         };
+        // Listings give mtimes to the minute only; a closer change is caught by revalidation.
         let mtime_ok = match (meta.mtime, self.mtime) {
-            (Some(a), Some(b)) => unix_secs(a) == b,
+            (Some(a), Some(b)) => unix_secs(a).abs_diff(b) < 60,
             _ => true,
         };
         size_ok && etag_ok && mtime_ok

@@ -8,7 +8,7 @@ pub enum Error {
     Remote(#[from] roam_drivers::Error),
     /// The name is known not to exist from a fresh directory listing: no request was made,
     /// so there is nothing worth telling the user.
-    #[error("{0}: not in its directory listing")]
+    #[error("not in the listing of its directory")]
     Absent(String),
     /// A POSIX refusal decided by roam itself (e.g. `ENOTDIR`, `ELOOP`).
     #[error("{message}")]

@@ -73,6 +73,8 @@ struct State {
     attrs: HashMap<String, (std::result::Result<Meta, roam_drivers::Error>, Instant)>,
     /// Listings by virtual directory name.
     listings: HashMap<String, (Arc<DirIndex>, Instant)>,
+    /// Directories whose listing failed (e.g. no autoindex), so lookups use per-name requests.
+    unlistable: HashMap<String, Instant>,
 }
 
 struct DirIndex {
@@ -204,6 +206,9 @@ impl Vfs {
         if let Some(hit) = self.from_listing(&r.virt) {
             return hit;
         }
+        if let Some(hit) = self.from_parent_listing(r) {
+            return hit;
+        }
         let res = r.driver.stat(&r.path);
         let keep = match &res {
             Ok(_) => true,
@@ -240,6 +245,42 @@ impl Vfs {
             None if index.complete => Some(Err(Error::Absent(virt.to_owned()))),
             None => None,
         }
+    }
+
+    /// Lists the parent directory to answer a stat: one request serves every later lookup
+    /// in that directory, which is what compilers (`-I` dirs) and Python imports (probing
+    /// many names that do not exist) need. Falls back to a per-name request when the
+    /// directory cannot be listed.
+    fn from_parent_listing(&self, r: &Remote) -> Option<Result<Meta>> {
+        if r.path == "/" {
+            return None;
+        }
+        let parent = Remote {
+            virt: split_name(&r.virt).0.to_owned(),
+            path: split_name(&r.path).0.to_owned(),
+            driver: r.driver.clone(),
+        };
+        if self.recently_unlistable(&parent.virt) {
+            return None;
+        }
+        match self.list_dir(&parent) {
+            Ok(_) => self.from_listing(&r.virt),
+            Err(e) => match e.errno() {
+                // The parent is missing or a file: so is the child's lookup.
+                libc::ENOENT | libc::ENOTDIR => Some(Err(e)),
+                // The server is down: asking again per name would only wait again.
+                libc::EHOSTUNREACH | libc::ETIMEDOUT => Some(Err(e)),
+                _ => {
+                    self.state.lock().unwrap().unlistable.insert(parent.virt, Instant::now());
+                    None
+                }
+            },
+        }
+    }
+
+    fn recently_unlistable(&self, virt: &str) -> bool {
+        let st = self.state.lock().unwrap();
+        st.unlistable.get(virt).is_some_and(|at| at.elapsed() < self.t_read)
     }
 
     /// Fills the skeleton directory of `r` from a fresh listing.

@@ -158,12 +158,16 @@ impl Kernel {
     }
 
     /// Tells the user why a call on a roam name failed (once per message) and fails it.
+    /// A missing name is the everyday answer to programs that probe (compilers, Python),
+    /// so ENOENT is told only with `-v`; every other failure is always told.
     fn fail_on(&self, tid: Pid, spec: &Spec, node: &Node, err: &roam_vfs::Error) -> Decision {
-        if err.worth_telling() {
-            self.report
-                .error(tid, spec.name, node.virt(), err.errno(), &err.to_string());
+        let errno = err.errno();
+        if errno == libc::ENOENT {
+            tracing::info!("{} {}: {err} (ENOENT)", spec.name.trim_start_matches("SYS_"), node.virt());
+        } else if err.worth_telling() {
+            self.report.error(tid, spec.name, node.virt(), errno, &err.to_string());
         }
-        Decision::fail(err.errno())
+        Decision::fail(errno)
     }
 }
 

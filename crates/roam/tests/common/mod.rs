@@ -131,6 +131,12 @@ impl Roam {
         self
     }
 
+    /// `roam -v ...`: also tell about missing names.
+    pub fn verbose(mut self) -> Roam {
+        self.cmd.arg("-v");
+        self
+    }
+
     /// `roam run [ARGS...] -- sh -c SCRIPT`.
     pub fn sh(mut self, run_args: &[&str], script: &str) -> Output {
         self.cmd

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every test of roam: formatting and lint gates, then the whole workspace suite
+# (unit tests, driver tests against real servers, end-to-end `roam run` tests).
+# Needs the servers .ci/run installs (nginx-light, python3, a C compiler with static libc).
+set -euo pipefail
+cd "$(dirname "$0")"
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# This image exports AWS_CA_BUNDLE, which some S3 clients mishandle against plain-http
+# test servers (shared/TESTING.md); no test needs it.
+unset AWS_CA_BUNDLE
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -j2 -- -D warnings
+cargo test --workspace -j2 -- --test-threads=4
