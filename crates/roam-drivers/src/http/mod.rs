@@ -1,9 +1,27 @@
-//! HTTP(S) driver (to be implemented: see the helper task).
+//! HTTP(S) driver: a remote tree served by a plain web server (nginx, Apache, Python's
+//! `http.server` ...). `stat` is a `HEAD`, `fetch` a (conditional) `GET` streamed to the
+//! destination, and `list` parses the server's HTML directory index ([`autoindex`]).
+//!
+//! HTTP has no stat: a path is a directory when the server addresses it with a trailing
+//! slash, which every index-serving server enforces by redirecting `/dir` to `/dir/`.
 
-use std::io::Write;
+mod autoindex;
+mod errors;
+mod url;
+
+use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use crate::{Driver, Error, ErrorKind, Fetched, Listing, Meta, Result, Validator};
+use ureq::config::RedirectAuthHeaders;
+use ureq::http::{HeaderMap, Response, StatusCode};
+use ureq::{Body, ResponseExt};
+
+use self::url::{is_driver_path, Base};
+use crate::{Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator};
+
+/// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
+/// index is about 120 MB.
+const MAX_INDEX_PAGE: u64 = 256 << 20;
 
 /// Timeouts and identity of the HTTP client.
 #[derive(Clone, Debug)]
@@ -14,19 +32,52 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { connect_timeout: Duration::from_secs(10), read_timeout: Duration::from_secs(30) }
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+        }
     }
 }
 
-/// One connection pool shared by every HTTP mount.
+/// One connection pool shared by every HTTP mount (cloning shares it).
 #[derive(Clone, Debug)]
 pub struct HttpClient {
-    cfg: HttpConfig,
+    agent: ureq::Agent,
 }
 
 impl HttpClient {
     pub fn new(cfg: &HttpConfig) -> HttpClient {
-        HttpClient { cfg: cfg.clone() }
+        let config = ureq::Agent::config_builder()
+            // A 404 is an answer (ENOENT), not a failed exchange: see every status ourselves.
+            .http_status_as_error(false)
+            .timeout_resolve(Some(cfg.connect_timeout))
+            .timeout_connect(Some(cfg.connect_timeout))
+            .timeout_recv_response(Some(cfg.read_timeout))
+            // Per read, not per body: a download of many GB may take hours, but never stall.
+            .timeout_per_read(Some(cfg.read_timeout))
+            // Credentials of a mount URL must survive its own `/dir` → `/dir/` redirects,
+            // and must never be sent to another host.
+            .redirect_auth_headers(RedirectAuthHeaders::SameHost)
+            .user_agent(concat!("roam/", env!("CARGO_PKG_VERSION")))
+            .build();
+        HttpClient {
+            agent: config.new_agent(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Method {
+    Head,
+    Get,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Head => "HEAD",
+            Method::Get => "GET",
+        }
     }
 }
 
@@ -34,27 +85,197 @@ impl HttpClient {
 #[derive(Debug)]
 pub struct HttpDriver {
     client: HttpClient,
-    base: String,
+    base: Base,
 }
 
 impl HttpDriver {
+    /// A driver for `base`: `http://` or `https://`, an optional `user:pass@` (sent as
+    /// Basic authorization, never shown), host, optional port and path prefix.
     pub fn new(client: HttpClient, base: &str) -> Result<HttpDriver> {
-        Ok(HttpDriver { client, base: base.trim_end_matches('/').to_owned() })
+        Ok(HttpDriver {
+            client,
+            base: Base::parse(base)?,
+        })
     }
+
+    /// The URL of `path`, after checking that it is a driver path.
+    fn checked_url(&self, method: Method, path: &str, dir: bool) -> Result<String> {
+        let url = if dir {
+            self.base.dir_url(path)
+        } else {
+            self.base.url(path)
+        };
+        if is_driver_path(path) {
+            Ok(url)
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidName,
+                format!("{} {url}: not a normalised path", method.as_str()),
+            ))
+        }
+    }
+
+    /// Sends one request and returns its final (post-redirect) response, whatever its status.
+    fn call(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, String)],
+    ) -> Result<Response<Body>> {
+        let mut request = match method {
+            Method::Head => self.client.agent.head(url),
+            Method::Get => self.client.agent.get(url),
+        };
+        if let Some(authorization) = self.base.authorization() {
+            request = request.header("authorization", authorization);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value.as_str());
+        }
+        request
+            .call()
+            .map_err(|e| errors::transport(method.as_str(), url, e))
+    }
+
+    /// A 404 for `path/` may mean that `path` is a file: say ENOTDIR then, as a kernel would.
+    fn refine_missing_dir(&self, path: &str, url: &str, err: Error) -> Error {
+        if err.kind != ErrorKind::NotFound {
+            return err;
+        }
+        match self.stat(path) {
+            Ok(meta) if meta.kind == Kind::File => Error::new(
+                ErrorKind::NotADirectory,
+                format!("GET {url}: not a directory"),
+            ),
+            _ => err,
+        }
+    }
+}
+
+/// Fails unless the final status is a success.
+fn expect_success(method: Method, url: &str, response: &Response<Body>) -> Result<()> {
+    match response.status() {
+        status if status.is_success() => Ok(()),
+        status => Err(errors::status(method.as_str(), url, status)),
+    }
+}
+
+/// Whether the response is about a directory: its final URL ends with a slash.
+fn is_dir_response(response: &Response<Body>) -> bool {
+    response.get_uri().path().ends_with('/')
+}
+
+/// The metadata a response's headers give; a size only for files, as a directory's
+/// "size" would be that of its index page.
+fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let mut meta = Meta::of_kind(kind);
+    if kind == Kind::File {
+        meta.size = text("content-length").and_then(|v| v.trim().parse().ok());
+    }
+    meta.mtime = text("last-modified").and_then(|v| httpdate::parse_http_date(v).ok());
+    meta.etag = text("etag").map(str::to_owned);
+    meta
+}
+
+/// `If-None-Match` / `If-Modified-Since` for what the cache holds.
+fn conditional_headers(validator: Option<&Validator>) -> Vec<(&'static str, String)> {
+    let Some(validator) = validator else {
+        return Vec::new();
+    };
+    let mut headers = Vec::new();
+    if let Some(etag) = &validator.etag {
+        headers.push(("if-none-match", etag.clone()));
+    }
+    if let Some(mtime) = validator.mtime {
+        headers.push(("if-modified-since", httpdate::fmt_http_date(mtime)));
+    }
+    headers
+}
+
+/// Streams `body` into `dest` and returns the byte count. A failed read is the server's
+/// (or the network's) fault, a failed write is ours: they are told apart.
+fn copy_body(mut body: impl Read, dest: &mut dyn Write, url: &str) -> Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut written = 0u64;
+    loop {
+        let n = match body.read(&mut buf) {
+            Ok(0) => return Ok(written),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(errors::body("GET", url, e)),
+        };
+        dest.write_all(&buf[..n])
+            .map_err(|e| Error::from_io(format_args!("GET {url}: writing the copy"), &e))?;
+        written += n as u64;
+    }
+}
+
+/// The body of an index page, as text (names are percent-encoded in links, so a stray
+/// byte that is not UTF-8 can only be in text we do not use).
+fn read_page(response: Response<Body>, url: &str) -> Result<String> {
+    let bytes = response
+        .into_body()
+        .into_with_config()
+        .limit(MAX_INDEX_PAGE)
+        .read_to_vec()
+        .map_err(|e| errors::transport("GET", url, e))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 impl Driver for HttpDriver {
     fn describe(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        self.base.url(path)
     }
+
     fn stat(&self, path: &str) -> Result<Meta> {
-        let _ = &self.client.cfg;
-        Err(Error::new(ErrorKind::Unsupported, format!("HEAD {}: not yet", self.describe(path))))
+        let url = self.checked_url(Method::Head, path, false)?;
+        let response = self.call(Method::Head, &url, &[])?;
+        expect_success(Method::Head, &url, &response)?;
+        let kind = if path == "/" || is_dir_response(&response) {
+            Kind::Dir
+        } else {
+            Kind::File
+        };
+        Ok(meta_of(response.headers(), kind))
     }
+
     fn list(&self, path: &str) -> Result<Listing> {
-        Err(Error::new(ErrorKind::Unsupported, format!("GET {}: not yet", self.describe(path))))
+        let url = self.checked_url(Method::Get, path, true)?;
+        let response = self.call(Method::Get, &url, &[])?;
+        if let Err(err) = expect_success(Method::Get, &url, &response) {
+            return Err(self.refine_missing_dir(path, &url, err));
+        }
+        let page = read_page(response, &url)?;
+        Ok(autoindex::parse(&page, &url))
     }
-    fn fetch(&self, path: &str, _dest: &mut dyn Write, _v: Option<&Validator>) -> Result<Fetched> {
-        Err(Error::new(ErrorKind::Unsupported, format!("GET {}: not yet", self.describe(path))))
+
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        let url = self.checked_url(Method::Get, path, false)?;
+        let response = self.call(Method::Get, &url, &conditional_headers(validator))?;
+        if validator.is_some() && response.status() == StatusCode::NOT_MODIFIED {
+            return Ok(Fetched::NotModified);
+        }
+        expect_success(Method::Get, &url, &response)?;
+        if is_dir_response(&response) {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("GET {url}: is a directory"),
+            ));
+        }
+        let mut meta = meta_of(response.headers(), Kind::File);
+        let written = copy_body(response.into_body().into_reader(), dest, &url)?;
+        // What arrived is the truth; Content-Length only announced it (and ureq has
+        // already failed the read if the two disagree).
+        meta.size = Some(written);
+        Ok(Fetched::Body(meta))
     }
 }
+
+#[cfg(test)]
+mod tests;
