@@ -46,7 +46,10 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into() }
+        Error {
+            kind,
+            message: message.into(),
+        }
     }
 
     pub fn errno(&self) -> i32 {
@@ -60,9 +63,10 @@ impl Error {
             K::NotFound => ErrorKind::NotFound,
             K::PermissionDenied => ErrorKind::PermissionDenied,
             K::TimedOut | K::WouldBlock => ErrorKind::TimedOut,
-            K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable => {
-                ErrorKind::Unreachable
-            }
+            K::ConnectionRefused
+            | K::HostUnreachable
+            | K::NetworkUnreachable
+            | K::AddrNotAvailable => ErrorKind::Unreachable,
             K::IsADirectory => ErrorKind::IsADirectory,
             K::NotADirectory => ErrorKind::NotADirectory,
             K::ReadOnlyFilesystem => ErrorKind::ReadOnly,

@@ -43,7 +43,14 @@ pub struct Meta {
 impl Meta {
     /// Metadata that says only what kind of object this is.
     pub fn of_kind(kind: Kind) -> Meta {
-        Meta { kind, size: None, mtime: None, mode: None, etag: None, symlink_target: None }
+        Meta {
+            kind,
+            size: None,
+            mtime: None,
+            mode: None,
+            etag: None,
+            symlink_target: None,
+        }
     }
 }
 
@@ -91,7 +98,12 @@ pub trait Driver: Send + Sync + Debug {
     fn list(&self, path: &str) -> Result<Listing>;
 
     /// Write the whole contents of the file `path` into `dest`, unless `validator` still holds.
-    fn fetch(&self, path: &str, dest: &mut dyn Write, validator: Option<&Validator>) -> Result<Fetched>;
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched>;
 
     /// A local path that *is* this object, when the driver can serve it without copying
     /// (the local driver). The cache then redirects to it instead of fetching.

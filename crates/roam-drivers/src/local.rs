@@ -7,7 +7,9 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::{is_safe_name, DirEntry, Driver, Error, Fetched, Kind, Listing, Meta, Result, Validator};
+use crate::{
+    is_safe_name, DirEntry, Driver, Error, Fetched, Kind, Listing, Meta, Result, Validator,
+};
 
 /// A local directory tree.
 #[derive(Debug)]
@@ -39,7 +41,9 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         Kind::File
     };
     let symlink_target = match kind {
-        Kind::Symlink => fs::read_link(path).ok().map(|t| t.to_string_lossy().into_owned()),
+        Kind::Symlink => fs::read_link(path)
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned()),
         _ => None,
     };
     Meta {
@@ -59,7 +63,8 @@ impl Driver for LocalDriver {
 
     fn stat(&self, path: &str) -> Result<Meta> {
         let real = self.real(path);
-        let md = fs::symlink_metadata(&real).map_err(|e| Error::from_io(format_args!("stat {}", real.display()), &e))?;
+        let md = fs::symlink_metadata(&real)
+            .map_err(|e| Error::from_io(format_args!("stat {}", real.display()), &e))?;
         Ok(meta_of(&real, &md))
     }
 
@@ -77,18 +82,32 @@ impl Driver for LocalDriver {
                 continue;
             }
             let md = entry.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
-            entries.push(DirEntry { meta: meta_of(&entry.path(), &md), name });
+            entries.push(DirEntry {
+                meta: meta_of(&entry.path(), &md),
+                name,
+            });
         }
-        Ok(Listing { entries, complete: true })
+        Ok(Listing {
+            entries,
+            complete: true,
+        })
     }
 
-    fn fetch(&self, path: &str, dest: &mut dyn Write, _validator: Option<&Validator>) -> Result<Fetched> {
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        _validator: Option<&Validator>,
+    ) -> Result<Fetched> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
         let mut file = fs::File::open(&real).map_err(|e| Error::from_io(ctx(), &e))?;
         let md = file.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
         if md.is_dir() {
-            return Err(Error::new(crate::ErrorKind::IsADirectory, format!("{}: is a directory", ctx())));
+            return Err(Error::new(
+                crate::ErrorKind::IsADirectory,
+                format!("{}: is a directory", ctx()),
+            ));
         }
         std::io::copy(&mut file, dest).map_err(|e| Error::from_io(ctx(), &e))?;
         Ok(Fetched::Body(meta_of(&real, &md)))
@@ -115,18 +134,33 @@ mod tests {
         assert_eq!((m.kind, m.size), (Kind::File, Some(6)));
         assert_eq!(d.stat("/sub").unwrap().kind, Kind::Dir);
         let l = d.stat("/link").unwrap();
-        assert_eq!((l.kind, l.symlink_target.as_deref()), (Kind::Symlink, Some("a.txt")));
+        assert_eq!(
+            (l.kind, l.symlink_target.as_deref()),
+            (Kind::Symlink, Some("a.txt"))
+        );
         assert_eq!(d.stat("/missing").unwrap_err().errno(), libc::ENOENT);
         assert_eq!(d.list("/a.txt").unwrap_err().errno(), libc::ENOTDIR);
 
-        let mut names: Vec<_> = d.list("/").unwrap().entries.into_iter().map(|e| e.name).collect();
+        let mut names: Vec<_> = d
+            .list("/")
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
         names.sort();
         assert_eq!(names, ["a.txt", "link", "sub"]);
 
         let mut buf = Vec::new();
-        assert!(matches!(d.fetch("/a.txt", &mut buf, None).unwrap(), Fetched::Body(_)));
+        assert!(matches!(
+            d.fetch("/a.txt", &mut buf, None).unwrap(),
+            Fetched::Body(_)
+        ));
         assert_eq!(buf, b"hello\n");
-        assert_eq!(d.fetch("/sub", &mut buf, None).unwrap_err().errno(), libc::EISDIR);
+        assert_eq!(
+            d.fetch("/sub", &mut buf, None).unwrap_err().errno(),
+            libc::EISDIR
+        );
         assert_eq!(d.local_path("/a.txt").unwrap(), dir.join("a.txt"));
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -4,10 +4,11 @@
 //! them fails the tests with a message naming the package (CI installs them).
 
 use std::fs;
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::thread;
@@ -96,64 +97,52 @@ pub struct Server {
 
 impl Server {
     /// nginx serving `www` with `autoindex on`; its pid file and logs live in `run`.
+    ///
+    /// The port was free when chosen, but another process may bind it before nginx does:
+    /// nginx then exits, and we start it again on another port.
     pub fn nginx(www: &Path, run: &Path) -> Server {
         let nginx = required("/usr/sbin/nginx", "Debian's nginx-light");
         mkdir(run);
-        let port = free_port();
-        let conf = run.join("nginx.conf");
-        fs::write(&conf, nginx_conf(run, www, port)).unwrap();
-        let child = Command::new(nginx)
-            .arg("-p")
-            .arg(run)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(run.join("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting nginx");
-        Server::started(child, port, run)
+        for _ in 0..5 {
+            let port = free_port();
+            let child = spawn_nginx(&nginx, www, run, port);
+            if let Some(child) = nginx_ready(child, &run.join("nginx.pid")) {
+                return Server::running(child, port, run);
+            }
+        }
+        let log = fs::read_to_string(run.join("error.log")).unwrap_or_default();
+        panic!("nginx failed to start five times; its log:\n{log}");
     }
 
-    /// Python's `http.server` serving `www`.
+    /// Python's `http.server` serving `www`, with its log (stderr) in `run/error.log`.
+    ///
+    /// It is started on port 0 so that it binds a free port itself, which no other process
+    /// can take first, and announces which on stdout (`-u`: unbuffered, so at once).
     pub fn python(www: &Path, run: &Path) -> Server {
         let python = required("python3", "python3");
         mkdir(run);
-        let port = free_port();
-        let child = Command::new(python)
-            .args([
-                "-m",
-                "http.server",
-                "--bind",
-                "127.0.0.1",
-                &port.to_string(),
-                "--directory",
-            ])
+        let log = fs::File::create(run.join("error.log")).unwrap();
+        let mut child = Command::new(python)
+            .args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0"])
+            .arg("--directory")
             .arg(www)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
             .spawn()
             .expect("starting python3 -m http.server");
-        Server::started(child, port, run)
+        match announced_port(child.stdout.take().unwrap()) {
+            Some(port) => Server::running(child, port, run),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = fs::read_to_string(run.join("error.log")).unwrap_or_default();
+                panic!("python3 -m http.server did not start; its log:\n{log}");
+            }
+        }
     }
 
-    /// Waits until the server accepts connections; fails with its error log if it died.
-    fn started(mut child: Child, port: u16, run: &Path) -> Server {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = child.try_wait().unwrap() {
-                let log = fs::read_to_string(run.join("error.log")).unwrap_or_default();
-                panic!("the server exited with {status} before listening on {port}: {log}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server did not listen on port {port} within 10 s"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+    fn running(child: Child, port: u16, run: &Path) -> Server {
         Server {
             child: Some(child),
             port,
@@ -226,6 +215,56 @@ impl Drop for Server {
         }
         self.stop();
     }
+}
+
+/// Writes the configuration for `port` and starts nginx in the foreground. `-e` sends the
+/// errors of startup itself (before the configuration is read) to the log as well.
+fn spawn_nginx(nginx: &Path, www: &Path, run: &Path, port: u16) -> Child {
+    let conf = run.join("nginx.conf");
+    fs::write(&conf, nginx_conf(run, www, port)).unwrap();
+    Command::new(nginx)
+        .arg("-p")
+        .arg(run)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-e")
+        .arg(run.join("error.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting nginx")
+}
+
+/// Waits until nginx has written its pid to its pid file, which it does only once its port
+/// is bound; `None` if it exited first. The pid tells a stale file of an earlier attempt.
+fn nginx_ready(mut child: Child, pid_file: &Path) -> Option<Child> {
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        if fs::read_to_string(pid_file).is_ok_and(|written| written.trim() == pid) {
+            return Some(child);
+        }
+        assert!(Instant::now() < deadline, "nginx did not start within 10 s");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The port in the line `http.server` prints once bound:
+/// "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ...".
+/// `None` if it exited without printing it.
+fn announced_port(stdout: ChildStdout) -> Option<u16> {
+    let mut banner = String::new();
+    BufReader::new(stdout).read_line(&mut banner).ok()?;
+    banner
+        .split_whitespace()
+        .skip_while(|word| *word != "port")
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn nginx_conf(run: &Path, www: &Path, port: u16) -> String {

@@ -271,7 +271,11 @@ impl Vfs {
                 // The server is down: asking again per name would only wait again.
                 libc::EHOSTUNREACH | libc::ETIMEDOUT => Some(Err(e)),
                 _ => {
-                    self.state.lock().unwrap().unlistable.insert(parent.virt, Instant::now());
+                    self.state
+                        .lock()
+                        .unwrap()
+                        .unlistable
+                        .insert(parent.virt, Instant::now());
                     None
                 }
             },
@@ -280,7 +284,9 @@ impl Vfs {
 
     fn recently_unlistable(&self, virt: &str) -> bool {
         let st = self.state.lock().unwrap();
-        st.unlistable.get(virt).is_some_and(|at| at.elapsed() < self.t_read)
+        st.unlistable
+            .get(virt)
+            .is_some_and(|at| at.elapsed() < self.t_read)
     }
 
     /// Fills the skeleton directory of `r` from a fresh listing.

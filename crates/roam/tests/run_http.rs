@@ -107,7 +107,9 @@ fn exit_statuses_pass_through() {
 /// Runs the static probe under `roam -v run`: `probe OP PATH`, returning its one-line
 /// verdict and roam's stderr.
 fn probe(op: &str, path: &str) -> (String, String) {
-    let o = Roam::new().verbose().run(&[fixture().probe.to_str().unwrap(), op, path]);
+    let o = Roam::new()
+        .verbose()
+        .run(&[fixture().probe.to_str().unwrap(), op, path]);
     (stdout(&o).trim().to_owned(), stderr(&o))
 }
 
@@ -130,9 +132,15 @@ fn failures_reach_the_program_with_the_exact_errno() {
     // Each failure the server caused is explained on roam's stderr in one line (a missing
     // name only with -v: programs probe for missing names all the time).
     let (_, err) = probe("open", &format!("{r}/missing.txt"));
-    assert!(err.contains("missing.txt: not in the listing of its directory (ENOENT)"), "{err}");
+    assert!(
+        err.contains("missing.txt: not in the listing of its directory (ENOENT)"),
+        "{err}"
+    );
     let (_, err) = probe("open", &format!("{r}/nodir/missing.txt"));
-    assert!(err.contains("nodir/: 404") && err.contains("ENOENT"), "{err}");
+    assert!(
+        err.contains("nodir/: 404") && err.contains("ENOENT"),
+        "{err}"
+    );
     let (_, err) = probe("open", &format!("{r}/secret.txt"));
     assert!(err.contains("403") && err.contains("EACCES"), "{err}");
 }

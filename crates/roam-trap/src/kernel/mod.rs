@@ -163,9 +163,14 @@ impl Kernel {
     fn fail_on(&self, tid: Pid, spec: &Spec, node: &Node, err: &roam_vfs::Error) -> Decision {
         let errno = err.errno();
         if errno == libc::ENOENT {
-            tracing::info!("{} {}: {err} (ENOENT)", spec.name.trim_start_matches("SYS_"), node.virt());
+            tracing::info!(
+                "{} {}: {err} (ENOENT)",
+                spec.name.trim_start_matches("SYS_"),
+                node.virt()
+            );
         } else if err.worth_telling() {
-            self.report.error(tid, spec.name, node.virt(), errno, &err.to_string());
+            self.report
+                .error(tid, spec.name, node.virt(), errno, &err.to_string());
         }
         Decision::fail(errno)
     }
