@@ -13,6 +13,12 @@ pub enum ErrorKind {
     TimedOut,
     ReadOnly,
     Unsupported,
+    AlreadyExists,
+    NotEmpty,
+    NoSpace,
+    QuotaExceeded,
+    /// A rename or link across mounts or devices.
+    CrossDevice,
     InvalidName,
     /// Anything else: a 5xx reply, a protocol violation, a local I/O failure.
     Io,
@@ -30,6 +36,11 @@ impl ErrorKind {
             ErrorKind::TimedOut => libc::ETIMEDOUT,
             ErrorKind::ReadOnly => libc::EROFS,
             ErrorKind::Unsupported => libc::ENOTSUP,
+            ErrorKind::AlreadyExists => libc::EEXIST,
+            ErrorKind::NotEmpty => libc::ENOTEMPTY,
+            ErrorKind::NoSpace => libc::ENOSPC,
+            ErrorKind::QuotaExceeded => libc::EDQUOT,
+            ErrorKind::CrossDevice => libc::EXDEV,
             ErrorKind::InvalidName => libc::EINVAL,
             ErrorKind::Io => libc::EIO,
         }
@@ -70,6 +81,11 @@ impl Error {
             K::IsADirectory => ErrorKind::IsADirectory,
             K::NotADirectory => ErrorKind::NotADirectory,
             K::ReadOnlyFilesystem => ErrorKind::ReadOnly,
+            K::AlreadyExists => ErrorKind::AlreadyExists,
+            K::DirectoryNotEmpty => ErrorKind::NotEmpty,
+            K::StorageFull => ErrorKind::NoSpace,
+            K::QuotaExceeded => ErrorKind::QuotaExceeded,
+            K::CrossesDevices => ErrorKind::CrossDevice,
             _ => match err.raw_os_error() {
                 Some(libc::ELOOP) | Some(libc::ENAMETOOLONG) => ErrorKind::InvalidName,
                 _ => ErrorKind::Io,

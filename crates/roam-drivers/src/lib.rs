@@ -11,7 +11,7 @@ pub mod http;
 pub mod local;
 
 use std::fmt::Debug;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -110,6 +110,66 @@ pub trait Driver: Send + Sync + Debug {
     fn local_path(&self, _path: &str) -> Option<PathBuf> {
         None
     }
+
+    /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
+    /// many were written (fewer only at the end of the file). For fetching large files on
+    /// demand instead of whole.
+    fn read_range(&self, path: &str, _offset: u64, _len: u64, _dest: &mut dyn Write) -> Result<u64> {
+        Err(unsupported(self, "read a range of", path))
+    }
+
+    // ---- The write side. Every method defaults to "this backend cannot" (EROFS), so a
+    // ---- read-only protocol needs to implement nothing here.
+
+    /// Replaces (or creates) the file `path` with the `len` bytes of `src`, atomically where
+    /// the protocol allows (temporary name + rename, or one PUT): a reader never sees a
+    /// half-written file. Returns the new metadata.
+    fn put(&self, path: &str, _src: &mut dyn Read, _len: u64) -> Result<Meta> {
+        Err(read_only(self, "write", path))
+    }
+
+    /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
+    fn mkdir(&self, path: &str) -> Result<()> {
+        Err(read_only(self, "create directory", path))
+    }
+
+    /// Removes the file (or symlink) `path` (EISDIR for a directory).
+    fn remove_file(&self, path: &str) -> Result<()> {
+        Err(read_only(self, "remove", path))
+    }
+
+    /// Removes the empty directory `path` (ENOTEMPTY if it is not empty, ENOTDIR for a file).
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        Err(read_only(self, "remove directory", path))
+    }
+
+    /// Renames `from` to `to`, replacing a file at `to` as POSIX `rename` does.
+    fn rename(&self, from: &str, _to: &str) -> Result<()> {
+        Err(read_only(self, "rename", from))
+    }
+
+    /// Sets permission bits, where the protocol keeps them.
+    fn set_mode(&self, path: &str, _mode: u32) -> Result<()> {
+        Err(unsupported(self, "change the mode of", path))
+    }
+
+    /// Sets the modification time, where the protocol keeps it.
+    fn set_mtime(&self, path: &str, _mtime: SystemTime) -> Result<()> {
+        Err(unsupported(self, "change the mtime of", path))
+    }
+
+    /// Creates the symbolic link `path` pointing to `target`, where the protocol has them.
+    fn symlink(&self, _target: &str, path: &str) -> Result<()> {
+        Err(unsupported(self, "create a symlink at", path))
+    }
+}
+
+fn read_only<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
+    Error::new(ErrorKind::ReadOnly, format!("{}: this backend cannot {what} files", d.describe(path)))
+}
+
+fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
+    Error::new(ErrorKind::Unsupported, format!("{}: this backend cannot {what} files", d.describe(path)))
 }
 
 /// Checks that a name that came from a server is one safe path component: not empty, not

@@ -3,7 +3,9 @@
 //! cache never copies them; metadata comes from `lstat`, exactly as the kernel has it.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -116,7 +118,82 @@ impl Driver for LocalDriver {
     fn local_path(&self, path: &str) -> Option<PathBuf> {
         Some(self.real(path))
     }
+
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        let real = self.real(path);
+        let ctx = || format!("read {}", real.display());
+        let mut file = fs::File::open(&real).map_err(|e| Error::from_io(ctx(), &e))?;
+        file.seek(SeekFrom::Start(offset)).map_err(|e| Error::from_io(ctx(), &e))?;
+        std::io::copy(&mut file.take(len), dest).map_err(|e| Error::from_io(ctx(), &e))
+    }
+
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        let real = self.real(path);
+        let ctx = || format!("write {}", real.display());
+        // A sibling temporary name, so the final rename is atomic on the same file system.
+        let tmp = real.with_file_name(format!(
+            ".roam-put-{}-{}",
+            std::process::id(),
+            PUT_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut f = fs::File::create(&tmp)?;
+            let n = std::io::copy(&mut src.take(len), &mut f)?;
+            f.sync_all()?;
+            Ok::<u64, std::io::Error>(n)
+        })();
+        let result = written.and_then(|n| match n == len {
+            true => fs::rename(&tmp, &real),
+            false => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{n} of {len} bytes"))),
+        });
+        if let Err(e) = result {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::from_io(ctx(), &e));
+        }
+        self.stat(path)
+    }
+
+    fn mkdir(&self, path: &str) -> Result<()> {
+        let real = self.real(path);
+        fs::create_dir(&real).map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))
+    }
+
+    fn remove_file(&self, path: &str) -> Result<()> {
+        let real = self.real(path);
+        fs::remove_file(&real).map_err(|e| Error::from_io(format_args!("remove {}", real.display()), &e))
+    }
+
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        let real = self.real(path);
+        fs::remove_dir(&real).map_err(|e| Error::from_io(format_args!("rmdir {}", real.display()), &e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (a, b) = (self.real(from), self.real(to));
+        fs::rename(&a, &b).map_err(|e| Error::from_io(format_args!("rename {} to {}", a.display(), b.display()), &e))
+    }
+
+    fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
+        let real = self.real(path);
+        fs::set_permissions(&real, fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::from_io(format_args!("chmod {}", real.display()), &e))
+    }
+
+    fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
+        let real = self.real(path);
+        let ctx = || format!("set mtime of {}", real.display());
+        let f = fs::File::options().write(true).open(&real).or_else(|_| fs::File::open(&real));
+        f.and_then(|f| f.set_modified(mtime)).map_err(|e| Error::from_io(ctx(), &e))
+    }
+
+    fn symlink(&self, target: &str, path: &str) -> Result<()> {
+        let real = self.real(path);
+        std::os::unix::fs::symlink(target, &real)
+            .map_err(|e| Error::from_io(format_args!("symlink {}", real.display()), &e))
+    }
 }
+
+static PUT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 #[cfg(test)]
 mod tests {
@@ -162,6 +239,41 @@ mod tests {
             libc::EISDIR
         );
         assert_eq!(d.local_path("/a.txt").unwrap(), dir.join("a.txt"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_are_atomic_and_errors_precise() {
+        let dir = std::env::temp_dir().join(format!("roam-local-w-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let d = LocalDriver::new(&dir);
+
+        let m = d.put("/f", &mut &b"0123456789"[..], 10).unwrap();
+        assert_eq!(m.size, Some(10));
+        let mut part = Vec::new();
+        assert_eq!(d.read_range("/f", 3, 4, &mut part).unwrap(), 4);
+        assert_eq!(part, b"3456");
+        // A short source never replaces the old contents.
+        assert_eq!(d.put("/f", &mut &b"xy"[..], 5).unwrap_err().errno(), libc::EIO);
+        assert_eq!(fs::read(dir.join("f")).unwrap(), b"0123456789");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left behind");
+
+        d.mkdir("/d").unwrap();
+        assert_eq!(d.mkdir("/d").unwrap_err().errno(), libc::EEXIST);
+        assert_eq!(d.mkdir("/no/d").unwrap_err().errno(), libc::ENOENT);
+        d.rename("/f", "/d/g").unwrap();
+        assert_eq!(d.remove_dir("/d").unwrap_err().errno(), libc::ENOTEMPTY);
+        d.set_mode("/d/g", 0o600).unwrap();
+        assert_eq!(d.stat("/d/g").unwrap().mode, Some(0o600));
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        d.set_mtime("/d/g", t).unwrap();
+        assert_eq!(d.stat("/d/g").unwrap().mtime, Some(t));
+        d.symlink("g", "/d/l").unwrap();
+        assert_eq!(d.stat("/d/l").unwrap().symlink_target.as_deref(), Some("g"));
+        d.remove_file("/d/l").unwrap();
+        d.remove_file("/d/g").unwrap();
+        assert_eq!(d.remove_file("/d/g").unwrap_err().errno(), libc::ENOENT);
+        d.remove_dir("/d").unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 }
