@@ -189,7 +189,8 @@ fn a_failing_destination_is_reported_as_a_local_write() {
     let err = driver(&format!("http://127.0.0.1:{port}"))
         .fetch("/f", &mut Full, None)
         .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Io);
+    // A full cache disk must reach the program as ENOSPC, not as a vague EIO.
+    assert_eq!(err.kind, ErrorKind::NoSpace);
     assert!(err.message.contains("writing the copy"), "{}", err.message);
     server.join().unwrap();
 }
