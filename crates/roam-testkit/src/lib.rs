@@ -3,6 +3,10 @@
 //! trees that vanish when dropped. Servers are required, never skipped: a machine without
 //! them fails the tests with a message naming the package (CI installs them).
 
+pub mod chirp;
+pub mod dav;
+pub mod ftp;
+
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -142,7 +146,9 @@ impl Server {
         }
     }
 
-    fn running(child: Child, port: u16, run: &Path) -> Server {
+    /// Adopts a started server process that listens on `port` (check readiness first, e.g.
+    /// with [`wait_for_port`]); its logs are expected in `run`.
+    pub fn running(child: Child, port: u16, run: &Path) -> Server {
         Server {
             child: Some(child),
             port,
@@ -292,4 +298,21 @@ http {{
 ",
         www = www.display()
     )
+}
+
+/// Waits up to 10 s until something accepts connections on 127.0.0.1:`port`; fails the test
+/// (with `run/error.log`) if `child` exits first. For servers without a pid file to watch.
+pub fn wait_for_port(child: &mut Child, port: u16, run: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = fs::read_to_string(run.join("error.log")).unwrap_or_default();
+            panic!("the server exited with {status} before listening on {port}: {log}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing listened on port {port} within 10 s"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -203,10 +203,10 @@ impl Vfs {
         if let Some(hit) = self.fresh_attr(&r.virt) {
             return hit.map_err(Error::from);
         }
-        if let Some(hit) = self.from_listing(&r.virt) {
+        if let Some(hit) = self.lookup_in_listing(&r.virt) {
             return hit;
         }
-        if let Some(hit) = self.from_parent_listing(r) {
+        if let Some(hit) = self.lookup_via_parent_listing(r) {
             return hit;
         }
         let res = r.driver.stat(&r.path);
@@ -232,7 +232,7 @@ impl Vfs {
 
     /// Answers a stat from the parent's fresh listing when it says enough: the entry with an
     /// exact size, or its absence from a complete listing.
-    fn from_listing(&self, virt: &str) -> Option<Result<Meta>> {
+    fn lookup_in_listing(&self, virt: &str) -> Option<Result<Meta>> {
         let (parent, name) = split_name(virt);
         let st = self.state.lock().unwrap();
         let (index, at) = st.listings.get(parent)?;
@@ -251,7 +251,7 @@ impl Vfs {
     /// in that directory, which is what compilers (`-I` dirs) and Python imports (probing
     /// many names that do not exist) need. Falls back to a per-name request when the
     /// directory cannot be listed.
-    fn from_parent_listing(&self, r: &Remote) -> Option<Result<Meta>> {
+    fn lookup_via_parent_listing(&self, r: &Remote) -> Option<Result<Meta>> {
         if r.path == "/" {
             return None;
         }
@@ -264,7 +264,7 @@ impl Vfs {
             return None;
         }
         match self.list_dir(&parent) {
-            Ok(_) => self.from_listing(&r.virt),
+            Ok(_) => self.lookup_in_listing(&r.virt),
             Err(e) => match e.errno() {
                 // The parent is missing or a file: so is the child's lookup.
                 libc::ENOENT | libc::ENOTDIR => Some(Err(e)),
