@@ -114,12 +114,23 @@ pub trait Driver: Send + Sync + Debug {
     /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
     /// many were written (fewer only at the end of the file). For fetching large files on
     /// demand instead of whole.
-    fn read_range(&self, path: &str, _offset: u64, _len: u64, _dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        _offset: u64,
+        _len: u64,
+        _dest: &mut dyn Write,
+    ) -> Result<u64> {
         Err(unsupported(self, "read a range of", path))
     }
 
     // ---- The write side. Every method defaults to "this backend cannot" (EROFS), so a
     // ---- read-only protocol needs to implement nothing here.
+
+    /// Whether this backend can change files at all (`put`, `mkdir`, ... are implemented).
+    fn writable(&self) -> bool {
+        false
+    }
 
     /// Replaces (or creates) the file `path` with the `len` bytes of `src`, atomically where
     /// the protocol allows (temporary name + rename, or one PUT): a reader never sees a
@@ -165,11 +176,17 @@ pub trait Driver: Send + Sync + Debug {
 }
 
 fn read_only<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
-    Error::new(ErrorKind::ReadOnly, format!("{}: this backend cannot {what} files", d.describe(path)))
+    Error::new(
+        ErrorKind::ReadOnly,
+        format!("{}: this backend cannot {what} files", d.describe(path)),
+    )
 }
 
 fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
-    Error::new(ErrorKind::Unsupported, format!("{}: this backend cannot {what} files", d.describe(path)))
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("{}: this backend cannot {what} files", d.describe(path)),
+    )
 }
 
 /// Checks that a name that came from a server is one safe path component: not empty, not

@@ -4,10 +4,10 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use crate::{
     is_safe_name, DirEntry, Driver, Error, Fetched, Kind, Listing, Meta, Result, Validator,
@@ -17,11 +17,19 @@ use crate::{
 #[derive(Debug)]
 pub struct LocalDriver {
     root: PathBuf,
+    in_place: bool,
 }
 
 impl LocalDriver {
+    /// A tree served in place: programs open its files directly.
     pub fn new(root: impl Into<PathBuf>) -> LocalDriver {
-        LocalDriver { root: root.into() }
+        LocalDriver { root: root.into(), in_place: true }
+    }
+
+    /// A tree served through roam's cache like a remote one (whole-file copies, write-back at
+    /// close): for slow or flaky local mounts (NFS), and to exercise the write-back path.
+    pub fn cached(root: impl Into<PathBuf>) -> LocalDriver {
+        LocalDriver { root: root.into(), in_place: false }
     }
 
     fn real(&self, path: &str) -> PathBuf {
@@ -116,14 +124,19 @@ impl Driver for LocalDriver {
     }
 
     fn local_path(&self, path: &str) -> Option<PathBuf> {
-        Some(self.real(path))
+        self.in_place.then(|| self.real(path))
+    }
+
+    fn writable(&self) -> bool {
+        true
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
         let mut file = fs::File::open(&real).map_err(|e| Error::from_io(ctx(), &e))?;
-        file.seek(SeekFrom::Start(offset)).map_err(|e| Error::from_io(ctx(), &e))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::from_io(ctx(), &e))?;
         std::io::copy(&mut file.take(len), dest).map_err(|e| Error::from_io(ctx(), &e))
     }
 
@@ -144,7 +157,10 @@ impl Driver for LocalDriver {
         })();
         let result = written.and_then(|n| match n == len {
             true => fs::rename(&tmp, &real),
-            false => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{n} of {len} bytes"))),
+            false => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{n} of {len} bytes"),
+            )),
         });
         if let Err(e) = result {
             let _ = fs::remove_file(&tmp);
@@ -155,22 +171,30 @@ impl Driver for LocalDriver {
 
     fn mkdir(&self, path: &str) -> Result<()> {
         let real = self.real(path);
-        fs::create_dir(&real).map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))
+        fs::create_dir(&real)
+            .map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
         let real = self.real(path);
-        fs::remove_file(&real).map_err(|e| Error::from_io(format_args!("remove {}", real.display()), &e))
+        fs::remove_file(&real)
+            .map_err(|e| Error::from_io(format_args!("remove {}", real.display()), &e))
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {
         let real = self.real(path);
-        fs::remove_dir(&real).map_err(|e| Error::from_io(format_args!("rmdir {}", real.display()), &e))
+        fs::remove_dir(&real)
+            .map_err(|e| Error::from_io(format_args!("rmdir {}", real.display()), &e))
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let (a, b) = (self.real(from), self.real(to));
-        fs::rename(&a, &b).map_err(|e| Error::from_io(format_args!("rename {} to {}", a.display(), b.display()), &e))
+        fs::rename(&a, &b).map_err(|e| {
+            Error::from_io(
+                format_args!("rename {} to {}", a.display(), b.display()),
+                &e,
+            )
+        })
     }
 
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
@@ -182,8 +206,12 @@ impl Driver for LocalDriver {
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let real = self.real(path);
         let ctx = || format!("set mtime of {}", real.display());
-        let f = fs::File::options().write(true).open(&real).or_else(|_| fs::File::open(&real));
-        f.and_then(|f| f.set_modified(mtime)).map_err(|e| Error::from_io(ctx(), &e))
+        let f = fs::File::options()
+            .write(true)
+            .open(&real)
+            .or_else(|_| fs::File::open(&real));
+        f.and_then(|f| f.set_modified(mtime))
+            .map_err(|e| Error::from_io(ctx(), &e))
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
@@ -254,9 +282,16 @@ mod tests {
         assert_eq!(d.read_range("/f", 3, 4, &mut part).unwrap(), 4);
         assert_eq!(part, b"3456");
         // A short source never replaces the old contents.
-        assert_eq!(d.put("/f", &mut &b"xy"[..], 5).unwrap_err().errno(), libc::EIO);
+        assert_eq!(
+            d.put("/f", &mut &b"xy"[..], 5).unwrap_err().errno(),
+            libc::EIO
+        );
         assert_eq!(fs::read(dir.join("f")).unwrap(), b"0123456789");
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left behind");
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary file left behind"
+        );
 
         d.mkdir("/d").unwrap();
         assert_eq!(d.mkdir("/d").unwrap_err().errno(), libc::EEXIST);

@@ -3,6 +3,7 @@
 //! while workers serve slow calls. It wakes on either a tracee stop (SIGCHLD, read through a
 //! signalfd) or a finished job (an eventfd); no wake-up can be lost between the two.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,8 @@ pub struct Tracer {
     wake: Arc<EventFd>,
     signals: SignalFd,
     in_flight: usize,
+    /// Threads running a call whose return value roam replaces at the syscall-exit stop.
+    overrides: HashMap<Pid, i64>,
 }
 
 impl Tracer {
@@ -79,6 +82,7 @@ impl Tracer {
                 .spawn(move || worker(&kernel, &rx, &tx, &wake))
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
+        kernel.tracee_started(main);
         Ok(Tracer {
             kernel,
             main,
@@ -88,6 +92,7 @@ impl Tracer {
             wake,
             signals,
             in_flight: 0,
+            overrides: HashMap::new(),
         })
     }
 
@@ -102,7 +107,11 @@ impl Tracer {
                     Ok(WaitStatus::StillAlive) => break,
                     Ok(status) => self.on_status(status),
                     Err(Errno::EINTR) => continue,
-                    Err(Errno::ECHILD) => return Ok(self.main_status.unwrap_or(1)),
+                    Err(Errno::ECHILD) => {
+                        // Every program is gone: deliver what the last writers left behind.
+                        self.kernel.flush_finished();
+                        return Ok(self.main_status.unwrap_or(1));
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -151,15 +160,37 @@ impl Tracer {
 
     fn on_status(&mut self, status: WaitStatus) {
         match status {
-            WaitStatus::Exited(pid, code) if pid == self.main => self.main_status = Some(code),
-            WaitStatus::Signaled(pid, sig, _) if pid == self.main => {
-                self.main_status = Some(128 + sig as i32)
-            }
+            WaitStatus::Exited(pid, code) => self.on_exit(pid, code),
+            WaitStatus::Signaled(pid, sig, _) => self.on_exit(pid, 128 + sig as i32),
             WaitStatus::Stopped(pid, sig) => resume(pid, sig as i32),
             WaitStatus::PtraceEvent(pid, sig, event) => self.on_event(pid, sig, event),
-            WaitStatus::PtraceSyscall(pid) => resume(pid, 0),
+            WaitStatus::PtraceSyscall(pid) => self.on_syscall_exit(pid),
             _ => {}
         }
+    }
+
+    fn on_exit(&mut self, pid: Pid, status: i32) {
+        if pid == self.main {
+            self.main_status = Some(status);
+        }
+        self.overrides.remove(&pid);
+        self.kernel.tracee_ended(pid);
+        if self.kernel.has_pending_changes() {
+            // A writer that exits without close(2) leaves its change to be delivered now;
+            // off the tracer thread, which must never wait on the network.
+            let kernel = self.kernel.clone();
+            std::thread::spawn(move || kernel.flush_finished());
+        }
+    }
+
+    /// The exit stop of a call whose result roam replaces (see [`Decision::RunThenReturn`]).
+    fn on_syscall_exit(&mut self, pid: Pid) {
+        if let Some(ret) = self.overrides.remove(&pid) {
+            if let Err(e) = ptrace::set_return(pid, ret) {
+                tracing::debug!(%pid, "set return: {e}");
+            }
+        }
+        resume(pid, 0);
     }
 
     fn on_event(&mut self, pid: Pid, sig: Signal, event: i32) {
@@ -171,7 +202,13 @@ impl Tracer {
                     tracing::debug!(%pid, "listen: {e}");
                 }
             }
-            // Fork/clone/exec/exit events and interrupt stops need nothing from us.
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                if let Ok(child) = nix::sys::ptrace::getevent(pid) {
+                    self.kernel.tracee_started(Pid::from_raw(child as i32));
+                }
+                resume(pid, 0);
+            }
+            // Exec/exit events and interrupt stops need nothing from us.
             _ => resume(pid, 0),
         }
     }
@@ -196,7 +233,14 @@ impl Tracer {
     }
 
     /// Carries a decision out on a thread stopped at a system call, then resumes it.
-    fn apply(&self, tid: Pid, sp: u64, decision: Decision) {
+    fn apply(&mut self, tid: Pid, sp: u64, decision: Decision) {
+        if let Decision::RunThenReturn(ret) = decision {
+            self.overrides.insert(tid, ret);
+            if let Err(e) = ptrace::resume_to_exit(tid) {
+                tracing::debug!(%tid, "resume to exit: {e}");
+            }
+            return;
+        }
         if let Err(e) = carry_out(tid, sp, decision) {
             // ESRCH: the thread died meanwhile (killed, or its process exec'd).
             if e != Errno::ESRCH {
@@ -210,7 +254,7 @@ impl Tracer {
 
 fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
     match decision {
-        Decision::Continue => Ok(()),
+        Decision::Continue | Decision::RunThenReturn(_) => Ok(()),
         Decision::Rewrite(args) => {
             let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
             let addrs = memory::push_strings(tid, sp, &strings)?;

@@ -64,6 +64,14 @@ impl Info {
     }
 }
 
+/// A change in progress: where it goes, and the remote version it started from (`None`
+/// for a new file), to detect a conflicting change made behind roam's back.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Journal {
+    pub source: String,
+    pub base: Option<Info>,
+}
+
 pub fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -77,6 +85,7 @@ pub struct DiskCache {
     meta: PathBuf,
     data: PathBuf,
     info: PathBuf,
+    journal: PathBuf,
     tmp: PathBuf,
     meta_prefix: String,
     data_prefix: String,
@@ -98,8 +107,9 @@ impl DiskCache {
         fs::set_permissions(root, fs::Permissions::from_mode(0o700))
             .map_err(|e| Error::cache(root, e))?;
         let root = fs::canonicalize(root).map_err(|e| Error::cache(root, e))?;
-        let [meta, data, info, tmp] = ["meta", "data", "info", "tmp"].map(|d| root.join(d));
-        for d in [&meta, &data, &info, &tmp] {
+        let [meta, data, info, journal, tmp] =
+            ["meta", "data", "info", "journal", "tmp"].map(|d| root.join(d));
+        for d in [&meta, &data, &info, &journal, &tmp] {
             mk(d)?;
         }
         let meta_prefix = meta.to_string_lossy().into_owned();
@@ -109,6 +119,7 @@ impl DiskCache {
             meta,
             data,
             info,
+            journal,
             tmp,
             meta_prefix,
             data_prefix,
@@ -146,7 +157,7 @@ impl DiskCache {
         let p = self.meta_path(virt);
         match meta.kind {
             Kind::Dir => ensure_dir(&p)?,
-            Kind::File if stub_matches(&p, meta) => {}
+            Kind::File if stub_matches(&p, meta) => set_mode_in_place(&p, meta.mode)?,
             Kind::File => {
                 let tmp = self.tmp_name();
                 let f = File::create(&tmp).map_err(|e| Error::cache(&tmp, e))?;
@@ -255,6 +266,71 @@ impl DiskCache {
         self.install(&tmp, &self.meta_path(virt))
     }
 
+    /// The virtual name of a real path inside the data mirror (an fd's target).
+    pub fn unmap_data(&self, real: &str) -> Option<String> {
+        crate::path::strip_dir_prefix(real, &self.data_prefix).map(str::to_owned)
+    }
+
+    /// Records that `virt` is being written: its data file is the journal of the change,
+    /// and this record (with the remote version the change started from) makes it
+    /// recoverable by `roam sync` after a crash.
+    pub fn put_journal(&self, virt: &str, rec: &Journal) -> Result<()> {
+        let tmp = self.tmp_name();
+        let json = serde_json::to_vec(rec).expect("Journal serialises");
+        std::fs::write(&tmp, json).map_err(|e| Error::cache(&tmp, e))?;
+        self.install(&tmp, &under(&self.journal, virt))
+    }
+
+    pub fn journal(&self, virt: &str) -> Option<Journal> {
+        let data = std::fs::read(under(&self.journal, virt)).ok()?;
+        serde_json::from_slice(&data).ok()
+    }
+
+    pub fn drop_journal(&self, virt: &str) -> Result<()> {
+        let p = under(&self.journal, virt);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&p, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every journaled (not yet uploaded) virtual name.
+    pub fn journaled(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        collect_files(&self.journal, &self.journal, &mut out);
+        out
+    }
+
+    /// Makes sure a data file for `virt` can be created by the program: parents exist and
+    /// no stale copy stands in the way (so `O_EXCL` works natively).
+    pub fn clear_data(&self, virt: &str) -> Result<PathBuf> {
+        let data = self.data_path(virt);
+        if let Some(parent) = data.parent() {
+            ensure_dir(parent)?;
+        }
+        match std::fs::remove_file(&data) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&data, e)),
+            _ => Ok(data),
+        }
+    }
+
+    /// Lets the owner write the data file of `virt` (fetched copies are read-only).
+    pub fn make_writable(&self, virt: &str) -> Result<PathBuf> {
+        let data = self.data_path(virt);
+        let md = std::fs::metadata(&data).map_err(|e| Error::cache(&data, e))?;
+        let mode = md.permissions().mode() | 0o200;
+        fs::set_permissions(&data, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(&data, e))?;
+        Ok(data)
+    }
+
+    /// Forgets everything cached under `virt` (skeleton, data, sidecars), e.g. after the
+    /// remote object was removed or renamed. Journaled changes are kept.
+    pub fn forget(&self, virt: &str) {
+        for base in [&self.meta, &self.data, &self.info] {
+            let _ = remove_any(&under(base, virt));
+        }
+    }
+
     /// Atomically puts `tmp` at `dest`, creating parents and clearing a stale directory.
     fn install(&self, tmp: &Path, dest: &Path) -> Result<()> {
         if let Some(parent) = dest.parent() {
@@ -301,6 +377,18 @@ fn ensure_dir(p: &Path) -> Result<()> {
     }
 }
 
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            collect_files(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(format!("/{}", rel.to_string_lossy()));
+        }
+    }
+}
+
 fn remove_any(p: &Path) -> std::io::Result<()> {
     if fs::symlink_metadata(p)?.is_dir() {
         fs::remove_dir_all(p)
@@ -326,6 +414,16 @@ fn stub_matches(p: &Path, meta: &Meta) -> bool {
         _ => false,
     };
     md.is_file() && meta.size.is_none_or(|s| s == md.len()) && mtime_ok
+}
+
+/// Keeps an up-to-date entry (maybe a fetched copy) but gives it the remote mode.
+fn set_mode_in_place(p: &Path, mode: Option<u32>) -> Result<()> {
+    let Some(mode) = mode else { return Ok(()) };
+    let md = fs::symlink_metadata(p).map_err(|e| Error::cache(p, e))?;
+    if md.permissions().mode() & 0o7777 != mode {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(p, e))?;
+    }
+    Ok(())
 }
 
 fn looks_executable(p: &Path) -> bool {

@@ -15,6 +15,7 @@ mod cache;
 mod error;
 mod mounts;
 pub mod path;
+mod write;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufWriter, Write};
@@ -28,6 +29,7 @@ use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 pub use cache::Info;
 pub use error::{Error, Result};
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
+pub use write::Flushed;
 
 use cache::{unix_secs, DiskCache};
 use mounts::Mounts;
@@ -75,6 +77,8 @@ struct State {
     listings: HashMap<String, (Arc<DirIndex>, Instant)>,
     /// Directories whose listing failed (e.g. no autoindex), so lookups use per-name requests.
     unlistable: HashMap<String, Instant>,
+    /// Names with a journaled change not yet uploaded: their local copy is the truth.
+    dirty: HashSet<String>,
 }
 
 struct DirIndex {
@@ -85,12 +89,14 @@ struct DirIndex {
 impl Vfs {
     pub fn new(cfg: &VfsConfig) -> Result<Vfs> {
         let cache = DiskCache::open(&cfg.cache_dir)?;
+        // Changes journaled by an earlier run that did not finish stay pending.
+        let dirty = cache.journaled().into_iter().collect();
         let mounts = Mounts::new(&cfg.mounts, HttpClient::new(&cfg.http))?;
         Ok(Vfs {
             t_read: cfg.t_read,
             cache,
             mounts,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State { dirty, ..State::default() }),
             fetch_locks: Mutex::new(HashMap::new()),
         })
     }
@@ -115,9 +121,15 @@ impl Vfs {
         self.cache.unmap(real)
     }
 
-    /// Whether writes may go to this node. (Everything is read-only until the write path.)
-    pub fn writable(&self, _node: &Node) -> bool {
-        false
+    /// The virtual name of a real path inside the data mirror only: an fd on such a path
+    /// is a program's open copy of a remote file.
+    pub fn unmap_data(&self, real: &str) -> Option<String> {
+        self.cache.unmap_data(real)
+    }
+
+    /// The local copy of `virt` (whether or not it exists).
+    pub fn data_path(&self, virt: &str) -> PathBuf {
+        self.cache.data_path(virt)
     }
 
     /// Metadata of a node, without following a final symlink.
@@ -136,6 +148,7 @@ impl Vfs {
     pub fn meta_path(&self, node: &Node) -> Result<PathBuf> {
         match node {
             Node::SchemeRoot { virt } => self.cache.put_dir(virt),
+            Node::Remote(r) if self.is_dirty(&r.virt) => Ok(self.cache.data_path(&r.virt)),
             Node::Remote(r) => match r.driver.local_path(&r.path) {
                 Some(p) => Ok(p),
                 None => {
@@ -157,6 +170,9 @@ impl Vfs {
         if let Node::Remote(r) = node {
             if let Some(p) = r.driver.local_path(&r.path) {
                 return Ok(p);
+            }
+            if self.is_dirty(&r.virt) {
+                return Ok(self.cache.data_path(&r.virt));
             }
         }
         match self.follow(node.clone())? {
@@ -200,6 +216,9 @@ impl Vfs {
     }
 
     fn stat_remote(&self, r: &Remote) -> Result<Meta> {
+        if let Some(local) = self.dirty_meta(&r.virt) {
+            return local;
+        }
         if let Some(hit) = self.fresh_attr(&r.virt) {
             return hit.map_err(Error::from);
         }

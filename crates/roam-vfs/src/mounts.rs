@@ -144,12 +144,15 @@ fn driver_for_url(url: &str, http: &HttpClient) -> Result<Arc<dyn Driver>> {
     if url.starts_with("http://") || url.starts_with("https://") {
         return Ok(Arc::new(HttpDriver::new(http.clone(), url)?));
     }
+    if let Some(dir) = url.strip_prefix("file+cache://").filter(|d| d.starts_with('/')) {
+        return Ok(Arc::new(LocalDriver::cached(normalize(dir))));
+    }
     let local = url.strip_prefix("file://").unwrap_or(url);
     if local.starts_with('/') {
         return Ok(Arc::new(LocalDriver::new(normalize(local))));
     }
     Err(Error::Config(format!(
-        "unsupported mount target {url:?} (use http://, https://, file:// or an absolute path)"
+        "unsupported mount target {url:?} (use http://, https://, file://, file+cache:// or an absolute path)"
     )))
 }
 

@@ -7,6 +7,7 @@
 //! remote work (most calls: local names); the rest becomes a [`Job`] that a worker thread
 //! [`Kernel::serve`]s while the tracer goes on serving other threads.
 
+mod close;
 mod dir;
 mod exec;
 mod inspect;
@@ -38,6 +39,8 @@ pub enum Decision {
     Return(i64),
     /// Skip it after writing `data` into the program's buffer at `addr`.
     ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
+    /// Let it run (e.g. `close` must really close the fd), then make it return this value.
+    RunThenReturn(i64),
 }
 
 impl Decision {
@@ -65,6 +68,8 @@ pub enum Triage {
 pub struct Kernel {
     resolver: Resolver,
     report: Reporter,
+    /// Every traced thread, so a close can tell whether it was the last writer of a file.
+    tracees: std::sync::Mutex<std::collections::HashSet<Pid>>,
 }
 
 impl Kernel {
@@ -72,7 +77,41 @@ impl Kernel {
         Kernel {
             resolver: Resolver::new(vfs),
             report: Reporter::default(),
+            tracees: Default::default(),
         }
+    }
+
+    /// The tracer tells of every thread that appears or ends.
+    pub fn tracee_started(&self, tid: Pid) {
+        self.tracees.lock().unwrap().insert(tid);
+    }
+
+    pub fn tracee_ended(&self, tid: Pid) {
+        self.tracees.lock().unwrap().remove(&tid);
+    }
+
+    /// Whether any change waits for its upload.
+    pub fn has_pending_changes(&self) -> bool {
+        !self.vfs().dirty().is_empty()
+    }
+
+    /// Uploads every pending change whose last writer is gone (at a process exit, and at the
+    /// end of the run); says what failed. Returns how many changes stay pending.
+    pub fn flush_finished(&self) -> usize {
+        let mut pending = 0;
+        for virt in self.vfs().dirty() {
+            if close::open_for_writing_anywhere(self, &virt, None) {
+                continue;
+            }
+            if let Err(e) = close::flush_and_tell(self, &virt) {
+                pending += 1;
+                self.report.once(
+                    format!("pending {virt}"),
+                    format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
+                );
+            }
+        }
+        pending
     }
 
     fn vfs(&self) -> &Vfs {
@@ -94,7 +133,8 @@ impl Kernel {
         match spec.family {
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
-            Family::MutateFd => return Triage::Done(mutate::on_fd(self, tid, spec, &call)),
+            Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
+            Family::Close => return close::triage(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
                     return Triage::Done(d);
@@ -117,7 +157,7 @@ impl Kernel {
             .any(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)));
         match spec.family {
             _ if !has_roam => Triage::Done(rewrite_locals(spec, &places)),
-            Family::Mutate => Triage::Done(mutate::names(self, tid, spec, &places)),
+            Family::Mutate => mutate::triage(self, tid, spec, call, places),
             Family::Unsupported => Triage::Done(mutate::unsupported(self, tid, spec, &places)),
             _ => Triage::Later(Job {
                 tid,
@@ -135,6 +175,8 @@ impl Kernel {
             Family::Exec => exec::serve(self, job),
             Family::Chdir => dir::chdir(self, job),
             Family::Inspect | Family::Access | Family::Readlink => inspect::serve(self, job),
+            Family::Mutate | Family::MutateFd => mutate::serve(self, job),
+            Family::Close => close::serve(self, job),
             // Triage answers every other family itself.
             _ => Ok(Decision::Continue),
         };
@@ -158,15 +200,16 @@ impl Kernel {
     }
 
     /// Tells the user why a call on a roam name failed (once per message) and fails it.
-    /// A missing name is the everyday answer to programs that probe (compilers, Python),
-    /// so ENOENT is told only with `-v`; every other failure is always told.
+    /// A missing or existing name is the everyday answer to programs that probe (compilers,
+    /// Python, `mkdir -p`), so those are told only with `-v`; every other failure always.
     fn fail_on(&self, tid: Pid, spec: &Spec, node: &Node, err: &roam_vfs::Error) -> Decision {
         let errno = err.errno();
-        if errno == libc::ENOENT {
+        if is_ordinary(errno) {
             tracing::info!(
-                "{} {}: {err} (ENOENT)",
+                "{} {}: {err} ({})",
                 spec.name.trim_start_matches("SYS_"),
-                node.virt()
+                node.virt(),
+                report::errno_name(errno)
             );
         } else if err.worth_telling() {
             self.report
@@ -174,6 +217,11 @@ impl Kernel {
         }
         Decision::fail(errno)
     }
+}
+
+/// Errors that programs provoke on purpose and handle (probing for a name, `mkdir -p`).
+fn is_ordinary(errno: i32) -> bool {
+    matches!(errno, libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY | libc::ENOTDIR | libc::EISDIR)
 }
 
 /// Spells out local names that the program reached through roam's skeleton.

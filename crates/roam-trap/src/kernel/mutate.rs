@@ -1,61 +1,173 @@
-//! Calls that change the file system. roam's mounts are read-only until the write path
-//! lands: a change to a roam name is EROFS, a rename or link between roam and a local name
-//! is EXDEV (as between two mounts), and nothing ever reaches roam's skeleton or cache.
+//! Calls that change the file system. A roam name of the local driver is changed in place
+//! by the kernel itself (its path is spelled out); on a writable remote mount the driver
+//! does it and the caches follow; on a read-only mount it is EROFS. A rename or link between
+//! two different mounts (or roam and local names) is EXDEV, as between file systems.
 //! Calls that make no sense on a remote name (chroot, mount ...) are refused loudly.
 
+use std::time::{Duration, SystemTime};
+
 use nix::unistd::Pid;
+use roam_vfs::Node;
 
 use super::resolve::Place;
 use super::table::Spec;
-use super::{Decision, Kernel};
+use super::{rewrite_to, Decision, Job, Kernel, Served, Triage};
+use crate::platform::memory;
 use crate::platform::ptrace::Syscall;
 
-pub(super) fn names(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
-    let roam = places
-        .iter()
-        .filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)))
-        .count();
-    let errno = if roam < places.len() && places.len() == 2 {
-        libc::EXDEV
-    } else {
-        libc::EROFS
-    };
-    if let Some(node) = first_node(places) {
+/// Decides a name-changing call on the tracer thread when no remote work is needed.
+pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
+    let spelled: Option<Vec<Option<std::path::PathBuf>>> = places.iter().map(|p| local_spelling(k, p)).collect();
+    if let Some(spelled) = spelled {
+        // Every name is a real local path: the kernel decides, exactly as without roam.
+        let args = spec
+            .paths
+            .iter()
+            .zip(spelled)
+            .filter_map(|(pa, p)| p.map(|p| (pa.path, p.into_os_string().into_encoded_bytes())))
+            .collect();
+        return Triage::Done(Decision::Rewrite(args));
+    }
+    let remote = places.iter().filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_))).count();
+    if remote < places.len() {
+        return Triage::Done(refuse(k, spec, &places, libc::EXDEV));
+    }
+    if !places.iter().all(|p| node_of(p).is_some_and(|n| k.vfs().writable(n))) {
+        return Triage::Done(refuse(k, spec, &places, libc::EROFS));
+    }
+    Triage::Later(Job { tid, call, spec, places })
+}
+
+/// `Some(None)`: a native name (leave it); `Some(Some(p))`: spell it as the local path `p`;
+/// `None`: a name only a driver can change.
+fn local_spelling(k: &Kernel, place: &Place) -> Option<Option<std::path::PathBuf>> {
+    match place {
+        Place::Native => Some(None),
+        Place::Local(p) => Some(Some(p.into())),
+        Place::Roam(n) => k.vfs().in_place(n).map(Some),
+        Place::RoamFd(_) => None,
+    }
+}
+
+fn refuse(k: &Kernel, spec: &Spec, places: &[Place], errno: i32) -> Decision {
+    if let Some(node) = places.iter().find_map(node_of) {
         k.report.read_only(spec.name, node.virt(), errno);
     }
-    tracing::debug!(%tid, "{} refused with {errno}", spec.name);
     Decision::fail(errno)
 }
 
+fn node_of(p: &Place) -> Option<&Node> {
+    match p {
+        Place::Roam(n) | Place::RoamFd(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// Serves a change of a writable remote mount on a worker.
+pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
+    let vfs = k.vfs();
+    let nodes: Vec<&Node> = job.places.iter().filter_map(node_of).collect();
+    let Some(&node) = nodes.first() else { return Ok(Decision::Continue) };
+    let fail = |e| (node.clone(), e);
+    let a = &job.call.args;
+    let done = |r: roam_vfs::Result<()>| r.map(|()| Decision::Return(0)).map_err(fail);
+    match job.spec.nr {
+        libc::SYS_mkdir | libc::SYS_mkdirat => done(vfs.mkdir(node)),
+        libc::SYS_rmdir => done(vfs.remove_dir(node)),
+        libc::SYS_unlink => done(vfs.remove_file(node)),
+        libc::SYS_unlinkat if a[2] as i32 & libc::AT_REMOVEDIR != 0 => done(vfs.remove_dir(node)),
+        libc::SYS_unlinkat => done(vfs.remove_file(node)),
+        libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => rename(k, job, &nodes),
+        libc::SYS_symlink | libc::SYS_symlinkat => match memory::read_cstr(job.tid, a[0]) {
+            Ok(target) => done(vfs.symlink(&String::from_utf8_lossy(&target), node)),
+            Err(e) => Ok(Decision::fail(e as i32)),
+        },
+        libc::SYS_chmod => done(vfs.set_mode(node, a[1] as u32 & 0o7777)),
+        libc::SYS_fchmodat | libc::SYS_fchmodat2 => done(vfs.set_mode(node, a[2] as u32 & 0o7777)),
+        libc::SYS_fchmod => done(vfs.set_mode(node, a[1] as u32 & 0o7777)),
+        libc::SYS_truncate => done(vfs.truncate(node, a[1])),
+        libc::SYS_utime | libc::SYS_utimes | libc::SYS_futimesat | libc::SYS_utimensat => set_times(k, job, node),
+        libc::SYS_link | libc::SYS_linkat => Ok(refused(k, job, node, libc::EPERM, "hard links are not supported on remote mounts")),
+        libc::SYS_mknod | libc::SYS_mknodat => Ok(refused(k, job, node, libc::EPERM, "device files and FIFOs cannot be created on remote mounts")),
+        libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => {
+            Ok(refused(k, job, node, libc::EPERM, "remote files keep their owner"))
+        }
+        // The xattr family: no backend keeps extended attributes yet.
+        _ => Ok(refused(k, job, node, libc::ENOTSUP, "extended attributes are not supported on remote mounts")),
+    }
+}
+
+fn refused(k: &Kernel, job: &Job, node: &Node, errno: i32, why: &str) -> Decision {
+    k.report.error(job.tid, job.spec.name, node.virt(), errno, why);
+    Decision::fail(errno)
+}
+
+fn rename(k: &Kernel, job: &Job, nodes: &[&Node]) -> Served {
+    let (from, to) = (nodes[0], nodes[1]);
+    if job.spec.nr == libc::SYS_renameat2 {
+        let flags = job.call.args[4] as u32;
+        if flags & !libc::RENAME_NOREPLACE != 0 {
+            return Ok(refused(k, job, from, libc::EINVAL, "RENAME_EXCHANGE/WHITEOUT are not supported on remote mounts"));
+        }
+        if flags & libc::RENAME_NOREPLACE != 0 && k.vfs().stat(to).is_ok() {
+            return Ok(Decision::fail(libc::EEXIST));
+        }
+    }
+    k.vfs().rename(from, to).map(|()| Decision::Return(0)).map_err(|e| (from.clone(), e))
+}
+
+/// utime, utimes, futimesat, utimensat: the new mtime, or nothing to do.
+fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
+    let vfs = k.vfs();
+    if k.vfs().is_dirty(node.virt()) {
+        // The program's own copy is still open: its times are local until the upload.
+        return Ok(rewrite_to(job.spec.paths[0].path, &vfs.data_path(node.virt())));
+    }
+    let mtime = match requested_mtime(job) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Decision::Return(0)),
+        Err(errno) => return Ok(Decision::fail(errno)),
+    };
+    vfs.set_mtime(node, mtime).map(|()| Decision::Return(0)).map_err(|e| (node.clone(), e))
+}
+
+/// The mtime a times call asks for (`None`: leave it, `UTIME_OMIT`).
+fn requested_mtime(job: &Job) -> Result<Option<SystemTime>, i32> {
+    let (nr, a) = (job.spec.nr, &job.call.args);
+    let times_arg = match nr {
+        libc::SYS_utime | libc::SYS_utimes => a[1],
+        _ => a[2],
+    };
+    if times_arg == 0 {
+        return Ok(Some(SystemTime::now()));
+    }
+    // utimbuf {actime, modtime}; timeval[2] / timespec[2]: {sec, usec|nsec} each.
+    let mut raw = [0u8; 32];
+    let n = if nr == libc::SYS_utime { 16 } else { 32 };
+    memory::read(job.tid, times_arg, &mut raw[..n]).map_err(|e| e as i32)?;
+    let word = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+    let (secs, sub) = if nr == libc::SYS_utime { (word(1), 0) } else { (word(2), word(3)) };
+    let nanos = match nr {
+        libc::SYS_utimensat if sub == libc::UTIME_OMIT => return Ok(None),
+        libc::SYS_utimensat if sub == libc::UTIME_NOW => return Ok(Some(SystemTime::now())),
+        libc::SYS_utimensat => sub,
+        _ => sub * 1000,
+    };
+    let since = Duration::from_secs(secs.max(0) as u64) + Duration::from_nanos(nanos.clamp(0, 999_999_999) as u64);
+    Ok(Some(SystemTime::UNIX_EPOCH + since))
+}
+
 pub(super) fn unsupported(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
-    if let Some(node) = first_node(places) {
-        k.report.error(
-            tid,
-            spec.name,
-            node.virt(),
-            libc::ENOTSUP,
-            "not supported on roam names",
-        );
+    if let Some(node) = places.iter().find_map(node_of) {
+        k.report.error(tid, spec.name, node.virt(), libc::ENOTSUP, "not supported on roam names");
     }
     Decision::fail(libc::ENOTSUP)
 }
 
-/// fchmod/fchown/fsetxattr/fremovexattr on an fd: EROFS when the fd is one of roam's.
-pub(super) fn on_fd(k: &Kernel, tid: Pid, spec: &Spec, call: &Syscall) -> Decision {
-    let fd = call.args[0] as i32;
-    let target = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok();
-    match target.and_then(|t| k.vfs().unmap(&t.to_string_lossy())) {
-        Some(virt) => {
-            k.report.read_only(spec.name, &virt, libc::EROFS);
-            Decision::fail(libc::EROFS)
-        }
-        None => Decision::Continue,
+/// fchmod/fchown/fsetxattr/fremovexattr on an fd of one of roam's copies.
+pub(super) fn on_fd(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -> Triage {
+    match k.resolver.resolve_fd_itself(tid, Some(call.args[0] as i32)) {
+        place @ Place::RoamFd(_) => triage(k, tid, spec, call, vec![place]),
+        _ => Triage::Done(Decision::Continue),
     }
-}
-
-fn first_node(places: &[Place]) -> Option<&roam_vfs::Node> {
-    places.iter().find_map(|p| match p {
-        Place::Roam(n) | Place::RoamFd(n) => Some(n),
-        _ => None,
-    })
 }

@@ -1,6 +1,7 @@
-//! open, openat, openat2 on roam names: redirected to the fetched file (or the filled
-//! skeleton directory), so every later read, mmap and fstat on the fd runs natively.
-//! Mounts are read-only for now: any write intent is EROFS.
+//! open, openat, openat2, creat on roam names: redirected to the fetched file (or the
+//! filled skeleton directory), so every later read, mmap and fstat on the fd runs natively.
+//! Write intent goes to the local copy of a writable mount (journaled, uploaded when the
+//! last writer closes it), to the file itself for the local driver, and is EROFS elsewhere.
 
 use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::memory;
@@ -15,19 +16,27 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     };
     let vfs = k.vfs();
     let fail = |e| (node.clone(), e);
-    let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-    if flags & libc::O_CREAT != 0 {
-        match vfs.stat(node) {
-            Ok(_) if flags & libc::O_EXCL != 0 => return Ok(Decision::fail(libc::EEXIST)),
-            Ok(_) => {}
-            Err(e) if e.errno() == libc::ENOENT => return Ok(read_only(k, job, node)),
-            Err(e) => return Err(fail(e)),
+    let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
+    if wants_write {
+        if let Some(p) = vfs.in_place(node) {
+            return Ok(rewrite_to(arg, &p));
         }
-    }
-    if wants_write && !vfs.writable(node) {
-        // A missing name is ENOENT even when the mount is read-only.
-        vfs.stat(node).map_err(fail)?;
-        return Ok(read_only(k, job, node));
+        if vfs.writable(node) {
+            return Ok(rewrite_to(arg, &vfs.open_for_write(node, flags).map_err(fail)?));
+        }
+        return match vfs.stat(node) {
+            // O_CREAT of an existing file without write access is a plain open.
+            Ok(_) if flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0 => {
+                if flags & libc::O_EXCL != 0 {
+                    return Ok(Decision::fail(libc::EEXIST));
+                }
+                Ok(rewrite_to(arg, &vfs.open_path(node).map_err(fail)?))
+            }
+            // A missing name under a read-only mount is still ENOENT when not creating.
+            Err(e) if e.errno() == libc::ENOENT && flags & libc::O_CREAT == 0 => Err(fail(e)),
+            Err(e) if e.errno() != libc::ENOENT => Err(fail(e)),
+            _ => Ok(read_only(k, job, node)),
+        };
     }
     let target = if flags & libc::O_PATH != 0 {
         vfs.meta_path(node)
@@ -44,6 +53,9 @@ fn read_only(k: &Kernel, job: &Job, node: &roam_vfs::Node) -> Decision {
 
 /// The open flags: a register, or for openat2 the first field of `struct open_how`.
 fn open_flags(job: &Job) -> Result<i32, i32> {
+    if job.spec.nr == libc::SYS_creat {
+        return Ok(libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC);
+    }
     let raw = job.call.args[job.spec.aux];
     if job.spec.nr != libc::SYS_openat2 {
         return Ok(raw as i32);

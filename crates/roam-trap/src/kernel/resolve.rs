@@ -108,7 +108,7 @@ impl Resolver {
     }
 
     /// An empty name (with `AT_EMPTY_PATH`, or a NULL `utimensat` name) is the dirfd itself.
-    fn resolve_fd_itself(&self, tid: Pid, dirfd: Option<i32>) -> Place {
+    pub fn resolve_fd_itself(&self, tid: Pid, dirfd: Option<i32>) -> Place {
         let Some(fd) = dirfd.filter(|&fd| fd >= 0) else {
             return Place::Native;
         };

@@ -16,14 +16,17 @@ pub enum Family {
     Chdir,
     Getcwd,
     Exec,
-    /// Changes the file system: read-only mounts answer EROFS (EXDEV across mounts).
+    /// Changes the file system: done by the driver, or in place for the local driver;
+    /// EROFS on read-only mounts, EXDEV across mounts.
     Mutate,
-    /// Changes an object given by fd (fchmod ...): EROFS on roam-backed fds.
+    /// Changes an object given by fd (fchmod ...) on one of roam's copies.
     MutateFd,
     /// Meaningless on a remote name (chroot, mount ...): refused with a message.
     Unsupported,
     /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
     NoUring,
+    /// close: the last writer's close of a changed remote file uploads it.
+    Close,
 }
 
 /// Where one name argument is: the register holding the path and, for `*at` calls, the one
@@ -68,7 +71,7 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_open, Open, [p(0)], 1),
     spec!(SYS_openat, Open, [at(0, 1)], 2),
     spec!(SYS_openat2, Open, [at(0, 1)], 2),
-    spec!(SYS_creat, Mutate, [p(0)]),
+    spec!(SYS_creat, Open, [p(0)]),
     spec!(SYS_stat, Inspect, [p(0)]),
     spec!(SYS_lstat, Inspect, [p(0)]),
     spec!(SYS_newfstatat, Inspect, [at(0, 1)]),
@@ -135,6 +138,7 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_fspick, Unsupported, [at(0, 1)]),
     spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
     spec!(SYS_io_uring_setup, NoUring, []),
+    spec!(SYS_close, Close, []),
 ];
 
 /// The spec of a trapped call number.

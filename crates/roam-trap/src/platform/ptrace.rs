@@ -9,6 +9,7 @@ use nix::unistd::Pid;
 pub fn options() -> ptrace::Options {
     use ptrace::Options as O;
     O::PTRACE_O_TRACESECCOMP
+        | O::PTRACE_O_TRACESYSGOOD
         | O::PTRACE_O_TRACEFORK
         | O::PTRACE_O_TRACEVFORK
         | O::PTRACE_O_TRACECLONE
@@ -68,6 +69,18 @@ pub fn skip_with(pid: Pid, ret: i64) -> nix::Result<()> {
     regs.orig_rax = u64::MAX;
     regs.rax = ret as u64;
     ptrace::setregs(pid, regs)
+}
+
+/// Sets the return value of a thread stopped at a syscall-exit stop.
+pub fn set_return(pid: Pid, ret: i64) -> nix::Result<()> {
+    let mut regs = ptrace::getregs(pid)?;
+    regs.rax = ret as u64;
+    ptrace::setregs(pid, regs)
+}
+
+/// Resumes a thread stopped at a seccomp stop so that it stops again when the call returns.
+pub fn resume_to_exit(pid: Pid) -> nix::Result<()> {
+    ptrace::syscall(pid, None)
 }
 
 /// Resumes a tracee, delivering `sig` (0 for none).

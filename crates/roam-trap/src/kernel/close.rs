@@ -1,0 +1,84 @@
+//! close: when the last writer of a changed remote file closes it, the change is uploaded
+//! before `close` returns, and an upload failure is `close`'s error (Ufo's T_write = 0). The
+//! fd is closed either way, as POSIX requires. Closes of every other fd cost one `readlink`.
+
+use nix::unistd::Pid;
+use roam_vfs::Flushed;
+
+use super::table::Spec;
+use super::{Decision, Job, Kernel, Served, Triage};
+use crate::platform::ptrace::Syscall;
+
+pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -> Triage {
+    let fd = call.args[0] as i32;
+    let Some(virt) = fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t)) else {
+        return Triage::Done(Decision::Continue);
+    };
+    if !k.vfs().is_dirty(&virt) || !fd_writable(tid, fd) {
+        return Triage::Done(Decision::Continue);
+    }
+    match k.vfs().lookup(&virt) {
+        Ok(Some(node)) => Triage::Later(Job { tid, call, spec, places: vec![super::resolve::Place::Roam(node)] }),
+        _ => Triage::Done(Decision::Continue),
+    }
+}
+
+pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
+    let Some((_, node)) = job.places.first().and_then(|p| match p {
+        super::resolve::Place::Roam(n) => Some((0, n)),
+        _ => None,
+    }) else {
+        return Ok(Decision::Continue);
+    };
+    let closing = (job.tid, job.call.args[0] as i32);
+    if open_for_writing_anywhere(k, node.virt(), Some(closing)) {
+        return Ok(Decision::Continue);
+    }
+    match flush_and_tell(k, node.virt()) {
+        Ok(()) => Ok(Decision::Continue),
+        Err(e) => {
+            k.report.error(job.tid, "close", node.virt(), e.errno(), &format!("{e}; the change is kept in roam's journal"));
+            Ok(Decision::RunThenReturn(-(e.errno() as i64)))
+        }
+    }
+}
+
+/// Uploads `virt`, telling the user about a conflict.
+pub(super) fn flush_and_tell(k: &Kernel, virt: &str) -> roam_vfs::Result<()> {
+    if let Flushed::Conflict(beside) = k.vfs().flush(virt)? {
+        k.report.once(
+            format!("conflict {virt}"),
+            format!("{virt} changed on the server while it was being written here: the server's version is kept, and this version was saved as {beside}"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether a traced process still holds `virt`'s copy open for writing (other than the
+/// fd being closed).
+pub(super) fn open_for_writing_anywhere(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> bool {
+    let data = k.vfs().data_path(virt);
+    let tracees: Vec<Pid> = k.tracees.lock().unwrap().iter().copied().collect();
+    tracees.into_iter().any(|tid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{tid}/fd")) else { return false };
+        fds.flatten().any(|e| {
+            let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
+            Some((tid, fd)) != except
+                && std::fs::read_link(e.path()).is_ok_and(|t| t == data)
+                && fd_writable(tid, fd)
+        })
+    })
+}
+
+fn fd_target(tid: Pid, fd: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok().map(|t| t.to_string_lossy().into_owned())
+}
+
+/// Whether `fd` was opened with write access (`flags:` in `/proc/TID/fdinfo/FD`, octal).
+fn fd_writable(tid: Pid, fd: i32) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")) else { return false };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & libc::O_ACCMODE != libc::O_RDONLY)
+}

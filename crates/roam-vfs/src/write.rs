@@ -1,0 +1,308 @@
+//! The write path (Ufo §5.3, with stronger guarantees). A program that opens a remote file
+//! for writing writes into its local copy in `data/`; the change is *journaled* from that
+//! moment (the copy plus a record of the remote version it started from), and uploaded
+//! atomically by the driver when the last writer closes it (T_write = 0: the upload's error
+//! is the error of `close`). A remote file changed behind roam's back meanwhile is a
+//! conflict: the remote file is left as it is and the local version is uploaded beside it
+//! as `NAME.roam-conflict-<time>`. Name operations (mkdir, unlink, rename ...) go straight
+//! to the driver and update the caches.
+
+use std::fs::File;
+use std::time::SystemTime;
+
+use roam_drivers::{ErrorKind, Kind, Meta};
+
+use crate::cache::{unix_secs, Journal};
+use crate::path::split_name;
+use crate::{Error, Info, Node, Remote, Result, Vfs};
+
+/// What [`Vfs::flush`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flushed {
+    /// Nothing was pending.
+    Clean,
+    Uploaded,
+    /// The remote changed since the copy was taken: the local version went to this name.
+    Conflict(String),
+}
+
+impl Vfs {
+    /// Whether writes may go to this node.
+    pub fn writable(&self, node: &Node) -> bool {
+        matches!(node, Node::Remote(r) if r.driver.writable())
+    }
+
+    /// The local path that *is* this node (the local driver serves files in place); all
+    /// calls on it, writes included, can then go to the kernel unchanged.
+    pub fn in_place(&self, node: &Node) -> Option<std::path::PathBuf> {
+        match node {
+            Node::Remote(r) => r.driver.local_path(&r.path),
+            Node::SchemeRoot { .. } => None,
+        }
+    }
+
+    /// Prepares `node` to be opened with `flags` (which include write access or `O_CREAT`)
+    /// and returns the local copy the program must open instead. Journals the change first.
+    pub fn open_for_write(&self, node: &Node, flags: i32) -> Result<std::path::PathBuf> {
+        let r = writable_remote(node)?;
+        if self.is_dirty(&r.virt) {
+            // Another writer already holds the copy: share it, as the kernel would.
+            return self.cache.make_writable(&r.virt);
+        }
+        let existing = match self.stat_remote(r) {
+            Ok(m) => Some(m),
+            Err(e) if e.errno() == libc::ENOENT => None,
+            Err(e) => return Err(e),
+        };
+        match existing {
+            Some(m) if m.kind == Kind::Dir => Err(posix(libc::EISDIR, &r.virt, "is a directory")),
+            Some(_) if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 => {
+                Err(posix(libc::EEXIST, &r.virt, "exists"))
+            }
+            Some(m) => self.start_change(r, &m, flags & libc::O_TRUNC != 0),
+            None if flags & libc::O_CREAT == 0 => Err(Error::Absent(r.virt.clone())),
+            None => self.start_new(r),
+        }
+    }
+
+    /// Changes an existing file: its current contents (unless truncated) become the copy.
+    fn start_change(&self, r: &Remote, meta: &Meta, truncate: bool) -> Result<std::path::PathBuf> {
+        let base = if truncate {
+            let data = self.cache.clear_data(&r.virt)?;
+            File::create(&data).map_err(|e| Error::cache(&data, e))?;
+            info_of(r, meta)
+        } else {
+            self.fetch_file(r, meta)?;
+            self.cache.info(&r.virt).unwrap_or_else(|| info_of(r, meta))
+        };
+        self.journal(r, Some(base))?;
+        self.cache.make_writable(&r.virt)
+    }
+
+    /// Creates a new file: the program's own `open(O_CREAT)` creates the copy, so its mode,
+    /// umask and `O_EXCL` apply natively.
+    fn start_new(&self, r: &Remote) -> Result<std::path::PathBuf> {
+        let (parent_virt, _) = split_name(&r.virt);
+        let parent = self.lookup(parent_virt)?.ok_or_else(|| posix(libc::EXDEV, &r.virt, "parent outside the mount"))?;
+        match self.stat(&parent)?.kind {
+            Kind::Dir => {}
+            _ => return Err(posix(libc::ENOTDIR, parent_virt, "not a directory")),
+        }
+        self.journal(r, None)?;
+        self.cache.clear_data(&r.virt)
+    }
+
+    fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
+        self.cache.put_journal(&r.virt, &Journal { source: r.describe(), base })?;
+        self.state.lock().unwrap().dirty.insert(r.virt.clone());
+        Ok(())
+    }
+
+    /// Whether `virt` has a journaled change not yet uploaded.
+    pub fn is_dirty(&self, virt: &str) -> bool {
+        self.state.lock().unwrap().dirty.contains(virt)
+    }
+
+    /// Every journaled change (of this run and of earlier, interrupted ones).
+    pub fn dirty(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state.lock().unwrap().dirty.iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Metadata of a dirty name: its local copy is the truth until uploaded.
+    pub(crate) fn dirty_meta(&self, virt: &str) -> Option<Result<Meta>> {
+        if !self.is_dirty(virt) {
+            return None;
+        }
+        let data = self.cache.data_path(virt);
+        Some(match std::fs::metadata(&data) {
+            Ok(md) => Ok(Meta {
+                size: Some(md.len()),
+                mtime: md.modified().ok(),
+                ..Meta::of_kind(Kind::File)
+            }),
+            Err(_) => Err(Error::Absent(virt.to_owned())),
+        })
+    }
+
+    /// Uploads the journaled change of `virt` (when the last writer closed it).
+    pub fn flush(&self, virt: &str) -> Result<Flushed> {
+        let Some(rec) = self.cache.journal(virt) else {
+            self.state.lock().unwrap().dirty.remove(virt);
+            return Ok(Flushed::Clean);
+        };
+        let node = self.lookup(virt)?.ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
+        let r = writable_remote(&node)?;
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        let current = match r.driver.stat(&r.path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let conflict = match (&rec.base, &current) {
+            (None, Some(_)) => true,
+            (Some(base), Some(now)) => !same_version(base, now),
+            _ => false,
+        };
+        let target = if conflict {
+            format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()))
+        } else {
+            r.path.clone()
+        };
+        let uploaded = self.upload(r, &target)?;
+        self.cache.drop_journal(virt)?;
+        self.state.lock().unwrap().dirty.remove(virt);
+        if conflict {
+            // The copy is the conflict file's now; the name itself is the remote's version.
+            self.cache.forget(virt);
+            self.invalidate(virt);
+            return Ok(Flushed::Conflict(r.driver.describe(&target)));
+        }
+        self.record_upload(r, uploaded)?;
+        Ok(Flushed::Uploaded)
+    }
+
+    /// Uploads the copy to `target`, keeping the mtime the program gave it (`touch -d`,
+    /// `cp -p`, `tar` and `make` rely on it) where the backend can keep one.
+    fn upload(&self, r: &Remote, target: &str) -> Result<Meta> {
+        let data = self.cache.data_path(&r.virt);
+        let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
+        let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
+        let mut meta = r.driver.put(target, &mut file, md.len())?;
+        if let Ok(mtime) = md.modified() {
+            if r.driver.set_mtime(target, mtime).is_ok() {
+                meta.mtime = Some(mtime);
+            }
+        }
+        Ok(meta)
+    }
+
+    /// After an upload the copy *is* the remote version: remember it as fetched now.
+    fn record_upload(&self, r: &Remote, mut meta: Meta) -> Result<()> {
+        let data = self.cache.data_path(&r.virt);
+        let size = std::fs::metadata(&data).map_err(|e| Error::cache(&data, e))?.len();
+        meta.size = Some(size);
+        self.cache.put_info(&r.virt, &info_of(r, &meta))?;
+        self.cache.link_into_skeleton(&r.virt)?;
+        self.invalidate(&r.virt);
+        self.remember(&r.virt, meta);
+        Ok(())
+    }
+
+    pub fn mkdir(&self, node: &Node) -> Result<()> {
+        let r = writable_remote(node)?;
+        r.driver.mkdir(&r.path)?;
+        self.invalidate(&r.virt);
+        self.cache.put_dir(&r.virt).map(drop)
+    }
+
+    pub fn remove_file(&self, node: &Node) -> Result<()> {
+        let r = writable_remote(node)?;
+        r.driver.remove_file(&r.path)?;
+        self.forget_all(&r.virt)
+    }
+
+    pub fn remove_dir(&self, node: &Node) -> Result<()> {
+        let r = writable_remote(node)?;
+        r.driver.remove_dir(&r.path)?;
+        self.forget_all(&r.virt)
+    }
+
+    /// Renames within one mount (EXDEV across mounts, as between file systems).
+    pub fn rename(&self, from: &Node, to: &Node) -> Result<()> {
+        let (a, b) = (writable_remote(from)?, writable_remote(to)?);
+        if !std::sync::Arc::ptr_eq(&a.driver, &b.driver) {
+            return Err(posix(libc::EXDEV, &a.virt, "rename across mounts"));
+        }
+        if self.is_dirty(&a.virt) {
+            // Upload first, so the rename moves the program's latest bytes.
+            self.flush(&a.virt)?;
+        }
+        a.driver.rename(&a.path, &b.path)?;
+        self.forget_all(&a.virt)?;
+        self.forget_all(&b.virt)
+    }
+
+    pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {
+        let r = writable_remote(node)?;
+        r.driver.symlink(target, &r.path)?;
+        self.invalidate(&r.virt);
+        Ok(())
+    }
+
+    pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
+        let r = writable_remote(node)?;
+        r.driver.set_mode(&r.path, mode)?;
+        self.invalidate(&r.virt);
+        Ok(())
+    }
+
+    pub fn set_mtime(&self, node: &Node, mtime: SystemTime) -> Result<()> {
+        let r = writable_remote(node)?;
+        if self.is_dirty(&r.virt) {
+            self.flush(&r.virt)?;
+        }
+        r.driver.set_mtime(&r.path, mtime)?;
+        self.invalidate(&r.virt);
+        Ok(())
+    }
+
+    /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
+    pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
+        let data = self.open_for_write(node, 0)?;
+        let f = std::fs::OpenOptions::new().write(true).open(&data).map_err(|e| Error::cache(&data, e))?;
+        f.set_len(len).map_err(|e| Error::cache(&data, e))?;
+        self.flush(node.virt()).map(drop)
+    }
+
+    /// Drops what roam believes about `virt` and its parent's listing.
+    fn invalidate(&self, virt: &str) {
+        let mut st = self.state.lock().unwrap();
+        st.attrs.remove(virt);
+        st.listings.remove(split_name(virt).0);
+        st.listings.remove(virt);
+    }
+
+    fn forget_all(&self, virt: &str) -> Result<()> {
+        self.cache.forget(virt);
+        self.cache.drop_journal(virt)?;
+        self.state.lock().unwrap().dirty.remove(virt);
+        self.invalidate(virt);
+        Ok(())
+    }
+
+    fn remember(&self, virt: &str, meta: Meta) {
+        self.state.lock().unwrap().attrs.insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
+    }
+}
+
+fn writable_remote(node: &Node) -> Result<&Remote> {
+    match node {
+        Node::Remote(r) if r.driver.writable() => Ok(r),
+        _ => Err(posix(libc::EROFS, node.virt(), "this mount is read-only")),
+    }
+}
+
+fn posix(errno: i32, virt: &str, why: &str) -> Error {
+    Error::Posix { errno, message: format!("{virt}: {why}") }
+}
+
+fn info_of(r: &Remote, m: &Meta) -> Info {
+    Info {
+        source: r.describe(),
+        etag: m.etag.clone(),
+        mtime: m.mtime.map(unix_secs),
+        size: m.size.unwrap_or(0),
+        fetched_at: unix_secs(SystemTime::now()),
+    }
+}
+
+/// Whether the remote object is still the version a change started from.
+fn same_version(base: &Info, now: &Meta) -> bool {
+    match (&base.etag, &now.etag) {
+        (Some(a), Some(b)) => a == b,
+        _ => Some(base.size) == now.size && base.mtime == now.mtime.map(unix_secs),
+    }
+}
