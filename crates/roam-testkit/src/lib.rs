@@ -3,9 +3,6 @@
 //! trees that vanish when dropped. Servers are required, never skipped: a machine without
 //! them fails the tests with a message naming the package (CI installs them).
 
-pub mod chirp;
-pub mod dav;
-pub mod ftp;
 
 use std::fs;
 use std::io::{BufRead, BufReader};
