@@ -149,8 +149,13 @@ impl Driver for LocalDriver {
             std::process::id(),
             PUT_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
+        // New contents keep the file's mode, as a write in place would.
+        let mode = fs::metadata(&real).ok().map(|m| m.permissions());
         let written = (|| {
             let mut f = fs::File::create(&tmp)?;
+            if let Some(mode) = mode {
+                f.set_permissions(mode)?;
+            }
             let n = std::io::copy(&mut src.take(len), &mut f)?;
             f.sync_all()?;
             Ok::<u64, std::io::Error>(n)

@@ -54,6 +54,8 @@ pub struct Tracer {
     in_flight: usize,
     /// Threads running a call whose return value roam replaces at the syscall-exit stop.
     overrides: HashMap<Pid, i64>,
+    /// Deliveries started at process exits; the run ends only after them.
+    deliveries: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Tracer {
@@ -93,6 +95,7 @@ impl Tracer {
             signals,
             in_flight: 0,
             overrides: HashMap::new(),
+            deliveries: Vec::new(),
         })
     }
 
@@ -109,6 +112,9 @@ impl Tracer {
                     Err(Errno::EINTR) => continue,
                     Err(Errno::ECHILD) => {
                         // Every program is gone: deliver what the last writers left behind.
+                        for d in self.deliveries.drain(..) {
+                            let _ = d.join();
+                        }
                         self.kernel.flush_finished();
                         return Ok(self.main_status.unwrap_or(1));
                     }
@@ -174,12 +180,12 @@ impl Tracer {
             self.main_status = Some(status);
         }
         self.overrides.remove(&pid);
-        self.kernel.tracee_ended(pid);
-        if self.kernel.has_pending_changes() {
+        if self.kernel.tracee_ended(pid) {
             // A writer that exits without close(2) leaves its change to be delivered now;
             // off the tracer thread, which must never wait on the network.
             let kernel = self.kernel.clone();
-            std::thread::spawn(move || kernel.flush_finished());
+            self.deliveries.retain(|d| !d.is_finished());
+            self.deliveries.push(std::thread::spawn(move || kernel.flush_finished()));
         }
     }
 

@@ -39,6 +39,10 @@ pub struct Info {
     pub mtime: Option<u64>,
     pub size: u64,
     pub fetched_at: u64,
+    /// mtime (ns) of the local copy when it was last equal to the remote version, so a
+    /// change of the copy can be told from the copy alone (see `Vfs::flush`).
+    #[serde(default)]
+    pub copy_mtime_ns: Option<u128>,
 }
 
 impl Info {
@@ -70,6 +74,13 @@ impl Info {
 pub struct Journal {
     pub source: String,
     pub base: Option<Info>,
+}
+
+/// (size, mtime in ns) of a local file: its identity for "has the copy changed?".
+pub fn stamp(p: &Path) -> Option<(u64, u128)> {
+    let md = fs::metadata(p).ok()?;
+    let ns = md.modified().ok()?.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+    Some((md.len(), ns))
 }
 
 pub fn unix_secs(t: SystemTime) -> u64 {
@@ -253,7 +264,8 @@ impl DiskCache {
             .map_err(|e| Error::cache(tmp, e))?;
         let data = self.data_path(virt);
         self.install(tmp, &data)?;
-        self.put_info(virt, info)?;
+        let info = Info { copy_mtime_ns: stamp(&data).map(|(_, ns)| ns), ..info.clone() };
+        self.put_info(virt, &info)?;
         self.link_into_skeleton(virt)?;
         Ok(data)
     }
@@ -287,9 +299,11 @@ impl DiskCache {
     }
 
     pub fn drop_journal(&self, virt: &str) -> Result<()> {
+        use std::io::ErrorKind::{IsADirectory, NotFound};
         let p = under(&self.journal, virt);
         match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&p, e)),
+            // A directory here only holds the records of names below `virt`.
+            Err(e) if !matches!(e.kind(), NotFound | IsADirectory) => Err(Error::cache(&p, e)),
             _ => Ok(()),
         }
     }
@@ -487,6 +501,7 @@ mod tests {
             mtime: None,
             size: 18,
             fetched_at: 0,
+            copy_mtime_ns: None,
         };
         let data = c
             .commit_download(&tmp, "/http/h/d/f", &file_meta(18), &info)
@@ -495,7 +510,8 @@ mod tests {
         let (dm, sm) = (fs::metadata(&data).unwrap(), fs::metadata(&p).unwrap());
         assert_eq!(dm.ino(), sm.ino(), "skeleton entry is the data file");
         assert_eq!(dm.mode() & 0o777, 0o555, "a script is executable");
-        assert_eq!(c.info("/http/h/d/f").unwrap(), info);
+        let got = c.info("/http/h/d/f").unwrap();
+        assert_eq!((got.size, got.copy_mtime_ns), (18, stamp(&data).map(|(_, ns)| ns)));
 
         // A directory that replaces a file, and pruning.
         c.put_stub("/http/h/d/f", &Meta::of_kind(Kind::Dir))

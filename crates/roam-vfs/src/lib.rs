@@ -178,7 +178,11 @@ impl Vfs {
         match self.follow(node.clone())? {
             Resolved::Local(p) => Ok(PathBuf::from(p)),
             Resolved::Node(Node::SchemeRoot { virt }, _) => self.cache.put_dir(&virt),
-            Resolved::Node(Node::Remote(r), meta) if meta.kind == Kind::Dir => self.list_dir(&r),
+            Resolved::Node(Node::Remote(r), meta) if meta.kind == Kind::Dir => {
+                let dir = self.list_dir(&r)?;
+                self.show_dirty_children(&r.virt)?;
+                Ok(dir)
+            }
             Resolved::Node(Node::Remote(r), meta) => self.fetch_file(&r, &meta),
         }
     }
@@ -353,6 +357,11 @@ impl Vfs {
     fn fetch_file(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
         let lock = self.fetch_lock(&r.virt);
         let _guard = lock.lock().unwrap();
+        self.fetch_file_locked(r, meta)
+    }
+
+    /// [`Vfs::fetch_file`] for a caller that holds the file's lock.
+    fn fetch_file_locked(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
         let source = r.describe();
         let cached = self
             .cache
@@ -397,6 +406,7 @@ impl Vfs {
                     mtime: fresh.mtime.map(unix_secs),
                     size,
                     fetched_at: unix_secs(SystemTime::now()),
+                    copy_mtime_ns: None,
                 };
                 let data = self.cache.commit_download(&tmp, &r.virt, &fresh, &info)?;
                 self.state

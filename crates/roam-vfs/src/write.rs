@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use roam_drivers::{ErrorKind, Kind, Meta};
 
-use crate::cache::{unix_secs, Journal};
+use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
@@ -45,8 +45,15 @@ impl Vfs {
     /// and returns the local copy the program must open instead. Journals the change first.
     pub fn open_for_write(&self, node: &Node, flags: i32) -> Result<std::path::PathBuf> {
         let r = writable_remote(node)?;
+        // One decision at a time per file, and never while its upload is deciding.
+        let lock = self.fetch_lock(&r.virt);
+        let _guard = lock.lock().unwrap();
         if self.is_dirty(&r.virt) {
             // Another writer already holds the copy: share it, as the kernel would.
+            if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
+                return Err(posix(libc::EEXIST, &r.virt, "exists"));
+            }
+            self.await_copy(&r.virt)?;
             return self.cache.make_writable(&r.virt);
         }
         let existing = match self.stat_remote(r) {
@@ -61,7 +68,7 @@ impl Vfs {
             }
             Some(m) => self.start_change(r, &m, flags & libc::O_TRUNC != 0),
             None if flags & libc::O_CREAT == 0 => Err(Error::Absent(r.virt.clone())),
-            None => self.start_new(r),
+            None => self.start_new(r, flags),
         }
     }
 
@@ -72,16 +79,17 @@ impl Vfs {
             File::create(&data).map_err(|e| Error::cache(&data, e))?;
             info_of(r, meta)
         } else {
-            self.fetch_file(r, meta)?;
+            self.fetch_file_locked(r, meta)?;
             self.cache.info(&r.virt).unwrap_or_else(|| info_of(r, meta))
         };
         self.journal(r, Some(base))?;
         self.cache.make_writable(&r.virt)
     }
 
-    /// Creates a new file: the program's own `open(O_CREAT)` creates the copy, so its mode,
-    /// umask and `O_EXCL` apply natively.
-    fn start_new(&self, r: &Remote) -> Result<std::path::PathBuf> {
+    /// Creates a new file. With `O_EXCL` the program's own `open` creates the copy, so the
+    /// exclusivity is the kernel's; otherwise roam creates it at once, so that a second
+    /// writer sharing it finds it.
+    fn start_new(&self, r: &Remote, flags: i32) -> Result<std::path::PathBuf> {
         let (parent_virt, _) = split_name(&r.virt);
         let parent = self.lookup(parent_virt)?.ok_or_else(|| posix(libc::EXDEV, &r.virt, "parent outside the mount"))?;
         match self.stat(&parent)?.kind {
@@ -89,7 +97,24 @@ impl Vfs {
             _ => return Err(posix(libc::ENOTDIR, parent_virt, "not a directory")),
         }
         self.journal(r, None)?;
-        self.cache.clear_data(&r.virt)
+        let data = self.cache.clear_data(&r.virt)?;
+        if flags & libc::O_EXCL == 0 {
+            File::create(&data).map_err(|e| Error::cache(&data, e))?;
+        }
+        Ok(data)
+    }
+
+    /// Waits briefly for the copy of a new file whose creator (with `O_EXCL`) has not opened
+    /// it yet, then creates it: a second writer must never fail on a file being created.
+    fn await_copy(&self, virt: &str) -> Result<()> {
+        let data = self.cache.data_path(virt);
+        for _ in 0..20 {
+            if data.exists() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::OpenOptions::new().create(true).append(true).open(&data).map(drop).map_err(|e| Error::cache(&data, e))
     }
 
     fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
@@ -110,6 +135,19 @@ impl Vfs {
         v
     }
 
+    /// Puts the copies of files being written in `dir` into its skeleton, so a listing
+    /// shows a new file before its upload, as a local directory would.
+    pub(crate) fn show_dirty_children(&self, dir: &str) -> Result<()> {
+        let children: Vec<String> =
+            self.state.lock().unwrap().dirty.iter().filter(|v| split_name(v).0 == dir).cloned().collect();
+        for virt in children {
+            if self.cache.data_path(&virt).exists() {
+                self.cache.link_into_skeleton(&virt)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Metadata of a dirty name: its local copy is the truth until uploaded.
     pub(crate) fn dirty_meta(&self, virt: &str) -> Option<Result<Meta>> {
         if !self.is_dirty(virt) {
@@ -126,42 +164,81 @@ impl Vfs {
         })
     }
 
-    /// Uploads the journaled change of `virt` (when the last writer closed it).
-    pub fn flush(&self, virt: &str) -> Result<Flushed> {
-        let Some(rec) = self.cache.journal(virt) else {
+    /// Uploads the change of `virt` when its last writer is gone: the journaled change, or
+    /// a copy that differs from the version last fetched or uploaded (a writer that joined
+    /// a copy while it was being uploaded). `still_written` tells whether some program still
+    /// holds the copy open for writing: then the change stays journaled after the upload.
+    pub fn flush(&self, virt: &str, still_written: &dyn Fn() -> bool) -> Result<Flushed> {
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        let Some(rec) = self.pending_change(virt) else {
             self.state.lock().unwrap().dirty.remove(virt);
             return Ok(Flushed::Clean);
         };
         let node = self.lookup(virt)?.ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
         let r = writable_remote(&node)?;
-        let lock = self.fetch_lock(virt);
-        let _guard = lock.lock().unwrap();
+        let data = self.cache.data_path(virt);
+        let Some(before) = stamp(&data) else {
+            // The copy is gone (the file was removed meanwhile): nothing left to deliver.
+            self.forget_change(virt)?;
+            return Ok(Flushed::Clean);
+        };
+        if self.conflicts(r, &rec)? {
+            let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
+            self.upload(r, &beside)?;
+            // The copy is the conflict file's now; the name itself is the remote's version.
+            self.forget_change(virt)?;
+            self.cache.forget(virt);
+            self.invalidate(virt);
+            return Ok(Flushed::Conflict(r.driver.describe(&beside)));
+        }
+        let uploaded = self.upload(r, &r.path)?;
+        let info = Info { copy_mtime_ns: Some(before.1), ..info_of(r, &Meta { size: Some(before.0), ..uploaded.clone() }) };
+        self.cache.put_info(virt, &info)?;
+        // What roam knows must be the new version before the name stops being dirty, so no
+        // reader in between sees an older answer (e.g. a cached "no such file").
+        self.cache.link_into_skeleton(virt)?;
+        self.invalidate(virt);
+        self.remember(virt, Meta { size: Some(before.0), ..uploaded });
+        if stamp(&data) == Some(before) && !still_written() {
+            self.forget_change(virt)?;
+        } else {
+            // Written again meanwhile: the next close delivers that, from this new base.
+            self.cache.put_journal(virt, &Journal { source: r.describe(), base: Some(info) })?;
+        }
+        Ok(Flushed::Uploaded)
+    }
+
+    /// The change waiting for `virt`: its journal record, or an unjournaled difference
+    /// between the copy and the version it was last equal to.
+    fn pending_change(&self, virt: &str) -> Option<Journal> {
+        if let Some(rec) = self.cache.journal(virt) {
+            return Some(rec);
+        }
+        let info = self.cache.info(virt)?;
+        let now = stamp(&self.cache.data_path(virt))?;
+        (Some(now) != info.copy_mtime_ns.map(|ns| (info.size, ns)))
+            .then(|| Journal { source: info.source.clone(), base: Some(info) })
+    }
+
+    /// Whether the remote changed since the change started from it.
+    fn conflicts(&self, r: &Remote, rec: &Journal) -> Result<bool> {
         let current = match r.driver.stat(&r.path) {
             Ok(m) => Some(m),
             Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
-        let conflict = match (&rec.base, &current) {
+        Ok(match (&rec.base, &current) {
             (None, Some(_)) => true,
             (Some(base), Some(now)) => !same_version(base, now),
             _ => false,
-        };
-        let target = if conflict {
-            format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()))
-        } else {
-            r.path.clone()
-        };
-        let uploaded = self.upload(r, &target)?;
+        })
+    }
+
+    fn forget_change(&self, virt: &str) -> Result<()> {
         self.cache.drop_journal(virt)?;
         self.state.lock().unwrap().dirty.remove(virt);
-        if conflict {
-            // The copy is the conflict file's now; the name itself is the remote's version.
-            self.cache.forget(virt);
-            self.invalidate(virt);
-            return Ok(Flushed::Conflict(r.driver.describe(&target)));
-        }
-        self.record_upload(r, uploaded)?;
-        Ok(Flushed::Uploaded)
+        Ok(())
     }
 
     /// Uploads the copy to `target`, keeping the mtime the program gave it (`touch -d`,
@@ -170,25 +247,12 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let mut meta = r.driver.put(target, &mut file, md.len())?;
-        if let Ok(mtime) = md.modified() {
-            if r.driver.set_mtime(target, mtime).is_ok() {
-                meta.mtime = Some(mtime);
-            }
+        let meta = r.driver.put(target, &mut file, md.len())?;
+        match md.modified() {
+            // Setting the mtime makes a new version (new ETag): ask for it.
+            Ok(mtime) if r.driver.set_mtime(target, mtime).is_ok() => Ok(r.driver.stat(target)?),
+            _ => Ok(meta),
         }
-        Ok(meta)
-    }
-
-    /// After an upload the copy *is* the remote version: remember it as fetched now.
-    fn record_upload(&self, r: &Remote, mut meta: Meta) -> Result<()> {
-        let data = self.cache.data_path(&r.virt);
-        let size = std::fs::metadata(&data).map_err(|e| Error::cache(&data, e))?.len();
-        meta.size = Some(size);
-        self.cache.put_info(&r.virt, &info_of(r, &meta))?;
-        self.cache.link_into_skeleton(&r.virt)?;
-        self.invalidate(&r.virt);
-        self.remember(&r.virt, meta);
-        Ok(())
     }
 
     pub fn mkdir(&self, node: &Node) -> Result<()> {
@@ -200,7 +264,12 @@ impl Vfs {
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.remove_file(&r.path)?;
+        // A file created here and not uploaded yet exists only in roam's journal.
+        let only_here = self.is_dirty(&r.virt) && self.cache.journal(&r.virt).is_some_and(|j| j.base.is_none());
+        match r.driver.remove_file(&r.path) {
+            Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
+            _ => {}
+        }
         self.forget_all(&r.virt)
     }
 
@@ -218,7 +287,7 @@ impl Vfs {
         }
         if self.is_dirty(&a.virt) {
             // Upload first, so the rename moves the program's latest bytes.
-            self.flush(&a.virt)?;
+            self.flush(&a.virt, &|| true)?;
         }
         a.driver.rename(&a.path, &b.path)?;
         self.forget_all(&a.virt)?;
@@ -234,7 +303,17 @@ impl Vfs {
 
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
+        if self.is_dirty(&r.virt) {
+            // A file created here must exist on the server to get a mode.
+            self.flush(&r.virt, &|| true)?;
+        }
         r.driver.set_mode(&r.path, mode)?;
+        if self.is_dirty(&r.virt) {
+            // The open copy answers stat until its final upload.
+            let data = self.cache.data_path(&r.virt);
+            std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|e| Error::cache(&data, e))?;
+        }
         self.invalidate(&r.virt);
         Ok(())
     }
@@ -242,7 +321,7 @@ impl Vfs {
     pub fn set_mtime(&self, node: &Node, mtime: SystemTime) -> Result<()> {
         let r = writable_remote(node)?;
         if self.is_dirty(&r.virt) {
-            self.flush(&r.virt)?;
+            self.flush(&r.virt, &|| true)?;
         }
         r.driver.set_mtime(&r.path, mtime)?;
         self.invalidate(&r.virt);
@@ -254,7 +333,7 @@ impl Vfs {
         let data = self.open_for_write(node, 0)?;
         let f = std::fs::OpenOptions::new().write(true).open(&data).map_err(|e| Error::cache(&data, e))?;
         f.set_len(len).map_err(|e| Error::cache(&data, e))?;
-        self.flush(node.virt()).map(drop)
+        self.flush(node.virt(), &|| false).map(drop)
     }
 
     /// Drops what roam believes about `virt` and its parent's listing.
@@ -267,8 +346,7 @@ impl Vfs {
 
     fn forget_all(&self, virt: &str) -> Result<()> {
         self.cache.forget(virt);
-        self.cache.drop_journal(virt)?;
-        self.state.lock().unwrap().dirty.remove(virt);
+        self.forget_change(virt)?;
         self.invalidate(virt);
         Ok(())
     }
@@ -296,6 +374,7 @@ fn info_of(r: &Remote, m: &Meta) -> Info {
         mtime: m.mtime.map(unix_secs),
         size: m.size.unwrap_or(0),
         fetched_at: unix_secs(SystemTime::now()),
+        copy_mtime_ns: None,
     }
 }
 

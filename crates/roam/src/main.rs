@@ -40,6 +40,12 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// Upload every change still in roam's journal (e.g. after roam was killed).
+    Sync {
+        /// Mounts, as for `run` (the journal names files by their mount point).
+        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+        mounts: Vec<String>,
+    },
 }
 
 fn main() {
@@ -64,7 +70,26 @@ fn dispatch(command: Command) -> Result<i32> {
             let vfs = open_vfs(&mounts)?;
             Ok(roam_trap::run(Arc::new(vfs), &program)?)
         }
+        Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
     }
+}
+
+/// Uploads each journaled change; exit status 1 if any is still pending.
+fn sync(vfs: &Vfs) -> Result<i32> {
+    let mut failed = 0;
+    for virt in vfs.dirty() {
+        match vfs.flush(&virt, &|| false) {
+            Ok(roam_vfs::Flushed::Conflict(beside)) => {
+                eprintln!("roam: {virt} changed on the server meanwhile: this version was saved as {beside}")
+            }
+            Ok(_) => eprintln!("roam: uploaded {virt}"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("roam: {virt}: {e} (still pending)");
+            }
+        }
+    }
+    Ok(i32::from(failed > 0))
 }
 
 /// Builds the namespace from `roam.toml` plus `-m` flags (flags win on the same mount point).

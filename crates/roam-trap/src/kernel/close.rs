@@ -14,7 +14,8 @@ pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -
     let Some(virt) = fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t)) else {
         return Triage::Done(Decision::Continue);
     };
-    if !k.vfs().is_dirty(&virt) || !fd_writable(tid, fd) {
+    // Not only dirty files: a writer may have joined a copy while it was being uploaded.
+    if !fd_writable(tid, fd) {
         return Triage::Done(Decision::Continue);
     }
     match k.vfs().lookup(&virt) {
@@ -31,10 +32,11 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     };
     let closing = (job.tid, job.call.args[0] as i32);
-    if open_for_writing_anywhere(k, node.virt(), Some(closing)) {
+    if !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }
-    match flush_and_tell(k, node.virt()) {
+    let still_written = || !writers(k, node.virt(), Some(closing)).is_empty();
+    match flush_and_tell(k, node.virt(), &still_written) {
         Ok(()) => Ok(Decision::Continue),
         Err(e) => {
             k.report.error(job.tid, "close", node.virt(), e.errno(), &format!("{e}; the change is kept in roam's journal"));
@@ -44,8 +46,8 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
 }
 
 /// Uploads `virt`, telling the user about a conflict.
-pub(super) fn flush_and_tell(k: &Kernel, virt: &str) -> roam_vfs::Result<()> {
-    if let Flushed::Conflict(beside) = k.vfs().flush(virt)? {
+pub(super) fn flush_and_tell(k: &Kernel, virt: &str, still_written: &dyn Fn() -> bool) -> roam_vfs::Result<()> {
+    if let Flushed::Conflict(beside) = k.vfs().flush(virt, still_written)? {
         k.report.once(
             format!("conflict {virt}"),
             format!("{virt} changed on the server while it was being written here: the server's version is kept, and this version was saved as {beside}"),
@@ -54,20 +56,21 @@ pub(super) fn flush_and_tell(k: &Kernel, virt: &str) -> roam_vfs::Result<()> {
     Ok(())
 }
 
-/// Whether a traced process still holds `virt`'s copy open for writing (other than the
-/// fd being closed).
-pub(super) fn open_for_writing_anywhere(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> bool {
+/// The traced threads that hold `virt`'s copy open for writing (other than the fd being
+/// closed). Threads sharing an fd table all show it.
+pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec<Pid> {
     let data = k.vfs().data_path(virt);
     let tracees: Vec<Pid> = k.tracees.lock().unwrap().iter().copied().collect();
-    tracees.into_iter().any(|tid| {
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{tid}/fd")) else { return false };
-        fds.flatten().any(|e| {
-            let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
-            Some((tid, fd)) != except
-                && std::fs::read_link(e.path()).is_ok_and(|t| t == data)
-                && fd_writable(tid, fd)
+    tracees
+        .into_iter()
+        .filter(|&tid| {
+            let Ok(fds) = std::fs::read_dir(format!("/proc/{tid}/fd")) else { return false };
+            fds.flatten().any(|e| {
+                let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
+                Some((tid, fd)) != except && std::fs::read_link(e.path()).is_ok_and(|t| t == data) && fd_writable(tid, fd)
+            })
         })
-    })
+        .collect()
 }
 
 fn fd_target(tid: Pid, fd: i32) -> Option<String> {

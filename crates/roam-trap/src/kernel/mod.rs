@@ -70,6 +70,10 @@ pub struct Kernel {
     report: Reporter,
     /// Every traced thread, so a close can tell whether it was the last writer of a file.
     tracees: std::sync::Mutex<std::collections::HashSet<Pid>>,
+    /// Remote files each thread was allowed to write: when it ends without `close(2)` (exit,
+    /// an fd replaced by `dup2`), those are delivered once no writer is left. Key 0 holds
+    /// the files of threads that ended.
+    granted: std::sync::Mutex<std::collections::HashMap<Pid, std::collections::HashSet<String>>>,
 }
 
 impl Kernel {
@@ -78,7 +82,13 @@ impl Kernel {
             resolver: Resolver::new(vfs),
             report: Reporter::default(),
             tracees: Default::default(),
+            granted: Default::default(),
         }
+    }
+
+    /// Records that `tid` may write `virt` (it was given the copy to open).
+    fn write_granted(&self, tid: Pid, virt: &str) {
+        self.granted.lock().unwrap().entry(tid).or_default().insert(virt.to_owned());
     }
 
     /// The tracer tells of every thread that appears or ends.
@@ -86,32 +96,44 @@ impl Kernel {
         self.tracees.lock().unwrap().insert(tid);
     }
 
-    pub fn tracee_ended(&self, tid: Pid) {
+    /// A thread ended. Returns whether changes may wait for delivery, which
+    /// [`Kernel::flush_finished`] then does (it may wait on the network).
+    pub fn tracee_ended(&self, tid: Pid) -> bool {
         self.tracees.lock().unwrap().remove(&tid);
+        let mut granted = self.granted.lock().unwrap();
+        let mine = granted.remove(&tid).unwrap_or_default();
+        let ended = granted.entry(Pid::from_raw(0)).or_default();
+        ended.extend(mine);
+        let waiting = !ended.is_empty();
+        drop(granted);
+        waiting || !self.vfs().dirty().is_empty()
     }
 
-    /// Whether any change waits for its upload.
-    pub fn has_pending_changes(&self) -> bool {
-        !self.vfs().dirty().is_empty()
-    }
-
-    /// Uploads every pending change whose last writer is gone (at a process exit, and at the
-    /// end of the run); says what failed. Returns how many changes stay pending.
-    pub fn flush_finished(&self) -> usize {
-        let mut pending = 0;
-        for virt in self.vfs().dirty() {
-            if close::open_for_writing_anywhere(self, &virt, None) {
+    /// Delivers every change whose last writer is gone (after a process exit, and at the end
+    /// of the run); changes still being written wait for their writers. Says what failed.
+    pub fn flush_finished(&self) {
+        let ended = self.granted.lock().unwrap().remove(&Pid::from_raw(0)).unwrap_or_default();
+        let mut candidates = self.vfs().dirty();
+        candidates.extend(ended);
+        candidates.sort();
+        candidates.dedup();
+        for virt in candidates {
+            let holders = close::writers(self, &virt, None);
+            if !holders.is_empty() {
+                // Still being written: the holders' own end delivers it.
+                for h in holders {
+                    self.write_granted(h, &virt);
+                }
                 continue;
             }
-            if let Err(e) = close::flush_and_tell(self, &virt) {
-                pending += 1;
+            let still_written = || !close::writers(self, &virt, None).is_empty();
+            if let Err(e) = close::flush_and_tell(self, &virt, &still_written) {
                 self.report.once(
                     format!("pending {virt}"),
                     format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
                 );
             }
         }
-        pending
     }
 
     fn vfs(&self) -> &Vfs {

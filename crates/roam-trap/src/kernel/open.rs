@@ -22,7 +22,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
             return Ok(rewrite_to(arg, &p));
         }
         if vfs.writable(node) {
-            return Ok(rewrite_to(arg, &vfs.open_for_write(node, flags).map_err(fail)?));
+            let copy = vfs.open_for_write(node, flags).map_err(fail)?;
+            k.write_granted(job.tid, node.virt());
+            return Ok(rewrite_to(arg, &copy));
         }
         return match vfs.stat(node) {
             // O_CREAT of an existing file without write access is a plain open.
