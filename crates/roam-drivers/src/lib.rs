@@ -6,6 +6,8 @@
 //! with names decoded (a space is a space, not `%20`). The namespace layer above turns the
 //! names programs use into driver paths; a driver turns them into requests.
 
+pub mod chirp;
+pub mod dav;
 mod error;
 pub mod http;
 pub mod local;
@@ -121,7 +123,7 @@ pub trait Driver: Send + Sync + Debug {
         _len: u64,
         _dest: &mut dyn Write,
     ) -> Result<u64> {
-        Err(unsupported(self, "read a range of", path))
+        Err(unsupported(self, "read byte ranges", path))
     }
 
     // ---- The write side. Every method defaults to "this backend cannot" (EROFS), so a
@@ -136,56 +138,56 @@ pub trait Driver: Send + Sync + Debug {
     /// the protocol allows (temporary name + rename, or one PUT): a reader never sees a
     /// half-written file. Returns the new metadata.
     fn put(&self, path: &str, _src: &mut dyn Read, _len: u64) -> Result<Meta> {
-        Err(read_only(self, "write", path))
+        Err(read_only(self, "write files", path))
     }
 
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
     fn mkdir(&self, path: &str) -> Result<()> {
-        Err(read_only(self, "create directory", path))
+        Err(read_only(self, "create directories", path))
     }
 
     /// Removes the file (or symlink) `path` (EISDIR for a directory).
     fn remove_file(&self, path: &str) -> Result<()> {
-        Err(read_only(self, "remove", path))
+        Err(read_only(self, "remove files", path))
     }
 
     /// Removes the empty directory `path` (ENOTEMPTY if it is not empty, ENOTDIR for a file).
     fn remove_dir(&self, path: &str) -> Result<()> {
-        Err(read_only(self, "remove directory", path))
+        Err(read_only(self, "remove directories", path))
     }
 
     /// Renames `from` to `to`, replacing a file at `to` as POSIX `rename` does.
     fn rename(&self, from: &str, _to: &str) -> Result<()> {
-        Err(read_only(self, "rename", from))
+        Err(read_only(self, "rename files", from))
     }
 
     /// Sets permission bits, where the protocol keeps them.
     fn set_mode(&self, path: &str, _mode: u32) -> Result<()> {
-        Err(unsupported(self, "change the mode of", path))
+        Err(unsupported(self, "keep permission bits", path))
     }
 
     /// Sets the modification time, where the protocol keeps it.
     fn set_mtime(&self, path: &str, _mtime: SystemTime) -> Result<()> {
-        Err(unsupported(self, "change the mtime of", path))
+        Err(unsupported(self, "set modification times", path))
     }
 
     /// Creates the symbolic link `path` pointing to `target`, where the protocol has them.
     fn symlink(&self, _target: &str, path: &str) -> Result<()> {
-        Err(unsupported(self, "create a symlink at", path))
+        Err(unsupported(self, "create symbolic links", path))
     }
 }
 
 fn read_only<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
     Error::new(
         ErrorKind::ReadOnly,
-        format!("{}: this backend cannot {what} files", d.describe(path)),
+        format!("{}: this backend cannot {what}", d.describe(path)),
     )
 }
 
 fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
     Error::new(
         ErrorKind::Unsupported,
-        format!("{}: this backend cannot {what} files", d.describe(path)),
+        format!("{}: this backend cannot {what}", d.describe(path)),
     )
 }
 

@@ -23,13 +23,19 @@ pub struct LocalDriver {
 impl LocalDriver {
     /// A tree served in place: programs open its files directly.
     pub fn new(root: impl Into<PathBuf>) -> LocalDriver {
-        LocalDriver { root: root.into(), in_place: true }
+        LocalDriver {
+            root: root.into(),
+            in_place: true,
+        }
     }
 
     /// A tree served through roam's cache like a remote one (whole-file copies, write-back at
     /// close): for slow or flaky local mounts (NFS), and to exercise the write-back path.
     pub fn cached(root: impl Into<PathBuf>) -> LocalDriver {
-        LocalDriver { root: root.into(), in_place: false }
+        LocalDriver {
+            root: root.into(),
+            in_place: false,
+        }
     }
 
     fn real(&self, path: &str) -> PathBuf {

@@ -3,6 +3,8 @@
 //! trees that vanish when dropped. Servers are required, never skipped: a machine without
 //! them fails the tests with a message naming the package (CI installs them).
 
+pub mod chirp;
+pub mod dav;
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -102,11 +104,16 @@ impl Server {
     /// The port was free when chosen, but another process may bind it before nginx does:
     /// nginx then exits, and we start it again on another port.
     pub fn nginx(www: &Path, run: &Path) -> Server {
+        Server::nginx_with(www, run, &NginxExtra::default())
+    }
+
+    /// [`Server::nginx`] with `extra` directives in its configuration.
+    pub(crate) fn nginx_with(www: &Path, run: &Path, extra: &NginxExtra) -> Server {
         let nginx = required("/usr/sbin/nginx", "Debian's nginx-light");
         mkdir(run);
         for _ in 0..5 {
             let port = free_port();
-            let child = spawn_nginx(&nginx, www, run, port);
+            let child = spawn_nginx(&nginx, www, run, port, extra);
             if let Some(child) = nginx_ready(child, &run.join("nginx.pid")) {
                 return Server::running(child, port, run);
             }
@@ -222,9 +229,9 @@ impl Drop for Server {
 
 /// Writes the configuration for `port` and starts nginx in the foreground. `-e` sends the
 /// errors of startup itself (before the configuration is read) to the log as well.
-fn spawn_nginx(nginx: &Path, www: &Path, run: &Path, port: u16) -> Child {
+fn spawn_nginx(nginx: &Path, www: &Path, run: &Path, port: u16, extra: &NginxExtra) -> Child {
     let conf = run.join("nginx.conf");
-    fs::write(&conf, nginx_conf(run, www, port)).unwrap();
+    fs::write(&conf, nginx_conf(run, www, port, extra)).unwrap();
     Command::new(nginx)
         .arg("-p")
         .arg(run)
@@ -270,10 +277,18 @@ fn announced_port(stdout: ChildStdout) -> Option<u16> {
         .ok()
 }
 
-fn nginx_conf(run: &Path, www: &Path, port: u16) -> String {
+/// Directives that [`Server::nginx_with`] adds to the configuration: `main` at its top
+/// (where `load_module` must be), `server` at the end of its server block.
+#[derive(Default)]
+pub(crate) struct NginxExtra {
+    pub main: String,
+    pub server: String,
+}
+
+fn nginx_conf(run: &Path, www: &Path, port: u16, extra: &NginxExtra) -> String {
     let run = run.display();
     format!(
-        "daemon off;
+        "{main}daemon off;
 master_process on;
 worker_processes 1;
 pid {run}/nginx.pid;
@@ -290,10 +305,12 @@ http {{
         listen 127.0.0.1:{port};
         root {www};
         autoindex on;
-    }}
+{server}    }}
 }}
 ",
-        www = www.display()
+        www = www.display(),
+        main = extra.main,
+        server = extra.server,
     )
 }
 

@@ -185,7 +185,8 @@ impl Tracer {
             // off the tracer thread, which must never wait on the network.
             let kernel = self.kernel.clone();
             self.deliveries.retain(|d| !d.is_finished());
-            self.deliveries.push(std::thread::spawn(move || kernel.flush_finished()));
+            self.deliveries
+                .push(std::thread::spawn(move || kernel.flush_finished()));
         }
     }
 

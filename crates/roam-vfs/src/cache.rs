@@ -79,7 +79,12 @@ pub struct Journal {
 /// (size, mtime in ns) of a local file: its identity for "has the copy changed?".
 pub fn stamp(p: &Path) -> Option<(u64, u128)> {
     let md = fs::metadata(p).ok()?;
-    let ns = md.modified().ok()?.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+    let ns = md
+        .modified()
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
     Some((md.len(), ns))
 }
 
@@ -264,7 +269,10 @@ impl DiskCache {
             .map_err(|e| Error::cache(tmp, e))?;
         let data = self.data_path(virt);
         self.install(tmp, &data)?;
-        let info = Info { copy_mtime_ns: stamp(&data).map(|(_, ns)| ns), ..info.clone() };
+        let info = Info {
+            copy_mtime_ns: stamp(&data).map(|(_, ns)| ns),
+            ..info.clone()
+        };
         self.put_info(virt, &info)?;
         self.link_into_skeleton(virt)?;
         Ok(data)
@@ -333,7 +341,8 @@ impl DiskCache {
         let data = self.data_path(virt);
         let md = std::fs::metadata(&data).map_err(|e| Error::cache(&data, e))?;
         let mode = md.permissions().mode() | 0o200;
-        fs::set_permissions(&data, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(&data, e))?;
+        fs::set_permissions(&data, fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::cache(&data, e))?;
         Ok(data)
     }
 
@@ -511,7 +520,10 @@ mod tests {
         assert_eq!(dm.ino(), sm.ino(), "skeleton entry is the data file");
         assert_eq!(dm.mode() & 0o777, 0o555, "a script is executable");
         let got = c.info("/http/h/d/f").unwrap();
-        assert_eq!((got.size, got.copy_mtime_ns), (18, stamp(&data).map(|(_, ns)| ns)));
+        assert_eq!(
+            (got.size, got.copy_mtime_ns),
+            (18, stamp(&data).map(|(_, ns)| ns))
+        );
 
         // A directory that replaces a file, and pruning.
         c.put_stub("/http/h/d/f", &Meta::of_kind(Kind::Dir))

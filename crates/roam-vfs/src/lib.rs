@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use roam_drivers::http::{HttpClient, HttpConfig};
+use roam_drivers::http::HttpConfig;
 use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 
 pub use cache::Info;
@@ -91,12 +91,15 @@ impl Vfs {
         let cache = DiskCache::open(&cfg.cache_dir)?;
         // Changes journaled by an earlier run that did not finish stay pending.
         let dirty = cache.journaled().into_iter().collect();
-        let mounts = Mounts::new(&cfg.mounts, HttpClient::new(&cfg.http))?;
+        let mounts = Mounts::new(&cfg.mounts, &cfg.http)?;
         Ok(Vfs {
             t_read: cfg.t_read,
             cache,
             mounts,
-            state: Mutex::new(State { dirty, ..State::default() }),
+            state: Mutex::new(State {
+                dirty,
+                ..State::default()
+            }),
             fetch_locks: Mutex::new(HashMap::new()),
         })
     }

@@ -4,11 +4,17 @@
 //! - explicit mounts (`-m /proj=http://h/dir`, `roam.toml`), by longest prefix; they may
 //!   shadow local paths;
 //! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
+//!
+//! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
+//! (WebDAV over http/https), `chirp`, `file` (a local directory in place) and `file+cache`
+//! (a local directory through roam's cache, like a remote one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use roam_drivers::http::{HttpClient, HttpDriver};
+use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
+use roam_drivers::dav::DavDriver;
+use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::Driver;
 
@@ -16,7 +22,7 @@ use crate::path::{normalize, strip_dir_prefix};
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
-pub const IMPLICIT_SCHEMES: [&str; 2] = ["http", "https"];
+pub const IMPLICIT_SCHEMES: [&str; 5] = ["http", "https", "dav", "davs", "chirp"];
 
 /// A name inside the roam namespace.
 #[derive(Clone, Debug)]
@@ -55,16 +61,55 @@ struct Explicit {
     driver: Arc<dyn Driver>,
 }
 
+/// What drivers are made with: shared clients and timeouts.
+struct Protocols {
+    http: HttpClient,
+    chirp: ChirpConfig,
+}
+
+impl Protocols {
+    fn new(cfg: &HttpConfig) -> Protocols {
+        let chirp = ChirpConfig {
+            connect_timeout: cfg.connect_timeout,
+            read_timeout: cfg.read_timeout,
+            ..ChirpConfig::default()
+        };
+        Protocols {
+            http: HttpClient::new(cfg),
+            chirp,
+        }
+    }
+
+    /// The driver for a mount URL.
+    fn driver(&self, url: &str) -> Result<Arc<dyn Driver>> {
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        Ok(match scheme {
+            "http" | "https" => Arc::new(HttpDriver::new(self.http.clone(), url)?),
+            "dav" => Arc::new(DavDriver::new(self.http.clone(), &format!("http://{rest}"))?),
+            "davs" => Arc::new(DavDriver::new(self.http.clone(), &format!("https://{rest}"))?),
+            "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
+            "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
+            "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
+            _ => {
+                return Err(Error::Config(format!(
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, chirp://, file://, file+cache:// or an absolute path)"
+                )))
+            }
+        })
+    }
+}
+
 /// The mount table.
 pub struct Mounts {
     explicit: Vec<Explicit>,
-    http: HttpClient,
+    protocols: Protocols,
     hosts: Mutex<HashMap<String, Arc<dyn Driver>>>,
 }
 
 impl Mounts {
     /// `mounts` are `(LOCAL, URL)` pairs; `URL` is `http(s)://...`, `file:///dir` or `/dir`.
-    pub fn new(mounts: &[(String, String)], http: HttpClient) -> Result<Mounts> {
+    pub fn new(mounts: &[(String, String)], http: &HttpConfig) -> Result<Mounts> {
+        let protocols = Protocols::new(http);
         let mut explicit = Vec::new();
         for (local, url) in mounts {
             if !local.starts_with('/') {
@@ -72,7 +117,7 @@ impl Mounts {
                     "mount point {local:?} must be an absolute path"
                 )));
             }
-            let driver = driver_for_url(url, &http)?;
+            let driver = protocols.driver(url)?;
             explicit.push(Explicit {
                 prefix: normalize(local),
                 driver,
@@ -82,7 +127,7 @@ impl Mounts {
         explicit.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
         Ok(Mounts {
             explicit,
-            http,
+            protocols,
             hosts: Mutex::new(HashMap::new()),
         })
     }
@@ -126,7 +171,7 @@ impl Mounts {
         if let Some(d) = hosts.get(&key) {
             return Ok(d.clone());
         }
-        let driver: Arc<dyn Driver> = Arc::new(HttpDriver::new(self.http.clone(), &key)?);
+        let driver = self.protocols.driver(&key)?;
         hosts.insert(key, driver.clone());
         Ok(driver)
     }
@@ -140,22 +185,6 @@ fn remote(virt: &str, path: &str, driver: &Arc<dyn Driver>) -> Node {
     })
 }
 
-fn driver_for_url(url: &str, http: &HttpClient) -> Result<Arc<dyn Driver>> {
-    if url.starts_with("http://") || url.starts_with("https://") {
-        return Ok(Arc::new(HttpDriver::new(http.clone(), url)?));
-    }
-    if let Some(dir) = url.strip_prefix("file+cache://").filter(|d| d.starts_with('/')) {
-        return Ok(Arc::new(LocalDriver::cached(normalize(dir))));
-    }
-    let local = url.strip_prefix("file://").unwrap_or(url);
-    if local.starts_with('/') {
-        return Ok(Arc::new(LocalDriver::new(normalize(local))));
-    }
-    Err(Error::Config(format!(
-        "unsupported mount target {url:?} (use http://, https://, file://, file+cache:// or an absolute path)"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +196,7 @@ mod tests {
             ("/proj/deep".to_owned(), "/srv/y".to_owned()),
             ("/web".to_owned(), "http://127.0.0.1:8080/pub".to_owned()),
         ];
-        Mounts::new(&m, HttpClient::new(&HttpConfig::default())).unwrap()
+        Mounts::new(&m, &HttpConfig::default()).unwrap()
     }
 
     fn remote_of(m: &Mounts, p: &str) -> (String, String) {
@@ -208,8 +237,8 @@ mod tests {
 
     #[test]
     fn bad_mounts_are_refused() {
-        let http = HttpClient::new(&HttpConfig::default());
-        assert!(Mounts::new(&[("rel".into(), "/x".into())], http.clone()).is_err());
-        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], http).is_err());
+        let http = HttpConfig::default();
+        assert!(Mounts::new(&[("rel".into(), "/x".into())], &http).is_err());
+        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http).is_err());
     }
 }

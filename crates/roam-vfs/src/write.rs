@@ -43,7 +43,8 @@ impl Vfs {
 
     /// Prepares `node` to be opened with `flags` (which include write access or `O_CREAT`)
     /// and returns the local copy the program must open instead. Journals the change first.
-    pub fn open_for_write(&self, node: &Node, flags: i32) -> Result<std::path::PathBuf> {
+    /// `mode` is the permission bits a new file gets (the program's, less its umask).
+    pub fn open_for_write(&self, node: &Node, flags: i32, mode: u32) -> Result<std::path::PathBuf> {
         let r = writable_remote(node)?;
         // One decision at a time per file, and never while its upload is deciding.
         let lock = self.fetch_lock(&r.virt);
@@ -68,7 +69,7 @@ impl Vfs {
             }
             Some(m) => self.start_change(r, &m, flags & libc::O_TRUNC != 0),
             None if flags & libc::O_CREAT == 0 => Err(Error::Absent(r.virt.clone())),
-            None => self.start_new(r, flags),
+            None => self.start_new(r, flags, mode),
         }
     }
 
@@ -89,9 +90,11 @@ impl Vfs {
     /// Creates a new file. With `O_EXCL` the program's own `open` creates the copy, so the
     /// exclusivity is the kernel's; otherwise roam creates it at once, so that a second
     /// writer sharing it finds it.
-    fn start_new(&self, r: &Remote, flags: i32) -> Result<std::path::PathBuf> {
+    fn start_new(&self, r: &Remote, flags: i32, mode: u32) -> Result<std::path::PathBuf> {
         let (parent_virt, _) = split_name(&r.virt);
-        let parent = self.lookup(parent_virt)?.ok_or_else(|| posix(libc::EXDEV, &r.virt, "parent outside the mount"))?;
+        let parent = self
+            .lookup(parent_virt)?
+            .ok_or_else(|| posix(libc::EXDEV, &r.virt, "parent outside the mount"))?;
         match self.stat(&parent)?.kind {
             Kind::Dir => {}
             _ => return Err(posix(libc::ENOTDIR, parent_virt, "not a directory")),
@@ -99,7 +102,9 @@ impl Vfs {
         self.journal(r, None)?;
         let data = self.cache.clear_data(&r.virt)?;
         if flags & libc::O_EXCL == 0 {
-            File::create(&data).map_err(|e| Error::cache(&data, e))?;
+            let f = File::create(&data).map_err(|e| Error::cache(&data, e))?;
+            f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|e| Error::cache(&data, e))?;
         }
         Ok(data)
     }
@@ -114,11 +119,22 @@ impl Vfs {
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        std::fs::OpenOptions::new().create(true).append(true).open(&data).map(drop).map_err(|e| Error::cache(&data, e))
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&data)
+            .map(drop)
+            .map_err(|e| Error::cache(&data, e))
     }
 
     fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
-        self.cache.put_journal(&r.virt, &Journal { source: r.describe(), base })?;
+        self.cache.put_journal(
+            &r.virt,
+            &Journal {
+                source: r.describe(),
+                base,
+            },
+        )?;
         self.state.lock().unwrap().dirty.insert(r.virt.clone());
         Ok(())
     }
@@ -138,8 +154,15 @@ impl Vfs {
     /// Puts the copies of files being written in `dir` into its skeleton, so a listing
     /// shows a new file before its upload, as a local directory would.
     pub(crate) fn show_dirty_children(&self, dir: &str) -> Result<()> {
-        let children: Vec<String> =
-            self.state.lock().unwrap().dirty.iter().filter(|v| split_name(v).0 == dir).cloned().collect();
+        let children: Vec<String> = self
+            .state
+            .lock()
+            .unwrap()
+            .dirty
+            .iter()
+            .filter(|v| split_name(v).0 == dir)
+            .cloned()
+            .collect();
         for virt in children {
             if self.cache.data_path(&virt).exists() {
                 self.cache.link_into_skeleton(&virt)?;
@@ -175,7 +198,9 @@ impl Vfs {
             self.state.lock().unwrap().dirty.remove(virt);
             return Ok(Flushed::Clean);
         };
-        let node = self.lookup(virt)?.ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
+        let node = self
+            .lookup(virt)?
+            .ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
         let r = writable_remote(&node)?;
         let data = self.cache.data_path(virt);
         let Some(before) = stamp(&data) else {
@@ -193,18 +218,39 @@ impl Vfs {
             return Ok(Flushed::Conflict(r.driver.describe(&beside)));
         }
         let uploaded = self.upload(r, &r.path)?;
-        let info = Info { copy_mtime_ns: Some(before.1), ..info_of(r, &Meta { size: Some(before.0), ..uploaded.clone() }) };
+        let info = Info {
+            copy_mtime_ns: Some(before.1),
+            ..info_of(
+                r,
+                &Meta {
+                    size: Some(before.0),
+                    ..uploaded.clone()
+                },
+            )
+        };
         self.cache.put_info(virt, &info)?;
         // What roam knows must be the new version before the name stops being dirty, so no
         // reader in between sees an older answer (e.g. a cached "no such file").
         self.cache.link_into_skeleton(virt)?;
         self.invalidate(virt);
-        self.remember(virt, Meta { size: Some(before.0), ..uploaded });
+        self.remember(
+            virt,
+            Meta {
+                size: Some(before.0),
+                ..uploaded
+            },
+        );
         if stamp(&data) == Some(before) && !still_written() {
             self.forget_change(virt)?;
         } else {
             // Written again meanwhile: the next close delivers that, from this new base.
-            self.cache.put_journal(virt, &Journal { source: r.describe(), base: Some(info) })?;
+            self.cache.put_journal(
+                virt,
+                &Journal {
+                    source: r.describe(),
+                    base: Some(info),
+                },
+            )?;
         }
         Ok(Flushed::Uploaded)
     }
@@ -217,8 +263,10 @@ impl Vfs {
         }
         let info = self.cache.info(virt)?;
         let now = stamp(&self.cache.data_path(virt))?;
-        (Some(now) != info.copy_mtime_ns.map(|ns| (info.size, ns)))
-            .then(|| Journal { source: info.source.clone(), base: Some(info) })
+        (Some(now) != info.copy_mtime_ns.map(|ns| (info.size, ns))).then(|| Journal {
+            source: info.source.clone(),
+            base: Some(info),
+        })
     }
 
     /// Whether the remote changed since the change started from it.
@@ -265,7 +313,11 @@ impl Vfs {
     pub fn remove_file(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         // A file created here and not uploaded yet exists only in roam's journal.
-        let only_here = self.is_dirty(&r.virt) && self.cache.journal(&r.virt).is_some_and(|j| j.base.is_none());
+        let only_here = self.is_dirty(&r.virt)
+            && self
+                .cache
+                .journal(&r.virt)
+                .is_some_and(|j| j.base.is_none());
         match r.driver.remove_file(&r.path) {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
@@ -301,20 +353,32 @@ impl Vfs {
         Ok(())
     }
 
+    /// chmod. A backend without permission bits (WebDAV) keeps them in roam's copy only,
+    /// so `chmod +x` of a program built there works as long as the copy is cached.
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
         if self.is_dirty(&r.virt) {
             // A file created here must exist on the server to get a mode.
             self.flush(&r.virt, &|| true)?;
         }
-        r.driver.set_mode(&r.path, mode)?;
-        if self.is_dirty(&r.virt) {
-            // The open copy answers stat until its final upload.
+        let on_server = match r.driver.set_mode(&r.path, mode) {
+            Ok(()) => true,
+            Err(e)
+                if e.kind == ErrorKind::Unsupported && self.cache.data_path(&r.virt).exists() =>
+            {
+                false
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if self.is_dirty(&r.virt) || !on_server {
+            // The copy answers stat (and exec) for this name.
             let data = self.cache.data_path(&r.virt);
             std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(mode))
                 .map_err(|e| Error::cache(&data, e))?;
         }
-        self.invalidate(&r.virt);
+        if on_server {
+            self.invalidate(&r.virt);
+        }
         Ok(())
     }
 
@@ -330,8 +394,11 @@ impl Vfs {
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
     pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
-        let data = self.open_for_write(node, 0)?;
-        let f = std::fs::OpenOptions::new().write(true).open(&data).map_err(|e| Error::cache(&data, e))?;
+        let data = self.open_for_write(node, 0, 0o644)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&data)
+            .map_err(|e| Error::cache(&data, e))?;
         f.set_len(len).map_err(|e| Error::cache(&data, e))?;
         self.flush(node.virt(), &|| false).map(drop)
     }
@@ -352,7 +419,11 @@ impl Vfs {
     }
 
     fn remember(&self, virt: &str, meta: Meta) {
-        self.state.lock().unwrap().attrs.insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
+        self.state
+            .lock()
+            .unwrap()
+            .attrs
+            .insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
     }
 }
 
@@ -364,7 +435,10 @@ fn writable_remote(node: &Node) -> Result<&Remote> {
 }
 
 fn posix(errno: i32, virt: &str, why: &str) -> Error {
-    Error::Posix { errno, message: format!("{virt}: {why}") }
+    Error::Posix {
+        errno,
+        message: format!("{virt}: {why}"),
+    }
 }
 
 fn info_of(r: &Remote, m: &Meta) -> Info {

@@ -1,8 +1,8 @@
 //! The write path, end to end, parameterised by backend: real programs (sh, cp, mv, mkdir,
 //! touch, chmod, cc, make, python3) change files under `roam run`, and each test checks the
-//! bytes that reached the backend. Backends so far: a local directory served in place
-//! (`file://`) and the same served through roam's cache and write-back (`file+cache://`);
-//! every network driver joins this list as it lands.
+//! bytes that reached the backend. Backends: a local directory served in place (`file://`),
+//! the same through roam's cache and write-back (`file+cache://`), WebDAV (nginx) and Chirp
+//! (`chirp_server`); every network driver joins this list as it lands.
 //! The cache-only tests cover Ufo's consistency: T_read against a second writer, conflicts,
 //! recovery after `kill -9`, and failures that must reach the program.
 
@@ -13,20 +13,37 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{stderr, stdout, Roam};
-use roam_testkit::{noise, write_file, Scratch};
+use roam_testkit::{noise, write_file, Scratch, Server};
 
-/// A writable backend mounted at `/w` for a test.
+/// A writable backend mounted at `/w` for a test: its files live in `srv/` of a scratch
+/// directory, served in place, through the cache, or by a real server.
 struct Mount {
-    scratch: Scratch,
     url: String,
+    _server: Option<Server>,
+    scratch: Scratch,
 }
 
 impl Mount {
-    fn new(scheme: &str) -> Mount {
+    fn new(kind: &str) -> Mount {
         let scratch = Scratch::new("write");
-        roam_testkit::mkdir(&scratch.join("srv"));
-        let url = format!("{scheme}://{}", scratch.join("srv").display());
-        Mount { scratch, url }
+        let (srv, run) = (scratch.join("srv"), scratch.join("run"));
+        roam_testkit::mkdir(&srv);
+        let (url, server) = match kind {
+            "dav" => {
+                let s = roam_testkit::dav::nginx_dav(&srv, &run);
+                (format!("dav://{}", s.authority()), Some(s))
+            }
+            "chirp" => {
+                let s = Server::chirp(&srv, &run);
+                (s.chirp_url(), Some(s))
+            }
+            scheme => (format!("{scheme}://{}", srv.display()), None),
+        };
+        Mount {
+            url,
+            _server: server,
+            scratch,
+        }
     }
 
     /// The backend's own copy of `/w/REL`, read behind roam's back.
@@ -61,17 +78,39 @@ macro_rules! for_each_backend {
         mod cached {
             $(#[test] fn $name() { super::$name(&super::Mount::new("file+cache")); })*
         }
+        mod dav {
+            $(#[test] fn $name() { super::$name(&super::Mount::new("dav")); })*
+        }
+        mod chirp {
+            $(#[test] fn $name() { super::$name(&super::Mount::new("chirp")); })*
+        }
     };
 }
 
 for_each_backend!(
     round_trips_are_byte_exact,
     append_truncate_and_rename,
-    directories_links_modes_and_times,
+    directories_and_their_errors,
     concurrent_appenders_lose_nothing,
     forked_and_execed_writers_share_an_fd,
     andrew_like_copy_build_delete,
 );
+
+/// Backends that keep symlinks, modes and times (WebDAV keeps none of them).
+mod posix_metadata {
+    #[test]
+    fn in_place() {
+        super::links_modes_and_times(&super::Mount::new("file"));
+    }
+    #[test]
+    fn cached() {
+        super::links_modes_and_times(&super::Mount::new("file+cache"));
+    }
+    #[test]
+    fn chirp() {
+        super::links_modes_and_times(&super::Mount::new("chirp"));
+    }
+}
 
 fn round_trips_are_byte_exact(m: &Mount) {
     let src = Scratch::new("src");
@@ -85,10 +124,15 @@ fn round_trips_are_byte_exact(m: &Mount) {
     assert_eq!(ok(&m.sh(&script)), "copied\n");
     for (i, &len) in sizes.iter().enumerate() {
         let got = fs::read(m.backend(&format!("f{i}"))).unwrap();
-        assert!(got == noise(len, i as u64), "f{i} ({len} bytes) differs on the backend");
+        assert!(
+            got == noise(len, i as u64),
+            "f{i} ({len} bytes) differs on the backend"
+        );
     }
     // And back through roam, in a fresh run.
-    let check: Vec<String> = (0..sizes.len()).map(|i| format!("cmp {} /w/f{i}", src.join(&format!("f{i}")).display())).collect();
+    let check: Vec<String> = (0..sizes.len())
+        .map(|i| format!("cmp {} /w/f{i}", src.join(&format!("f{i}")).display()))
+        .collect();
     ok(&m.sh(&(check.join(" && ") + " && echo same")));
 }
 
@@ -99,22 +143,57 @@ fn append_truncate_and_rename(m: &Mount) {
     assert!(!m.backend("f").exists());
 }
 
-fn directories_links_modes_and_times(m: &Mount) {
-    let script = "mkdir -p /w/d/e && rmdir /w/d/e && ln -s target /w/d/l && readlink /w/d/l \
+fn links_modes_and_times(m: &Mount) {
+    let script = "mkdir /w/d && ln -s target /w/d/l && readlink /w/d/l \
                   && echo x > /w/d/f && chmod 640 /w/d/f && touch -d @1000000000 /w/d/f \
                   && stat -c '%a %Y %s' /w/d/f && ls /w/d && rm /w/d/l && ls /w/d";
     assert_eq!(ok(&m.sh(script)), "target\n640 1000000000 2\nf\nl\nf\n");
     let md = fs::metadata(m.backend("d/f")).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    assert_eq!((md.permissions().mode() & 0o777, md.mtime(), md.len()), (0o640, 1_000_000_000, 2));
-    assert!(!m.backend("d/e").exists() && !m.backend("d/l").exists());
-    // POSIX errors of name operations.
+    assert_eq!(
+        (md.permissions().mode() & 0o777, md.mtime(), md.len()),
+        (0o640, 1_000_000_000, 2)
+    );
+    assert!(!m.backend("d/l").exists());
+}
+
+#[test]
+fn webdav_has_no_symlinks_but_chmod_x_works_on_roam_s_copy() {
+    let m = Mount::new("dav");
+    let o = m.sh("ln -s target /w/l; echo '#!/bin/sh' > /w/run.sh; echo 'echo ran' >> /w/run.sh; chmod +x /w/run.sh && /w/run.sh");
+    assert_eq!(stdout(&o), "ran\n", "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ln: failed to create symbolic link '/w/l': Operation not supported"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!m.backend("l").exists());
+}
+
+fn directories_and_their_errors(m: &Mount) {
+    assert_eq!(
+        ok(&m.sh("mkdir -p /w/d/e && rmdir /w/d/e && echo x > /w/d/f && ls /w/d")),
+        "f\n"
+    );
+    assert!(!m.backend("d/e").exists() && m.backend("d/f").exists());
     let o = m.sh("mkdir /w/d; rmdir /w/d; rm /w/d; rmdir /w/nothere; echo done");
     let err = stderr(&o);
-    assert!(err.contains("mkdir: cannot create directory ‘/w/d’: File exists"), "{err}");
-    assert!(err.contains("rmdir: failed to remove '/w/d': Directory not empty"), "{err}");
-    assert!(err.contains("rm: cannot remove '/w/d': Is a directory"), "{err}");
-    assert!(err.contains("rmdir: failed to remove '/w/nothere': No such file or directory"), "{err}");
+    assert!(
+        err.contains("mkdir: cannot create directory ‘/w/d’: File exists"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rmdir: failed to remove '/w/d': Directory not empty"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rm: cannot remove '/w/d': Is a directory"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rmdir: failed to remove '/w/nothere': No such file or directory"),
+        "{err}"
+    );
 }
 
 fn concurrent_appenders_lose_nothing(m: &Mount) {
@@ -133,19 +212,34 @@ fn forked_and_execed_writers_share_an_fd(m: &Mount) {
     let script = "exec 3>/w/f; echo parent1 >&3; (echo child >&3); sh -c 'echo exec >&3'; \
                   echo parent2 >&3; exec 3>&-; cat /w/f";
     assert_eq!(ok(&m.sh(script)), "parent1\nchild\nexec\nparent2\n");
-    assert_eq!(fs::read_to_string(m.backend("f")).unwrap(), "parent1\nchild\nexec\nparent2\n");
+    assert_eq!(
+        fs::read_to_string(m.backend("f")).unwrap(),
+        "parent1\nchild\nexec\nparent2\n"
+    );
 }
 
 fn andrew_like_copy_build_delete(m: &Mount) {
     let src = Scratch::new("andrew");
     for i in 0..20 {
-        write_file(&src.join(&format!("src/f{i}.c")), format!("int f{i}(void) {{ return {i}; }}\n").as_bytes(), 0o644);
+        write_file(
+            &src.join(&format!("src/f{i}.c")),
+            format!("int f{i}(void) {{ return {i}; }}\n").as_bytes(),
+            0o644,
+        );
     }
     let calls: String = (0..20).map(|i| format!("f{i}()+")).collect();
-    let main = format!("#include <stdio.h>\n{}\nint main(void) {{ printf(\"%d\\n\", {calls}0); return 0; }}\n",
-        (0..20).map(|i| format!("int f{i}(void);")).collect::<String>());
+    let main = format!(
+        "#include <stdio.h>\n{}\nint main(void) {{ printf(\"%d\\n\", {calls}0); return 0; }}\n",
+        (0..20)
+            .map(|i| format!("int f{i}(void);"))
+            .collect::<String>()
+    );
     write_file(&src.join("src/main.c"), main.as_bytes(), 0o644);
-    write_file(&src.join("src/Makefile"), b"OBJS := $(patsubst %.c,%.o,$(wildcard *.c))\nsum: $(OBJS)\n\t$(CC) -o $@ $^\n", 0o644);
+    write_file(
+        &src.join("src/Makefile"),
+        b"OBJS := $(patsubst %.c,%.o,$(wildcard *.c))\nsum: $(OBJS)\n\t$(CC) -o $@ $^\n",
+        0o644,
+    );
     let script = format!(
         "cp -r {} /w/src && ls /w/src | wc -l && cat /w/src/*.c | wc -l && make -s -j2 -C /w/src && /w/src/sum && rm -rf /w/src && ls /w",
         src.join("src").display()
@@ -168,9 +262,15 @@ fn t_read_bounds_how_stale_a_read_may_be() {
     write_file(&m.backend("x"), b"v1\n", 0o644);
     // Another client ($B is the backend itself) changes the file behind roam's back.
     let script = "cat /w/x; echo v2-longer > $B/x; cat /w/x; sleep 2.2; cat /w/x";
-    assert_eq!(ok(&m.sh_with(with_t_read(1), script)), "v1\nv1\nv2-longer\n");
+    assert_eq!(
+        ok(&m.sh_with(with_t_read(1), script)),
+        "v1\nv1\nv2-longer\n"
+    );
     write_file(&m.backend("x"), b"v1\n", 0o644);
-    assert_eq!(ok(&m.sh_with(with_t_read(0), script)), "v1\nv2-longer\nv2-longer\n");
+    assert_eq!(
+        ok(&m.sh_with(with_t_read(0), script)),
+        "v1\nv2-longer\nv2-longer\n"
+    );
 }
 
 #[test]
@@ -180,10 +280,22 @@ fn a_conflicting_change_is_kept_beside_the_remote_one() {
     let o = m.sh("exec 3>>/w/c; echo mine >&3; echo theirs > $B/c; exec 3>&-; echo closed");
     assert_eq!(ok(&o), "closed\n");
     assert_eq!(fs::read_to_string(m.backend("c")).unwrap(), "theirs\n");
-    let beside: Vec<_> = fs::read_dir(m.backend("")).unwrap().flatten().map(|e| e.file_name().into_string().unwrap()).filter(|n| n.starts_with("c.roam-conflict-")).collect();
+    let beside: Vec<_> = fs::read_dir(m.backend(""))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("c.roam-conflict-"))
+        .collect();
     assert_eq!(beside.len(), 1, "{beside:?}");
-    assert_eq!(fs::read_to_string(m.backend(&beside[0])).unwrap(), "original\nmine\n");
-    assert!(stderr(&o).contains("changed on the server while it was being written"), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(m.backend(&beside[0])).unwrap(),
+        "original\nmine\n"
+    );
+    assert!(
+        stderr(&o).contains("changed on the server while it was being written"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -195,18 +307,32 @@ fn kill_9_loses_nothing_roam_sync_delivers_it() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
         .env("ROAM_CACHE_DIR", &cache)
         .env("ROAM_CONFIG", &config)
-        .args(["run", "-m", &format!("/w={}", m.url), "--", "sh", "-c", "exec 3>/w/k; echo journaled >&3; sleep 60"])
+        .args([
+            "run",
+            "-m",
+            &format!("/w={}", m.url),
+            "--",
+            "sh",
+            "-c",
+            "exec 3>/w/k; echo journaled >&3; sleep 60",
+        ])
         .spawn()
         .unwrap();
     let copy = cache.join("data/w/k");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while fs::read(&copy).unwrap_or_default() != b"journaled\n" {
-        assert!(std::time::Instant::now() < deadline, "the write never reached roam's copy");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never reached roam's copy"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL: no close, no flush
     child.wait().unwrap();
-    assert!(!m.backend("k").exists(), "nothing was uploaded before the kill");
+    assert!(
+        !m.backend("k").exists(),
+        "nothing was uploaded before the kill"
+    );
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
         .env("ROAM_CACHE_DIR", &cache)
         .env("ROAM_CONFIG", &config)
@@ -224,8 +350,15 @@ struct Tmpfs(PathBuf);
 impl Tmpfs {
     fn mount(dir: &Path, size: &str) -> Tmpfs {
         roam_testkit::mkdir(dir);
-        let st = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().unwrap();
-        assert!(st.success(), "mounting a tmpfs needs root (CI runs as root)");
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            st.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
         Tmpfs(dir.to_path_buf())
     }
 }
@@ -244,7 +377,11 @@ fn an_upload_failure_is_the_error_of_close() {
     let _full = Tmpfs::mount(&m.backend(""), "1m");
     let o = m.sh(&format!("python3 -c \"{WRITE_2MB}\""));
     assert_eq!(stdout(&o), "No space left on device\n", "{}", stderr(&o));
-    assert!(stderr(&o).contains("kept in roam's journal"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("kept in roam's journal"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! slash, which every index-serving server enforces by redirecting `/dir` to `/dir/`.
 
 mod autoindex;
-mod errors;
-mod url;
+pub(crate) mod errors;
+pub(crate) mod url;
 
 use std::io::{self, Read, Write};
 use std::time::Duration;
@@ -42,7 +42,7 @@ impl Default for HttpConfig {
 /// One connection pool shared by every HTTP mount (cloning shares it).
 #[derive(Clone, Debug)]
 pub struct HttpClient {
-    agent: ureq::Agent,
+    pub(crate) agent: ureq::Agent,
 }
 
 impl HttpClient {
@@ -67,7 +67,7 @@ impl HttpClient {
 }
 
 #[derive(Clone, Copy)]
-enum Method {
+pub(crate) enum Method {
     Head,
     Get,
 }
@@ -84,8 +84,8 @@ impl Method {
 /// A remote tree rooted at `base` (`http://host:port/prefix`).
 #[derive(Debug)]
 pub struct HttpDriver {
-    client: HttpClient,
-    base: Base,
+    pub(crate) client: HttpClient,
+    pub(crate) base: Base,
 }
 
 impl HttpDriver {
@@ -99,7 +99,7 @@ impl HttpDriver {
     }
 
     /// The URL of `path`, after checking that it is a driver path.
-    fn checked_url(&self, method: Method, path: &str, dir: bool) -> Result<String> {
+    pub(crate) fn checked_url(&self, method: Method, path: &str, dir: bool) -> Result<String> {
         let url = if dir {
             self.base.dir_url(path)
         } else {
@@ -116,7 +116,7 @@ impl HttpDriver {
     }
 
     /// Sends one request and returns its final (post-redirect) response, whatever its status.
-    fn call(
+    pub(crate) fn call(
         &self,
         method: Method,
         url: &str,
@@ -161,7 +161,7 @@ fn expect_success(method: Method, url: &str, response: &Response<Body>) -> Resul
 }
 
 /// Whether the response is about a directory: its final URL ends with a slash.
-fn is_dir_response(response: &Response<Body>) -> bool {
+pub(crate) fn is_dir_response(response: &Response<Body>) -> bool {
     response.get_uri().path().ends_with('/')
 }
 
@@ -195,7 +195,7 @@ fn conditional_headers(validator: Option<&Validator>) -> Vec<(&'static str, Stri
 
 /// Streams `body` into `dest` and returns the byte count. A failed read is the server's
 /// (or the network's) fault, a failed write is ours: they are told apart.
-fn copy_body(mut body: impl Read, dest: &mut dyn Write, url: &str) -> Result<u64> {
+pub(crate) fn copy_body(mut body: impl Read, dest: &mut dyn Write, url: &str) -> Result<u64> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut written = 0u64;
     loop {
@@ -211,15 +211,16 @@ fn copy_body(mut body: impl Read, dest: &mut dyn Write, url: &str) -> Result<u64
     }
 }
 
-/// The body of an index page, as text (names are percent-encoded in links, so a stray
-/// byte that is not UTF-8 can only be in text we do not use).
-fn read_page(response: Response<Body>, url: &str) -> Result<String> {
+/// The body of an index page (or of a WebDAV `PROPFIND` reply), as text (names are
+/// percent-encoded in links and hrefs, so a stray byte that is not UTF-8 can only be in
+/// text we do not use). `method` names the request in messages.
+pub(crate) fn read_page(response: Response<Body>, method: &str, url: &str) -> Result<String> {
     let bytes = response
         .into_body()
         .into_with_config()
         .limit(MAX_INDEX_PAGE)
         .read_to_vec()
-        .map_err(|e| errors::transport("GET", url, e))?;
+        .map_err(|e| errors::transport(method, url, e))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -246,7 +247,7 @@ impl Driver for HttpDriver {
         if let Err(err) = expect_success(Method::Get, &url, &response) {
             return Err(self.refine_missing_dir(path, &url, err));
         }
-        let page = read_page(response, &url)?;
+        let page = read_page(response, Method::Get.as_str(), &url)?;
         Ok(autoindex::parse(&page, &url))
     }
 

@@ -19,7 +19,12 @@ pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -
         return Triage::Done(Decision::Continue);
     }
     match k.vfs().lookup(&virt) {
-        Ok(Some(node)) => Triage::Later(Job { tid, call, spec, places: vec![super::resolve::Place::Roam(node)] }),
+        Ok(Some(node)) => Triage::Later(Job {
+            tid,
+            call,
+            spec,
+            places: vec![super::resolve::Place::Roam(node)],
+        }),
         _ => Triage::Done(Decision::Continue),
     }
 }
@@ -39,14 +44,24 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     match flush_and_tell(k, node.virt(), &still_written) {
         Ok(()) => Ok(Decision::Continue),
         Err(e) => {
-            k.report.error(job.tid, "close", node.virt(), e.errno(), &format!("{e}; the change is kept in roam's journal"));
+            k.report.error(
+                job.tid,
+                "close",
+                node.virt(),
+                e.errno(),
+                &format!("{e}; the change is kept in roam's journal"),
+            );
             Ok(Decision::RunThenReturn(-(e.errno() as i64)))
         }
     }
 }
 
 /// Uploads `virt`, telling the user about a conflict.
-pub(super) fn flush_and_tell(k: &Kernel, virt: &str, still_written: &dyn Fn() -> bool) -> roam_vfs::Result<()> {
+pub(super) fn flush_and_tell(
+    k: &Kernel,
+    virt: &str,
+    still_written: &dyn Fn() -> bool,
+) -> roam_vfs::Result<()> {
     if let Flushed::Conflict(beside) = k.vfs().flush(virt, still_written)? {
         k.report.once(
             format!("conflict {virt}"),
@@ -64,22 +79,32 @@ pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec
     tracees
         .into_iter()
         .filter(|&tid| {
-            let Ok(fds) = std::fs::read_dir(format!("/proc/{tid}/fd")) else { return false };
+            let Ok(fds) = std::fs::read_dir(format!("/proc/{tid}/fd")) else {
+                return false;
+            };
             fds.flatten().any(|e| {
-                let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { return false };
-                Some((tid, fd)) != except && std::fs::read_link(e.path()).is_ok_and(|t| t == data) && fd_writable(tid, fd)
+                let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                    return false;
+                };
+                Some((tid, fd)) != except
+                    && std::fs::read_link(e.path()).is_ok_and(|t| t == data)
+                    && fd_writable(tid, fd)
             })
         })
         .collect()
 }
 
 fn fd_target(tid: Pid, fd: i32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok().map(|t| t.to_string_lossy().into_owned())
+    std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned())
 }
 
 /// Whether `fd` was opened with write access (`flags:` in `/proc/TID/fdinfo/FD`, octal).
 fn fd_writable(tid: Pid, fd: i32) -> bool {
-    let Ok(info) = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")) else { return false };
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")) else {
+        return false;
+    };
     info.lines()
         .find_map(|l| l.strip_prefix("flags:"))
         .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())

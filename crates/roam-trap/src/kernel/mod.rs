@@ -88,7 +88,12 @@ impl Kernel {
 
     /// Records that `tid` may write `virt` (it was given the copy to open).
     fn write_granted(&self, tid: Pid, virt: &str) {
-        self.granted.lock().unwrap().entry(tid).or_default().insert(virt.to_owned());
+        self.granted
+            .lock()
+            .unwrap()
+            .entry(tid)
+            .or_default()
+            .insert(virt.to_owned());
     }
 
     /// The tracer tells of every thread that appears or ends.
@@ -112,7 +117,12 @@ impl Kernel {
     /// Delivers every change whose last writer is gone (after a process exit, and at the end
     /// of the run); changes still being written wait for their writers. Says what failed.
     pub fn flush_finished(&self) {
-        let ended = self.granted.lock().unwrap().remove(&Pid::from_raw(0)).unwrap_or_default();
+        let ended = self
+            .granted
+            .lock()
+            .unwrap()
+            .remove(&Pid::from_raw(0))
+            .unwrap_or_default();
         let mut candidates = self.vfs().dirty();
         candidates.extend(ended);
         candidates.sort();
@@ -243,7 +253,10 @@ impl Kernel {
 
 /// Errors that programs provoke on purpose and handle (probing for a name, `mkdir -p`).
 fn is_ordinary(errno: i32) -> bool {
-    matches!(errno, libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY | libc::ENOTDIR | libc::EISDIR)
+    matches!(
+        errno,
+        libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY | libc::ENOTDIR | libc::EISDIR
+    )
 }
 
 /// Spells out local names that the program reached through roam's skeleton.

@@ -16,8 +16,15 @@ use crate::platform::memory;
 use crate::platform::ptrace::Syscall;
 
 /// Decides a name-changing call on the tracer thread when no remote work is needed.
-pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
-    let spelled: Option<Vec<Option<std::path::PathBuf>>> = places.iter().map(|p| local_spelling(k, p)).collect();
+pub(super) fn triage(
+    k: &Kernel,
+    tid: Pid,
+    spec: &'static Spec,
+    call: Syscall,
+    places: Vec<Place>,
+) -> Triage {
+    let spelled: Option<Vec<Option<std::path::PathBuf>>> =
+        places.iter().map(|p| local_spelling(k, p)).collect();
     if let Some(spelled) = spelled {
         // Every name is a real local path: the kernel decides, exactly as without roam.
         let args = spec
@@ -28,14 +35,25 @@ pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall, p
             .collect();
         return Triage::Done(Decision::Rewrite(args));
     }
-    let remote = places.iter().filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_))).count();
+    let remote = places
+        .iter()
+        .filter(|p| matches!(p, Place::Roam(_) | Place::RoamFd(_)))
+        .count();
     if remote < places.len() {
         return Triage::Done(refuse(k, spec, &places, libc::EXDEV));
     }
-    if !places.iter().all(|p| node_of(p).is_some_and(|n| k.vfs().writable(n))) {
+    if !places
+        .iter()
+        .all(|p| node_of(p).is_some_and(|n| k.vfs().writable(n)))
+    {
         return Triage::Done(refuse(k, spec, &places, libc::EROFS));
     }
-    Triage::Later(Job { tid, call, spec, places })
+    Triage::Later(Job {
+        tid,
+        call,
+        spec,
+        places,
+    })
 }
 
 /// `Some(None)`: a native name (leave it); `Some(Some(p))`: spell it as the local path `p`;
@@ -67,7 +85,9 @@ fn node_of(p: &Place) -> Option<&Node> {
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     let vfs = k.vfs();
     let nodes: Vec<&Node> = job.places.iter().filter_map(node_of).collect();
-    let Some(&node) = nodes.first() else { return Ok(Decision::Continue) };
+    let Some(&node) = nodes.first() else {
+        return Ok(Decision::Continue);
+    };
     let fail = |e| (node.clone(), e);
     let a = &job.call.args;
     let done = |r: roam_vfs::Result<()>| r.map(|()| Decision::Return(0)).map_err(fail);
@@ -86,19 +106,44 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         libc::SYS_fchmodat | libc::SYS_fchmodat2 => done(vfs.set_mode(node, a[2] as u32 & 0o7777)),
         libc::SYS_fchmod => done(vfs.set_mode(node, a[1] as u32 & 0o7777)),
         libc::SYS_truncate => done(vfs.truncate(node, a[1])),
-        libc::SYS_utime | libc::SYS_utimes | libc::SYS_futimesat | libc::SYS_utimensat => set_times(k, job, node),
-        libc::SYS_link | libc::SYS_linkat => Ok(refused(k, job, node, libc::EPERM, "hard links are not supported on remote mounts")),
-        libc::SYS_mknod | libc::SYS_mknodat => Ok(refused(k, job, node, libc::EPERM, "device files and FIFOs cannot be created on remote mounts")),
-        libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => {
-            Ok(refused(k, job, node, libc::EPERM, "remote files keep their owner"))
+        libc::SYS_utime | libc::SYS_utimes | libc::SYS_futimesat | libc::SYS_utimensat => {
+            set_times(k, job, node)
         }
+        libc::SYS_link | libc::SYS_linkat => Ok(refused(
+            k,
+            job,
+            node,
+            libc::EPERM,
+            "hard links are not supported on remote mounts",
+        )),
+        libc::SYS_mknod | libc::SYS_mknodat => Ok(refused(
+            k,
+            job,
+            node,
+            libc::EPERM,
+            "device files and FIFOs cannot be created on remote mounts",
+        )),
+        libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => Ok(refused(
+            k,
+            job,
+            node,
+            libc::EPERM,
+            "remote files keep their owner",
+        )),
         // The xattr family: no backend keeps extended attributes yet.
-        _ => Ok(refused(k, job, node, libc::ENOTSUP, "extended attributes are not supported on remote mounts")),
+        _ => Ok(refused(
+            k,
+            job,
+            node,
+            libc::ENOTSUP,
+            "extended attributes are not supported on remote mounts",
+        )),
     }
 }
 
 fn refused(k: &Kernel, job: &Job, node: &Node, errno: i32, why: &str) -> Decision {
-    k.report.error(job.tid, job.spec.name, node.virt(), errno, why);
+    k.report
+        .error(job.tid, job.spec.name, node.virt(), errno, why);
     Decision::fail(errno)
 }
 
@@ -107,13 +152,22 @@ fn rename(k: &Kernel, job: &Job, nodes: &[&Node]) -> Served {
     if job.spec.nr == libc::SYS_renameat2 {
         let flags = job.call.args[4] as u32;
         if flags & !libc::RENAME_NOREPLACE != 0 {
-            return Ok(refused(k, job, from, libc::EINVAL, "RENAME_EXCHANGE/WHITEOUT are not supported on remote mounts"));
+            return Ok(refused(
+                k,
+                job,
+                from,
+                libc::EINVAL,
+                "RENAME_EXCHANGE/WHITEOUT are not supported on remote mounts",
+            ));
         }
         if flags & libc::RENAME_NOREPLACE != 0 && k.vfs().stat(to).is_ok() {
             return Ok(Decision::fail(libc::EEXIST));
         }
     }
-    k.vfs().rename(from, to).map(|()| Decision::Return(0)).map_err(|e| (from.clone(), e))
+    k.vfs()
+        .rename(from, to)
+        .map(|()| Decision::Return(0))
+        .map_err(|e| (from.clone(), e))
 }
 
 /// utime, utimes, futimesat, utimensat: the new mtime, or nothing to do.
@@ -121,14 +175,19 @@ fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
     let vfs = k.vfs();
     if k.vfs().is_dirty(node.virt()) {
         // The program's own copy is still open: its times are local until the upload.
-        return Ok(rewrite_to(job.spec.paths[0].path, &vfs.data_path(node.virt())));
+        return Ok(rewrite_to(
+            job.spec.paths[0].path,
+            &vfs.data_path(node.virt()),
+        ));
     }
     let mtime = match requested_mtime(job) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(Decision::Return(0)),
         Err(errno) => return Ok(Decision::fail(errno)),
     };
-    vfs.set_mtime(node, mtime).map(|()| Decision::Return(0)).map_err(|e| (node.clone(), e))
+    vfs.set_mtime(node, mtime)
+        .map(|()| Decision::Return(0))
+        .map_err(|e| (node.clone(), e))
 }
 
 /// The mtime a times call asks for (`None`: leave it, `UTIME_OMIT`).
@@ -146,20 +205,31 @@ fn requested_mtime(job: &Job) -> Result<Option<SystemTime>, i32> {
     let n = if nr == libc::SYS_utime { 16 } else { 32 };
     memory::read(job.tid, times_arg, &mut raw[..n]).map_err(|e| e as i32)?;
     let word = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-    let (secs, sub) = if nr == libc::SYS_utime { (word(1), 0) } else { (word(2), word(3)) };
+    let (secs, sub) = if nr == libc::SYS_utime {
+        (word(1), 0)
+    } else {
+        (word(2), word(3))
+    };
     let nanos = match nr {
         libc::SYS_utimensat if sub == libc::UTIME_OMIT => return Ok(None),
         libc::SYS_utimensat if sub == libc::UTIME_NOW => return Ok(Some(SystemTime::now())),
         libc::SYS_utimensat => sub,
         _ => sub * 1000,
     };
-    let since = Duration::from_secs(secs.max(0) as u64) + Duration::from_nanos(nanos.clamp(0, 999_999_999) as u64);
+    let since = Duration::from_secs(secs.max(0) as u64)
+        + Duration::from_nanos(nanos.clamp(0, 999_999_999) as u64);
     Ok(Some(SystemTime::UNIX_EPOCH + since))
 }
 
 pub(super) fn unsupported(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
     if let Some(node) = places.iter().find_map(node_of) {
-        k.report.error(tid, spec.name, node.virt(), libc::ENOTSUP, "not supported on roam names");
+        k.report.error(
+            tid,
+            spec.name,
+            node.virt(),
+            libc::ENOTSUP,
+            "not supported on roam names",
+        );
     }
     Decision::fail(libc::ENOTSUP)
 }

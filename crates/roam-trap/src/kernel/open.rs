@@ -16,13 +16,16 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     };
     let vfs = k.vfs();
     let fail = |e| (node.clone(), e);
-    let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
+    let wants_write =
+        flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
     if wants_write {
         if let Some(p) = vfs.in_place(node) {
             return Ok(rewrite_to(arg, &p));
         }
         if vfs.writable(node) {
-            let copy = vfs.open_for_write(node, flags).map_err(fail)?;
+            let copy = vfs
+                .open_for_write(node, flags, create_mode(job))
+                .map_err(fail)?;
             k.write_granted(job.tid, node.virt());
             return Ok(rewrite_to(arg, &copy));
         }
@@ -51,6 +54,39 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
 fn read_only(k: &Kernel, job: &Job, node: &roam_vfs::Node) -> Decision {
     k.report.read_only(job.spec.name, node.virt(), libc::EROFS);
     Decision::fail(libc::EROFS)
+}
+
+/// The permission bits a file created by this call gets: its mode argument less the
+/// process's umask (the kernel would apply both to a file it creates itself).
+fn create_mode(job: &Job) -> u32 {
+    let a = &job.call.args;
+    let requested = match job.spec.nr {
+        libc::SYS_creat => a[1],
+        libc::SYS_open => a[2],
+        libc::SYS_openat => a[3],
+        _ => {
+            // openat2: `struct open_how { u64 flags; u64 mode; u64 resolve; }`.
+            let mut how = [0u8; 16];
+            match memory::read(job.tid, a[2], &mut how) {
+                Ok(16) => u64::from_ne_bytes(how[8..].try_into().unwrap()),
+                _ => 0o644,
+            }
+        }
+    } as u32;
+    requested & 0o7777 & !umask(job.tid)
+}
+
+/// The umask of a thread (`Umask:` in `/proc/TID/status`).
+fn umask(tid: nix::unistd::Pid) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Umask:")
+                    .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
+            })
+        })
+        .unwrap_or(0o022)
 }
 
 /// The open flags: a register, or for openat2 the first field of `struct open_how`.

@@ -24,7 +24,7 @@ impl Reporter {
     pub fn read_only(&self, call: &str, name: &str, errno: i32) {
         let call = call.trim_start_matches("SYS_");
         let line = format!(
-            "{call} {name}: roam mounts are read-only for now ({})",
+            "{call} {name}: this mount is read-only ({})",
             errno_name(errno)
         );
         self.once(line.clone(), line);

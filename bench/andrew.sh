@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Andrew-like benchmark (Ufo's application table, Parrot Fig 5.3): copy, list, scan, make -j2
+# and delete a generated ~300-file C tree, natively and under each interposition tool, in one
+# run. Prints a markdown table of seconds per phase (median of RUNS) and the total's ratio to
+# native.
+#
+# Usage: bench/andrew.sh          Environment: RUNS=3, FILES=300, ROAM=target/release/roam
+#
+# Configurations:
+#   native              the phases on a local directory
+#   roam (local)        the same under `roam run`: what roam costs a program that uses no remote file
+#   strace -f / proot   the anchors, same local directory
+#   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
+#                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-3}
+FILES=${FILES:-300}
+ROAM=${ROAM:-target/release/roam}
+[ -x "$ROAM" ] || cargo build --release -p roam >&2
+ROAM=$(realpath "$ROAM")
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/roam-andrew.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/src" "$work/mnt"
+
+# The tree: FILES-1 C files in 10 directories plus a Makefile, each file a few functions.
+python3 - "$work/src" "$FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+objs = []
+for i in range(n - 2):
+    d = os.path.join(root, f"m{i % 10}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i}.c"), "w") as f:
+        f.write('#include "common.h"\n')
+        for k in range(8):
+            f.write(f"int f{i}_{k}(int x) {{ int s = 0; for (int j = 0; j < x; j++) s += j * {k + 1}; return s + {i}; }}\n")
+    objs.append(f"m{i % 10}/f{i}.o")
+with open(os.path.join(root, "common.h"), "w") as f:
+    f.write("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n")
+with open(os.path.join(root, "main.c"), "w") as f:
+    f.write('#include "common.h"\nint main(void) { puts("built"); return 0; }\n')
+with open(os.path.join(root, "Makefile"), "w") as f:
+    f.write("CFLAGS = -O1 -I.\nOBJS = main.o " + " ".join(objs) + "\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n")
+PY
+
+# One run of the five phases in directory $2 (as seen by the program), timed inside the
+# traced shell so tool start-up is not counted. Prints "copy list scan make delete".
+phases='
+t() { date +%s.%N; }
+a=$(t); cp -r "$1" "$2"; b=$(t)
+ls -lR "$2" > /dev/null; c=$(t)
+grep -r -c int "$2" > /dev/null; cat $(find "$2" -name "*.c") | wc -c > /dev/null; d=$(t)
+make -s -j2 -C "$2" > /dev/null; e=$(t)
+rm -rf "$2"; f=$(t)
+echo "$a $b $c $d $e $f" | awk "{printf \"%.3f %.3f %.3f %.3f %.3f\n\", \$2-\$1, \$3-\$2, \$4-\$3, \$5-\$4, \$6-\$5}"
+'
+
+run() { # NAME, then the command prefix words
+    local name=$1; shift
+    "$@" sh -c "$phases" sh "$work/src" "$DEST" 2>>"$work/err.log" | tail -1 >> "$work/$name.tsv" \
+        || echo "NOTE: $name failed (see $work/err.log)" >&2
+}
+
+configs=("native" "roam (local)" "strace -f" "proot" "roam file+cache")
+export ROAM_CACHE_DIR=$work/cache ROAM_CONFIG=$work/none.toml
+for r in $(seq "$RUNS"); do
+    echo "[andrew.sh] run $r/$RUNS" >&2
+    DEST=$work/dst run native env
+    DEST=$work/dst run "roam (local)" "$ROAM" run --
+    command -v strace >/dev/null && DEST=$work/dst run "strace -f" strace -f -o /dev/null
+    command -v proot >/dev/null && DEST=$work/dst run proot proot
+    DEST=/w/dst run "roam file+cache" "$ROAM" run -m "/w=file+cache://$work/mnt" --
+    rm -rf "$work/dst" "$work/mnt"/* "$work/cache"
+done
+
+median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+echo "| config | copy | list | scan | make -j2 | delete | total | vs native |"
+echo "|---|---|---|---|---|---|---|---|"
+native_total=
+for c in "${configs[@]}"; do
+    f="$work/$c.tsv"
+    [ -s "$f" ] || { echo "| $c | – | – | – | – | – | – | not run |"; continue; }
+    row="| $c |"
+    for col in 1 2 3 4 5; do row+=" $(awk -v c=$col '{print $c}' "$f" | median) |"; done
+    total=$(awk '{print $1+$2+$3+$4+$5}' "$f" | median)
+    [ -n "$native_total" ] || native_total=$total
+    echo "$row $total | $(awk -v t="$total" -v n="$native_total" 'BEGIN{printf "%.2f×", t/n}') |"
+done
+echo
+echo "Seconds, median of $RUNS runs; $FILES-file C tree; $(nproc) CPUs; $(date -u +%Y-%m-%d)."

@@ -1,0 +1,576 @@
+//! WebDAV driver (RFC 4918): a remote tree on a WebDAV server (nginx with its `dav` and
+//! `dav-ext` modules, Apache mod_dav ...), read and written. Mounts `/dav/HOST/...` and
+//! `/davs/HOST/...` become `http://HOST/...` and `https://HOST/...` bases.
+//!
+//! `stat` and `list` are `PROPFIND`s (depth 0 and 1); `fetch` is the HTTP driver's
+//! conditional `GET`, `read_range` a `GET` with `Range`. Writes are `PUT`, `MKCOL`, `DELETE`
+//! and `MOVE`; an upload goes to a hidden temporary sibling first and is then moved over
+//! the name, so no reader ever sees a half-written file. Locks are never taken.
+//!
+//! WebDAV is coarser than POSIX in two ways, and the driver makes up for both:
+//! - Its statuses say less: a 409 does not say which ancestor is wrong, and nginx answers
+//!   500 for a `PUT` into a missing directory. Where a failure is ambiguous the driver asks
+//!   the server follow-up questions (Parrot's "interview") to return ENOENT, ENOTDIR or EISDIR.
+//! - It does more: `DELETE` and an overwriting `MOVE` of a collection take all its members
+//!   with them, where `rmdir(2)` and `rename(2)` refuse a non-empty directory. The driver
+//!   looks before it deletes or replaces a directory. Servers that hide names from listings
+//!   (nginx hides dot files) defeat that look: such a directory seems empty.
+
+mod errors;
+mod members;
+mod multistatus;
+
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ureq::http::{Request, Response, StatusCode};
+use ureq::{AsSendBody, Body, SendBody};
+
+use self::members::members;
+use self::multistatus::Resource;
+use crate::http::url::{is_driver_path, Base};
+use crate::http::{
+    copy_body, is_dir_response, read_page, HttpClient, HttpDriver, Method as HttpMethod,
+};
+use crate::{Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator};
+
+/// The requests this driver sends itself (its reads go through the HTTP driver).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Propfind,
+    Put,
+    Mkcol,
+    Delete,
+    Move,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Propfind => "PROPFIND",
+            Method::Put => "PUT",
+            Method::Mkcol => "MKCOL",
+            Method::Delete => "DELETE",
+            Method::Move => "MOVE",
+        }
+    }
+}
+
+/// A remote tree on a WebDAV server, rooted at `base` (`http://host:port/prefix`).
+#[derive(Debug)]
+pub struct DavDriver {
+    /// The HTTP driver of the same tree: it holds the client and the base URL, and its
+    /// conditional `GET` is WebDAV's read.
+    http: HttpDriver,
+}
+
+impl DavDriver {
+    /// A driver for `base`: `http://` or `https://`, an optional `user:pass@` (sent as
+    /// Basic authorization, never shown), host, optional port and path prefix.
+    pub fn new(client: HttpClient, base: &str) -> Result<DavDriver> {
+        Ok(DavDriver {
+            http: HttpDriver::new(client, base)?,
+        })
+    }
+
+    fn base(&self) -> &Base {
+        &self.http.base
+    }
+
+    /// Checks that `path` is a driver path, since a `..` that slipped through would address
+    /// a different resource on the server.
+    fn check(&self, method: Method, path: &str) -> Result<()> {
+        if is_driver_path(path) {
+            Ok(())
+        } else {
+            let url = self.base().url(path);
+            Err(fail(
+                ErrorKind::InvalidName,
+                method,
+                &url,
+                "not a normalised path",
+            ))
+        }
+    }
+
+    /// Sends one request and returns its response if it succeeded as `method` should;
+    /// any other status is an error.
+    fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: impl AsSendBody,
+    ) -> Result<Response<Body>> {
+        let name = method.as_str();
+        let mut request = Request::builder().method(name).uri(url);
+        if let Some(authorization) = self.base().authorization() {
+            request = request.header("authorization", authorization);
+        }
+        for (header, value) in headers {
+            request = request.header(*header, *value);
+        }
+        let request = request
+            .body(body)
+            .map_err(|e| fail(ErrorKind::InvalidName, method, url, &e.to_string()))?;
+        let agent = &self.http.client.agent;
+        let request = agent
+            .configure_request(request)
+            // PROPFIND, MKCOL and MOVE are WebDAV's methods, not HTTP/1.1's.
+            .allow_non_standard_methods(true)
+            // On a 301 or 302, ureq (like curl) would resend any of these as a GET.
+            .max_redirects(0)
+            .build();
+        let response = agent
+            .run(request)
+            .map_err(|e| crate::http::errors::transport(name, url, e))?;
+        if succeeded(method, response.status()) {
+            Ok(response)
+        } else {
+            Err(errors::status(method, url, response.status()))
+        }
+    }
+
+    /// The resources a `PROPFIND` of `url` at `depth` describes.
+    fn propfind(&self, url: &str, depth: &str) -> Result<Vec<Resource>> {
+        let headers = [
+            ("depth", depth),
+            ("content-type", "application/xml; charset=utf-8"),
+        ];
+        let request = multistatus::REQUEST.as_bytes();
+        let response = self.send(Method::Propfind, url, &headers, request)?;
+        let reply = read_page(response, Method::Propfind.as_str(), url)?;
+        multistatus::parse(&reply).map_err(|why| {
+            let why = format!("unreadable reply: {why}");
+            fail(ErrorKind::Io, Method::Propfind, url, &why)
+        })
+    }
+
+    /// Checks that the parent of `path` is a directory: ENOENT when it is missing, ENOTDIR
+    /// when it is a file (messages name `method` and `url`, the request this is about).
+    fn check_parent(&self, method: Method, path: &str, url: &str) -> Result<()> {
+        let Some(parent) = parent_of(path) else {
+            return Ok(());
+        };
+        let (kind, why) = match self.stat(parent) {
+            Ok(meta) if meta.kind == Kind::Dir => return Ok(()),
+            Ok(_) => (ErrorKind::NotADirectory, "the parent is not a directory"),
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                (ErrorKind::NotFound, "the parent directory does not exist")
+            }
+            Err(e) => return Err(e),
+        };
+        Err(fail(kind, method, url, why))
+    }
+
+    /// The errno a failed creation of `path` deserves. A 409 does not say which ancestor is
+    /// wrong (and nginx answers a `PUT` into a missing directory with 500), so the parent
+    /// is asked about: ENOENT or ENOTDIR if it is to blame; otherwise `err` stands.
+    fn explain(&self, method: Method, path: &str, url: &str, err: Error) -> Error {
+        if !matches!(err.kind, ErrorKind::NotFound | ErrorKind::Io) {
+            return err;
+        }
+        match self.check_parent(method, path, url) {
+            Err(why) if matches!(why.kind, ErrorKind::NotFound | ErrorKind::NotADirectory) => why,
+            _ => err,
+        }
+    }
+
+    /// [`DavDriver::explain`] for an upload, which may also have met a directory at its
+    /// name (nginx refuses to move a file over a collection with 409).
+    fn explain_put(&self, path: &str, url: &str, err: Error) -> Error {
+        if !matches!(err.kind, ErrorKind::NotFound | ErrorKind::Io) {
+            return err;
+        }
+        if self.stat(path).is_ok_and(|meta| meta.kind == Kind::Dir) {
+            return fail(ErrorKind::IsADirectory, Method::Put, url, "is a directory");
+        }
+        self.explain(Method::Put, path, url, err)
+    }
+
+    /// Uploads exactly `len` bytes of `src` to `url`.
+    fn upload(&self, url: &str, src: &mut dyn Read, len: u64) -> Result<()> {
+        let length = len.to_string();
+        let mut body = Exact { src, left: len };
+        // A declared length rather than chunks: the server can refuse too large a body
+        // before it arrives, and knows a cut-off upload for one.
+        let headers = [("content-length", length.as_str())];
+        self.send(Method::Put, url, &headers, SendBody::from_reader(&mut body))
+            .map(drop)
+    }
+
+    /// Moves `from` to `to` (both URLs), replacing what is at `to` as `rename(2)` does.
+    /// Callers make sure a replaced directory is empty: servers delete its members.
+    fn move_to(&self, from: &str, to: &str) -> Result<()> {
+        let headers = [("destination", to), ("overwrite", "T")];
+        self.send(Method::Move, from, &headers, SendBody::none())
+            .map(drop)
+    }
+
+    /// Deletes the temporary of a failed upload. Failing to only leaves a hidden file
+    /// behind, so it is logged, not returned in place of the upload's own error.
+    fn discard(&self, url: &str) {
+        match self.send(Method::Delete, url, &[], SendBody::none()) {
+            Err(e) if e.kind != ErrorKind::NotFound => {
+                tracing::warn!("leaving a temporary upload behind: {e}")
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks that `to` may receive `from`, an object of `kind`, as `rename(2)` allows:
+    /// a directory replaces only an empty directory, a file only a file, and a new name
+    /// needs an existing parent directory.
+    fn check_target(&self, kind: Kind, from: &str, to: &str) -> Result<()> {
+        let url = self.base().url(to);
+        let target = match self.stat(to) {
+            Ok(meta) => meta.kind,
+            // A new name. nginx would create a missing parent, so it is checked, unless it
+            // is the source's own (and so existing) directory: the common rename.
+            Err(e) if e.kind == ErrorKind::NotFound && parent_of(from) == parent_of(to) => {
+                return Ok(())
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                return self.check_parent(Method::Move, to, &url)
+            }
+            Err(e) => return Err(e),
+        };
+        let (errno, why) = match (kind, target) {
+            (Kind::Dir, Kind::Dir) if self.list(to)?.entries.is_empty() => return Ok(()),
+            (Kind::Dir, Kind::Dir) => (ErrorKind::NotEmpty, "directory not empty"),
+            (Kind::Dir, _) => (ErrorKind::NotADirectory, "not a directory"),
+            (_, Kind::Dir) => (ErrorKind::IsADirectory, "is a directory"),
+            _ => return Ok(()),
+        };
+        Err(fail(errno, Method::Move, &url, why))
+    }
+}
+
+impl Driver for DavDriver {
+    fn writable(&self) -> bool {
+        true
+    }
+
+    fn describe(&self, path: &str) -> String {
+        self.http.describe(path)
+    }
+
+    fn stat(&self, path: &str) -> Result<Meta> {
+        self.check(Method::Propfind, path)?;
+        let url = self.base().url(path);
+        // Depth 0 asks for the resource alone, so the one response is it, whatever href a
+        // proxy in between may have given it.
+        let own = self.propfind(&url, "0")?.into_iter().next();
+        own.map(|resource| resource.meta)
+            .ok_or_else(|| fail(ErrorKind::Io, Method::Propfind, &url, "empty reply"))
+    }
+
+    /// Lists with `complete: true`, although nginx leaves dot files out of its replies (as
+    /// its autoindex does): the protocol has no way to ask for them.
+    fn list(&self, path: &str) -> Result<Listing> {
+        self.check(Method::Propfind, path)?;
+        // The collection's own URL, with its slash (RFC 4918 §8.3), which servers that
+        // redirect `/dir` to `/dir/` (Apache) answer without a redirect.
+        let url = self.base().dir_url(path);
+        let members = members(&url, self.propfind(&url, "1")?);
+        if members.own.is_some_and(|own| own.kind != Kind::Dir) {
+            return Err(fail(
+                ErrorKind::NotADirectory,
+                Method::Propfind,
+                &url,
+                "not a directory",
+            ));
+        }
+        Ok(Listing {
+            entries: members.entries,
+            complete: true,
+        })
+    }
+
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        self.http.fetch(path, dest, validator)
+    }
+
+    /// A `GET` with `Range`. A server may ignore the range and send the whole file with
+    /// 200 (RFC 9110 §14.2): the bytes before the range are then read and discarded, which
+    /// is always correct and costly only with such servers (nginx honours ranges).
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        let url = self.http.checked_url(HttpMethod::Get, path, false)?;
+        if len == 0 {
+            return Ok(0);
+        }
+        let range = format!("bytes={offset}-{}", offset.saturating_add(len - 1));
+        let response = self.http.call(HttpMethod::Get, &url, &[("range", range)])?;
+        let status = response.status();
+        if status == StatusCode::RANGE_NOT_SATISFIABLE {
+            // The range starts at or past the end of the file, where read(2) returns 0.
+            return Ok(0);
+        }
+        if !status.is_success() {
+            return Err(crate::http::errors::status("GET", &url, status));
+        }
+        if is_dir_response(&response) {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("GET {url}: is a directory"),
+            ));
+        }
+        let skip = if status == StatusCode::PARTIAL_CONTENT {
+            check_range_start(&response, offset, &url)?;
+            0
+        } else {
+            offset
+        };
+        let mut body = response.into_body().into_reader();
+        let skipped = io::copy(&mut body.by_ref().take(skip), &mut io::sink())
+            .map_err(|e| crate::http::errors::body("GET", &url, e))?;
+        if skipped < skip {
+            return Ok(0);
+        }
+        copy_body(body.take(len), dest, &url)
+    }
+
+    /// Uploads to a temporary sibling, then moves it over `path` (`rename(2)` on nginx, so
+    /// readers see the old file or the new one, never a part).
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        self.check(Method::Put, path)?;
+        let url = self.base().url(path);
+        let Some(parent) = parent_of(path) else {
+            return Err(fail(
+                ErrorKind::IsADirectory,
+                Method::Put,
+                &url,
+                "is a directory",
+            ));
+        };
+        let temp = self.base().url(&child_of(parent, &temp_name()));
+        let stored = self
+            .upload(&temp, src, len)
+            .and_then(|()| self.move_to(&temp, &url));
+        if let Err(err) = stored {
+            self.discard(&temp);
+            return Err(self.explain_put(path, &url, err));
+        }
+        self.stat(path)
+    }
+
+    fn mkdir(&self, path: &str) -> Result<()> {
+        self.check(Method::Mkcol, path)?;
+        // With its slash: nginx creates collections only at collection URLs.
+        let url = self.base().dir_url(path);
+        self.send(Method::Mkcol, &url, &[], SendBody::none())
+            .map(drop)
+            .map_err(|err| self.explain(Method::Mkcol, path, &url, err))
+    }
+
+    fn remove_file(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        let url = self.base().url(path);
+        // DELETE of a collection takes all its members (RFC 4918 §9.6.1), where unlink(2)
+        // refuses a directory: ask first.
+        if self.stat(path)?.kind == Kind::Dir {
+            return Err(fail(
+                ErrorKind::IsADirectory,
+                Method::Delete,
+                &url,
+                "is a directory",
+            ));
+        }
+        self.send(Method::Delete, &url, &[], SendBody::none())
+            .map(drop)
+    }
+
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        let url = self.base().dir_url(path);
+        if path == "/" {
+            let why = "the root of a mount cannot be removed";
+            return Err(fail(ErrorKind::PermissionDenied, Method::Delete, &url, why));
+        }
+        // rmdir(2) removes only an empty directory, DELETE a whole tree: look first. The
+        // listing also fails with ENOTDIR for a file and ENOENT for nothing.
+        if !self.list(path)?.entries.is_empty() {
+            return Err(fail(
+                ErrorKind::NotEmpty,
+                Method::Delete,
+                &url,
+                "directory not empty",
+            ));
+        }
+        self.send(Method::Delete, &url, &[], SendBody::none())
+            .map(drop)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.check(Method::Move, from)?;
+        self.check(Method::Move, to)?;
+        let url = self.base().url(from);
+        // rename(2) refuses this with EINVAL; nginx 1.22 would copy the directory into
+        // itself until the names grew too long.
+        if from == "/" || to.starts_with(&format!("{from}/")) {
+            let why = "cannot move a directory into itself";
+            return Err(fail(ErrorKind::InvalidName, Method::Move, &url, why));
+        }
+        let kind = self.stat(from)?.kind;
+        if from == to {
+            return Ok(());
+        }
+        self.check_target(kind, from, to)?;
+        if kind == Kind::Dir {
+            // Both with slashes: nginx moves collections only between collection URLs.
+            self.move_to(&self.base().dir_url(from), &self.base().dir_url(to))
+        } else {
+            self.move_to(&url, &self.base().url(to))
+        }
+    }
+}
+
+/// Whether `status` is the success `method` expects. A `PROPFIND` answers 207 Multi-Status;
+/// for the others a 207 lists members that failed (a partly done `DELETE` or `MOVE`).
+fn succeeded(method: Method, status: StatusCode) -> bool {
+    match method {
+        Method::Propfind => status == StatusCode::MULTI_STATUS,
+        _ => status.is_success() && status != StatusCode::MULTI_STATUS,
+    }
+}
+
+fn fail(kind: ErrorKind, method: Method, url: &str, why: &str) -> Error {
+    Error::new(kind, format!("{} {url}: {why}", method.as_str()))
+}
+
+/// Checks that a 206 reply starts where asked (`Content-Range: bytes START-END/SIZE`):
+/// bytes from elsewhere would be silently wrong data.
+fn check_range_start(response: &Response<Body>, offset: u64, url: &str) -> Result<()> {
+    let header = response
+        .headers()
+        .get("content-range")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let start = header
+        .strip_prefix("bytes ")
+        .and_then(|range| range.split_once('-'))
+        .and_then(|(start, _)| start.trim().parse::<u64>().ok());
+    if start == Some(offset) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Io,
+            format!("GET {url}: asked for bytes from {offset}, got {header:?}"),
+        ))
+    }
+}
+
+/// The parent directory of a driver path; `None` for the root.
+fn parent_of(path: &str) -> Option<&str> {
+    match path.rsplit_once('/')? {
+        ("", "") => None,
+        ("", _) => Some("/"),
+        (parent, _) => Some(parent),
+    }
+}
+
+fn child_of(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// A fresh name for an upload's temporary. A dot name, so that servers that hide dot
+/// files from listings (nginx) never show it; unpredictable, so that concurrent uploads
+/// (from this process or others) never share one.
+fn temp_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    format!(".roam-put-{:016x}", hasher.finish())
+}
+
+/// The body of an upload: exactly `left` more bytes of `src`. A source that ends early
+/// fails the request, instead of leaving the server waiting for bytes the Content-Length
+/// promised; the server then drops the incomplete upload.
+struct Exact<'a> {
+    src: &'a mut dyn Read,
+    left: u64,
+}
+
+impl Read for Exact<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.src.read(&mut buf[..want])?;
+        if n == 0 {
+            let why = format!("the data to upload ended {} bytes short", self.left);
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_and_children() {
+        assert_eq!(parent_of("/"), None);
+        assert_eq!(parent_of("/a"), Some("/"));
+        assert_eq!(parent_of("/a/b c"), Some("/a"));
+        assert_eq!(child_of("/", "x"), "/x");
+        assert_eq!(child_of("/a", "x"), "/a/x");
+    }
+
+    #[test]
+    fn temporaries_are_hidden_and_distinct() {
+        let (a, b) = (temp_name(), temp_name());
+        assert!(
+            a.starts_with(".roam-put-") && crate::is_safe_name(&a),
+            "{a}"
+        );
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn uploads_are_exactly_as_long_as_announced() {
+        let mut long: &[u8] = b"0123456789";
+        let mut body = Vec::new();
+        Exact {
+            src: &mut long,
+            left: 4,
+        }
+        .read_to_end(&mut body)
+        .unwrap();
+        assert_eq!(body, b"0123");
+        let mut short: &[u8] = b"012";
+        let err = Exact {
+            src: &mut short,
+            left: 5,
+        }
+        .read_to_end(&mut Vec::new())
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(err.to_string(), "the data to upload ended 2 bytes short");
+    }
+
+    #[test]
+    fn success_depends_on_the_method() {
+        assert!(succeeded(Method::Propfind, StatusCode::MULTI_STATUS));
+        assert!(!succeeded(Method::Propfind, StatusCode::OK));
+        assert!(succeeded(Method::Put, StatusCode::CREATED));
+        assert!(succeeded(Method::Move, StatusCode::NO_CONTENT));
+        assert!(!succeeded(Method::Delete, StatusCode::MULTI_STATUS));
+        assert!(!succeeded(Method::Mkcol, StatusCode::METHOD_NOT_ALLOWED));
+    }
+}
