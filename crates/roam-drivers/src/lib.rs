@@ -9,6 +9,7 @@
 pub mod chirp;
 pub mod dav;
 mod error;
+pub mod ftp;
 pub mod http;
 pub mod local;
 

@@ -5,6 +5,7 @@
 
 pub mod chirp;
 pub mod dav;
+pub mod ftp;
 
 use std::fs;
 use std::io::{BufRead, BufReader};

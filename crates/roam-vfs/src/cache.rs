@@ -346,6 +346,45 @@ impl DiskCache {
         Ok(data)
     }
 
+    /// Every copy in `data/`: virtual name, size, and when it was last fetched or
+    /// revalidated (its sidecar's mtime).
+    pub fn copies(&self) -> Vec<(String, u64, SystemTime)> {
+        let mut names = Vec::new();
+        collect_files(&self.data, &self.data, &mut names);
+        names
+            .into_iter()
+            .filter_map(|virt| {
+                let size = fs::metadata(self.data_path(&virt)).ok()?.len();
+                let at = fs::metadata(under(&self.info, &virt))
+                    .and_then(|m| m.modified())
+                    .unwrap_or(UNIX_EPOCH);
+                Some((virt, size, at))
+            })
+            .collect()
+    }
+
+    /// Removes the copy of `virt` and its sidecar.
+    pub fn drop_copy(&self, virt: &str) -> Result<()> {
+        for p in [self.data_path(virt), under(&self.info, virt)] {
+            match fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::cache(&p, e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a stub at `meta/VIRT` even where a (hard-linked) copy stands.
+    pub fn replace_with_stub(&self, virt: &str, meta: &Meta) -> Result<()> {
+        let p = self.meta_path(virt);
+        if fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            fs::remove_file(&p).map_err(|e| Error::cache(&p, e))?;
+        }
+        self.put_stub(virt, meta).map(drop)
+    }
+
     /// Forgets everything cached under `virt` (skeleton, data, sidecars), e.g. after the
     /// remote object was removed or renamed. Journaled changes are kept.
     pub fn forget(&self, virt: &str) {

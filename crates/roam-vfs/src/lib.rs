@@ -15,6 +15,7 @@ mod cache;
 mod error;
 mod mounts;
 pub mod path;
+mod usage;
 mod write;
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +30,7 @@ use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 pub use cache::Info;
 pub use error::{Error, Result};
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
+pub use usage::{CacheReport, Stats};
 pub use write::Flushed;
 
 use cache::{unix_secs, DiskCache};
@@ -47,6 +49,8 @@ pub struct VfsConfig {
     pub t_read: Duration,
     /// Explicit mounts as `(LOCAL, URL)`.
     pub mounts: Vec<(String, String)>,
+    /// Most bytes of file copies kept; least recently used copies go first.
+    pub max_cache_bytes: u64,
     pub http: HttpConfig,
 }
 
@@ -62,6 +66,8 @@ pub enum Resolved {
 /// The namespace and its cache.
 pub struct Vfs {
     t_read: Duration,
+    max_cache_bytes: u64,
+    usage: usage::Usage,
     cache: DiskCache,
     mounts: Mounts,
     state: Mutex<State>,
@@ -92,8 +98,15 @@ impl Vfs {
         // Changes journaled by an earlier run that did not finish stay pending.
         let dirty = cache.journaled().into_iter().collect();
         let mounts = Mounts::new(&cfg.mounts, &cfg.http)?;
+        let usage = usage::Usage::default();
+        usage.bytes_cached.store(
+            cache.copies().iter().map(|c| c.1).sum(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(Vfs {
             t_read: cfg.t_read,
+            max_cache_bytes: cfg.max_cache_bytes,
+            usage,
             cache,
             mounts,
             state: Mutex::new(State {
@@ -372,6 +385,8 @@ impl Vfs {
             .filter(|i| i.source == source && i.matches(meta));
         if let Some(info) = &cached {
             if info.younger_than(self.t_read) {
+                usage::Usage::add(&self.usage.hits, 1);
+                self.touch_copy(&r.virt);
                 return Ok(self.cache.data_path(&r.virt));
             }
         }
@@ -396,6 +411,8 @@ impl Vfs {
                 let mut info = cached.expect("a validator implies a cached copy");
                 info.fetched_at = unix_secs(SystemTime::now());
                 self.cache.put_info(&r.virt, &info)?;
+                usage::Usage::add(&self.usage.hits, 1);
+                self.touch_copy(&r.virt);
                 Ok(self.cache.data_path(&r.virt))
             }
             Fetched::Body(mut fresh) => {
@@ -412,6 +429,11 @@ impl Vfs {
                     copy_mtime_ns: None,
                 };
                 let data = self.cache.commit_download(&tmp, &r.virt, &fresh, &info)?;
+                usage::Usage::add(&self.usage.misses, 1);
+                usage::Usage::add(&self.usage.bytes_fetched, size);
+                usage::Usage::add(&self.usage.bytes_cached, size);
+                self.touch_copy(&r.virt);
+                self.enforce_limit(&r.virt)?;
                 self.state
                     .lock()
                     .unwrap()

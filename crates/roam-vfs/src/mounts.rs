@@ -6,14 +6,16 @@
 //! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
 //!
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
-//! (WebDAV over http/https), `chirp`, `file` (a local directory in place) and `file+cache`
-//! (a local directory through roam's cache, like a remote one).
+//! (WebDAV over http/https), `ftp` (login from the URL, `~/.netrc`, or anonymous), `chirp`,
+//! `file` (a local directory in place) and `file+cache` (a local directory through roam's
+//! cache, like a remote one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
+use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::Driver;
@@ -22,7 +24,7 @@ use crate::path::{normalize, strip_dir_prefix};
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
-pub const IMPLICIT_SCHEMES: [&str; 5] = ["http", "https", "dav", "davs", "chirp"];
+pub const IMPLICIT_SCHEMES: [&str; 6] = ["http", "https", "dav", "davs", "ftp", "chirp"];
 
 /// A name inside the roam namespace.
 #[derive(Clone, Debug)]
@@ -65,6 +67,7 @@ struct Explicit {
 struct Protocols {
     http: HttpClient,
     chirp: ChirpConfig,
+    ftp: FtpConfig,
 }
 
 impl Protocols {
@@ -74,9 +77,15 @@ impl Protocols {
             read_timeout: cfg.read_timeout,
             ..ChirpConfig::default()
         };
+        let ftp = FtpConfig {
+            connect_timeout: cfg.connect_timeout,
+            read_timeout: cfg.read_timeout,
+            ..FtpConfig::default()
+        };
         Protocols {
             http: HttpClient::new(cfg),
             chirp,
+            ftp,
         }
     }
 
@@ -88,11 +97,12 @@ impl Protocols {
             "dav" => Arc::new(DavDriver::new(self.http.clone(), &format!("http://{rest}"))?),
             "davs" => Arc::new(DavDriver::new(self.http.clone(), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
+            "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, chirp://, file://, file+cache:// or an absolute path)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, chirp://, file://, file+cache:// or an absolute path)"
                 )))
             }
         })

@@ -208,16 +208,17 @@ impl Vfs {
             self.forget_change(virt)?;
             return Ok(Flushed::Clean);
         };
-        if self.conflicts(r, &rec)? {
+        let (current, conflict) = self.remote_now(r, &rec)?;
+        if conflict {
             let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
-            self.upload(r, &beside)?;
+            self.upload(r, &beside, None)?;
             // The copy is the conflict file's now; the name itself is the remote's version.
             self.forget_change(virt)?;
             self.cache.forget(virt);
             self.invalidate(virt);
             return Ok(Flushed::Conflict(r.driver.describe(&beside)));
         }
-        let uploaded = self.upload(r, &r.path)?;
+        let uploaded = self.upload(r, &r.path, current.and_then(|m| m.mode))?;
         let info = Info {
             copy_mtime_ns: Some(before.1),
             ..info_of(
@@ -270,17 +271,20 @@ impl Vfs {
     }
 
     /// Whether the remote changed since the change started from it.
-    fn conflicts(&self, r: &Remote, rec: &Journal) -> Result<bool> {
+    /// The remote version now (`None`: there is none), and whether it conflicts with the
+    /// version the change started from.
+    fn remote_now(&self, r: &Remote, rec: &Journal) -> Result<(Option<Meta>, bool)> {
         let current = match r.driver.stat(&r.path) {
             Ok(m) => Some(m),
             Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
-        Ok(match (&rec.base, &current) {
+        let conflict = match (&rec.base, &current) {
             (None, Some(_)) => true,
             (Some(base), Some(now)) => !same_version(base, now),
             _ => false,
-        })
+        };
+        Ok((current, conflict))
     }
 
     fn forget_change(&self, virt: &str) -> Result<()> {
@@ -290,16 +294,27 @@ impl Vfs {
     }
 
     /// Uploads the copy to `target`, keeping the mtime the program gave it (`touch -d`,
-    /// `cp -p`, `tar` and `make` rely on it) where the backend can keep one.
-    fn upload(&self, r: &Remote, target: &str) -> Result<Meta> {
+    /// `cp -p`, `tar` and `make` rely on it) and the file's mode (new contents do not change
+    /// a file's permissions), where the backend can keep them.
+    fn upload(&self, r: &Remote, target: &str, mode: Option<u32>) -> Result<Meta> {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
         let meta = r.driver.put(target, &mut file, md.len())?;
-        match md.modified() {
-            // Setting the mtime makes a new version (new ETag): ask for it.
-            Ok(mtime) if r.driver.set_mtime(target, mtime).is_ok() => Ok(r.driver.stat(target)?),
-            _ => Ok(meta),
+        crate::usage::Usage::add(&self.usage.uploads, 1);
+        crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
+        let mut changed = false;
+        if let Some(mode) = mode.filter(|&m| meta.mode != Some(m)) {
+            changed |= r.driver.set_mode(target, mode).is_ok();
+        }
+        if let Ok(mtime) = md.modified() {
+            changed |= r.driver.set_mtime(target, mtime).is_ok();
+        }
+        // Each change makes a new version (new ETag): ask for it.
+        if changed {
+            Ok(r.driver.stat(target)?)
+        } else {
+            Ok(meta)
         }
     }
 

@@ -6,6 +6,7 @@
 //! [cache]
 //! dir = "/var/tmp/me/roam"   # default: $XDG_CACHE_HOME/roam or ~/.cache/roam
 //! t_read = 30                # seconds cached data and metadata are used without asking
+//! max_size = 10737418240     # bytes of file copies kept; least recently used go first
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -37,6 +38,8 @@ pub struct Config {
 pub struct CacheSection {
     pub dir: Option<PathBuf>,
     pub t_read: Option<u64>,
+    /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
+    pub max_size: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -49,6 +52,9 @@ pub struct HttpSection {
 /// Default Ufo T_read: long enough that a build stats each header once, short enough that
 /// an edit on the server shows up within half a minute.
 pub const DEFAULT_T_READ: Duration = Duration::from_secs(30);
+
+/// Default cache size limit: 10 GiB of file copies.
+pub const DEFAULT_MAX_CACHE: u64 = 10 << 30;
 
 impl Config {
     /// Loads the user's configuration, or defaults when there is none.
@@ -63,6 +69,10 @@ impl Config {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    }
+
+    pub fn max_cache_bytes(&self) -> u64 {
+        self.cache.max_size.unwrap_or(DEFAULT_MAX_CACHE)
     }
 
     pub fn t_read(&self) -> Duration {

@@ -40,12 +40,27 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// Show pending uploads, what the cache holds and its counters.
+    Status,
+    /// Manage the cache: `stat` (same as status), `clean` (drop copies not being written).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Upload every change still in roam's journal (e.g. after roam was killed).
     Sync {
         /// Mounts, as for `run` (the journal names files by their mount point).
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// What the cache holds and has done.
+    Stat,
+    /// Drop every cached copy that holds no pending change.
+    Clean,
 }
 
 fn main() {
@@ -68,9 +83,60 @@ fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Run { mounts, program } => {
             let vfs = open_vfs(&mounts)?;
-            Ok(roam_trap::run(Arc::new(vfs), &program)?)
+            let vfs = Arc::new(vfs);
+            let code = roam_trap::run(vfs.clone(), &program)?;
+            if let Err(e) = vfs.save_stats() {
+                tracing::warn!("could not save cache counters: {e}");
+            }
+            Ok(code)
+        }
+        Command::Status
+        | Command::Cache {
+            action: CacheAction::Stat,
+        } => {
+            print_report(&open_vfs(&[])?.report());
+            Ok(0)
+        }
+        Command::Cache {
+            action: CacheAction::Clean,
+        } => {
+            let n = open_vfs(&[])?.clean()?;
+            println!("dropped {n} cached copies");
+            Ok(0)
         }
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
+    }
+}
+
+fn print_report(r: &roam_vfs::CacheReport) {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!("cache:    {}", r.root.display());
+    println!(
+        "copies:   {} files, {:.1} MiB of {:.0} MiB",
+        r.files,
+        mib(r.bytes),
+        mib(r.limit)
+    );
+    let s = &r.stats;
+    println!("opens:    {} hits, {} misses", s.hits, s.misses);
+    println!(
+        "fetched:  {:.1} MiB; uploaded: {} files, {:.1} MiB; evicted: {}",
+        mib(s.bytes_fetched),
+        s.uploads,
+        mib(s.bytes_uploaded),
+        s.evictions
+    );
+    println!(
+        "pending:  {} change(s) not yet uploaded{}",
+        r.pending.len(),
+        if r.pending.is_empty() {
+            ""
+        } else {
+            " (run `roam sync`)"
+        }
+    );
+    for p in &r.pending {
+        println!("  {p}");
     }
 }
 
@@ -108,6 +174,7 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
         cache_dir: cfg.cache_dir(),
         t_read: cfg.t_read(),
         mounts: mounts.into_iter().collect(),
+        max_cache_bytes: cfg.max_cache_bytes(),
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),

@@ -1,8 +1,8 @@
 //! The write path, end to end, parameterised by backend: real programs (sh, cp, mv, mkdir,
 //! touch, chmod, cc, make, python3) change files under `roam run`, and each test checks the
 //! bytes that reached the backend. Backends: a local directory served in place (`file://`),
-//! the same through roam's cache and write-back (`file+cache://`), WebDAV (nginx) and Chirp
-//! (`chirp_server`); every network driver joins this list as it lands.
+//! the same through roam's cache and write-back (`file+cache://`), WebDAV (nginx), FTP
+//! (pyftpdlib) and Chirp (`chirp_server`); every network driver joins this list as it lands.
 //! The cache-only tests cover Ufo's consistency: T_read against a second writer, conflicts,
 //! recovery after `kill -9`, and failures that must reach the program.
 
@@ -36,6 +36,10 @@ impl Mount {
             "chirp" => {
                 let s = Server::chirp(&srv, &run);
                 (s.chirp_url(), Some(s))
+            }
+            "ftp" => {
+                let s = roam_testkit::ftp::pyftpdlib(&srv, &run, "roam", "secret");
+                (format!("ftp://roam:secret@{}", s.authority()), Some(s))
             }
             scheme => (format!("{scheme}://{}", srv.display()), None),
         };
@@ -84,6 +88,9 @@ macro_rules! for_each_backend {
         mod chirp {
             $(#[test] fn $name() { super::$name(&super::Mount::new("chirp")); })*
         }
+        mod ftp {
+            $(#[test] fn $name() { super::$name(&super::Mount::new("ftp")); })*
+        }
     };
 }
 
@@ -110,6 +117,24 @@ mod posix_metadata {
     fn chirp() {
         super::links_modes_and_times(&super::Mount::new("chirp"));
     }
+}
+
+#[test]
+fn ftp_has_no_symlinks_but_modes_and_times() {
+    let m = Mount::new("ftp");
+    let o = m.sh("ln -s target /w/l; echo x > /w/f && chmod 640 /w/f && touch -d @1000000000 /w/f && stat -c '%a %Y' /w/f");
+    assert_eq!(stdout(&o), "640 1000000000\n", "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ln: failed to create symbolic link '/w/l': Operation not supported"),
+        "{}",
+        stderr(&o)
+    );
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let md = fs::metadata(m.backend("f")).unwrap();
+    assert_eq!(
+        (md.permissions().mode() & 0o777, md.mtime()),
+        (0o640, 1_000_000_000)
+    );
 }
 
 fn round_trips_are_byte_exact(m: &Mount) {

@@ -1,11 +1,13 @@
 //! close: when the last writer of a changed remote file closes it, the change is uploaded
 //! before `close` returns, and an upload failure is `close`'s error (Ufo's T_write = 0). The
 //! fd is closed either way, as POSIX requires. Closes of every other fd cost one `readlink`.
+//! fsync/fdatasync on a changed remote file are durability points: they upload first, and
+//! fail with the upload's error.
 
 use nix::unistd::Pid;
 use roam_vfs::Flushed;
 
-use super::table::Spec;
+use super::table::{Family, Spec};
 use super::{Decision, Job, Kernel, Served, Triage};
 use crate::platform::ptrace::Syscall;
 
@@ -36,21 +38,19 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     }) else {
         return Ok(Decision::Continue);
     };
+    let syncing = job.spec.family == Family::Sync;
     let closing = (job.tid, job.call.args[0] as i32);
-    if !writers(k, node.virt(), Some(closing)).is_empty() {
+    if !syncing && !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }
-    let still_written = || !writers(k, node.virt(), Some(closing)).is_empty();
+    // An fsync'ing writer keeps its fd: the change stays journaled for its close.
+    let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
     match flush_and_tell(k, node.virt(), &still_written) {
         Ok(()) => Ok(Decision::Continue),
         Err(e) => {
-            k.report.error(
-                job.tid,
-                "close",
-                node.virt(),
-                e.errno(),
-                &format!("{e}; the change is kept in roam's journal"),
-            );
+            let why = format!("{e}; the change is kept in roam's journal");
+            k.report
+                .error(job.tid, job.spec.name, node.virt(), e.errno(), &why);
             Ok(Decision::RunThenReturn(-(e.errno() as i64)))
         }
     }

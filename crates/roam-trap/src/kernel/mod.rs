@@ -166,7 +166,7 @@ impl Kernel {
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
-            Family::Close => return close::triage(self, tid, spec, call),
+            Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
                     return Triage::Done(d);
@@ -208,7 +208,7 @@ impl Kernel {
             Family::Chdir => dir::chdir(self, job),
             Family::Inspect | Family::Access | Family::Readlink => inspect::serve(self, job),
             Family::Mutate | Family::MutateFd => mutate::serve(self, job),
-            Family::Close => close::serve(self, job),
+            Family::Close | Family::Sync => close::serve(self, job),
             // Triage answers every other family itself.
             _ => Ok(Decision::Continue),
         };

@@ -27,6 +27,8 @@ pub enum Family {
     NoUring,
     /// close: the last writer's close of a changed remote file uploads it.
     Close,
+    /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
+    Sync,
 }
 
 /// Where one name argument is: the register holding the path and, for `*at` calls, the one
@@ -139,6 +141,8 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
     spec!(SYS_io_uring_setup, NoUring, []),
     spec!(SYS_close, Close, []),
+    spec!(SYS_fsync, Sync, []),
+    spec!(SYS_fdatasync, Sync, []),
 ];
 
 /// The spec of a trapped call number.

@@ -1,0 +1,513 @@
+//! FTP driver (RFC 959 and its extensions), on our own client over `TcpStream`: POSIX
+//! precision needs every reply code, and Parrot's interview needs follow-up commands on
+//! the same session.
+//!
+//! - Login from the URL, else `~/.netrc`, else anonymous; passive mode; binary transfers.
+//! - A small pool of logged-in control connections per driver (`pool.rs`); an operation
+//!   that finds its connection broken is retried once on a fresh one if it is idempotent
+//!   (stat, list, fetch, read_range) and has not yet delivered bytes; writes never are.
+//! - Metadata from MLST/MLSD where advertised, else LIST (Unix and DOS formats) refined
+//!   by SIZE and MDTM (`session.rs`, `listing.rs`). FTP has no conditional GET: a fetch
+//!   compares SIZE and MDTM with the cached copy's validator instead.
+//! - A refusal with 550 (or 450/501/553) starts the interview (`interview.rs`) that turns
+//!   it into ENOENT, EACCES, EISDIR, ENOTDIR, EEXIST or ENOTEMPTY; `errors.rs` maps the
+//!   other reply codes.
+//!
+//! Paths: a mount URL's path is absolute on the server (not relative to the login
+//! directory), so `/ftp/host/pub/x` is `/pub/x` for every user.
+
+mod control;
+mod errors;
+mod interview;
+mod listing;
+mod netrc;
+mod pool;
+mod session;
+mod time;
+mod url;
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use self::control::{Conn, Fault, Login, Timeouts};
+use self::errors::Verdict;
+use self::interview::Action;
+use self::pool::Pool;
+use self::session::{list_command, split, Stamp};
+use self::url::{is_driver_path, Site};
+use crate::{Driver, Error, ErrorKind, Fetched, Listing, Meta, Result, Validator};
+
+/// The password anonymous FTP asks for (by convention an e-mail address; any will do).
+const ANONYMOUS_PASSWORD: &str = "roam@";
+
+/// Timeouts, pooling and credentials of the FTP driver.
+#[derive(Clone, Debug)]
+pub struct FtpConfig {
+    pub connect_timeout: Duration,
+    /// For every read of a reply or of data: a transfer may take hours, but never stall.
+    pub read_timeout: Duration,
+    /// How long an idle control connection stays open for the next operation.
+    pub idle_keep: Duration,
+    /// The netrc file to take logins from, if any.
+    pub netrc: Option<PathBuf>,
+}
+
+impl Default for FtpConfig {
+    fn default() -> Self {
+        FtpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            idle_keep: Duration::from_secs(60),
+            netrc: std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".netrc")),
+        }
+    }
+}
+
+/// A tree on one FTP server, rooted at a mount URL's path.
+pub struct FtpDriver {
+    site: Site,
+    login: Login,
+    timeouts: Timeouts,
+    pool: Pool,
+}
+
+// By hand: the login holds a password.
+impl fmt::Debug for FtpDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FtpDriver")
+            .field("site", &self.site)
+            .finish()
+    }
+}
+
+/// Whether an operation may run again after its connection broke.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    Idempotent,
+    Never,
+}
+
+impl FtpDriver {
+    /// A driver for `ftp://[user[:password]@]host[:port][/prefix]`. Nothing is sent until
+    /// the first operation; the credentials are settled now.
+    pub fn new(cfg: FtpConfig, url: &str) -> Result<FtpDriver> {
+        let site = Site::parse(url)?;
+        let login = login_for(&site, cfg.netrc.as_deref());
+        if [&login.user, &login.password]
+            .iter()
+            .any(|s| s.contains(['\r', '\n']))
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidName,
+                format!("{}: a login may not contain a line break", site.origin()),
+            ));
+        }
+        Ok(FtpDriver {
+            site,
+            login,
+            timeouts: Timeouts {
+                connect: cfg.connect_timeout,
+                read: cfg.read_timeout,
+            },
+            pool: Pool::new(cfg.idle_keep),
+        })
+    }
+
+    /// The server path of a driver path, after checking it is one.
+    fn remote(&self, path: &str) -> Result<String> {
+        match is_driver_path(path) {
+            true => Ok(self.site.remote(path)),
+            false => Err(Error::new(
+                ErrorKind::InvalidName,
+                format!("{}: {path:?} is not a normalised path", self.site.origin()),
+            )),
+        }
+    }
+
+    /// A new logged-in connection. A refused login is EACCES (530), a busy server EIO
+    /// (421), no server EHOSTUNREACH.
+    fn connect(&self) -> Result<Conn> {
+        Conn::open(&self.site, &self.login, self.timeouts)
+            .map_err(|fault| self.fail(&format!("connect {}", self.site.origin()), fault))
+    }
+
+    /// Runs `op` on a pooled (or new) connection and pools the connection again. An
+    /// idempotent operation whose connection broke before it delivered anything runs once
+    /// more on a fresh connection: a pooled connection may have been closed by the server
+    /// since its last use. A timeout is not retried: the server is slow, not gone.
+    fn run<T>(&self, retry: Retry, mut op: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+        let mut conn = match self.pool.take() {
+            Some(conn) => conn,
+            None => self.connect()?,
+        };
+        conn.begin();
+        let first = match op(&mut conn) {
+            Err(e)
+                if retry == Retry::Idempotent
+                    && conn.is_broken()
+                    && !conn.delivered()
+                    && e.kind != ErrorKind::TimedOut =>
+            {
+                e
+            }
+            result => {
+                self.pool.give(conn);
+                return result;
+            }
+        };
+        tracing::debug!("ftp: retrying on a fresh connection after: {first}");
+        let mut fresh = self.connect()?;
+        let result = op(&mut fresh);
+        self.pool.give(fresh);
+        result
+    }
+
+    /// Turns a fault of `command` on the server path `path` into the driver error,
+    /// interviewing the server about a 550-like refusal.
+    fn explain(
+        &self,
+        conn: &mut Conn,
+        fault: Fault,
+        action: Action,
+        command: &str,
+        path: &str,
+    ) -> Error {
+        let label = format!("{command} {}", conn.url(path));
+        let reply = match fault {
+            Fault::Refused(reply) if errors::verdict(reply.code) == Verdict::Ask => reply,
+            other => return self.fail(&label, other),
+        };
+        let kind = interview::ask(conn, action, path).unwrap_or_else(|e| {
+            tracing::debug!("ftp: the interview about {label} failed: {e:?}");
+            ErrorKind::PermissionDenied
+        });
+        errors::refused(&label, kind, &reply)
+    }
+
+    /// The error of a fault, by what it says by itself. A refusal that would need an
+    /// interview (none is possible here) is taken as EACCES: something exists that we
+    /// may not use.
+    fn fail(&self, label: &str, fault: Fault) -> Error {
+        match fault {
+            Fault::Refused(reply) => {
+                let kind = match errors::verdict(reply.code) {
+                    Verdict::Known(kind) => kind,
+                    Verdict::Ask => ErrorKind::PermissionDenied,
+                };
+                errors::refused(label, kind, &reply)
+            }
+            Fault::Transport(e) => errors::transport(label, &e, self.timeouts.read),
+            Fault::Local(e) => Error::from_io(label, &e),
+            Fault::Absent => Error::new(
+                ErrorKind::NotFound,
+                format!("{label}: {}", errors::reason(ErrorKind::NotFound)),
+            ),
+        }
+    }
+
+    /// One command that succeeds with a 2xx reply (MKD, DELE, RMD, SITE CHMOD, MFMT).
+    fn simple(&self, command: &str, argument: &str, action: Action, path: &str) -> Result<()> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Never, |conn| {
+            let line = format!("{command} {argument}{remote}");
+            conn.expect(&line, 2)
+                .map(drop)
+                .map_err(|fault| self.explain(conn, fault, action, command, &remote))
+        })
+    }
+
+    /// Best-effort removal of a failed upload's temporary file, on a fresh connection if
+    /// the failure broke this one. Its own failure is ignored: the caller needs the
+    /// upload's error, and a leftover temporary is at least a hidden name.
+    fn discard(&self, conn: &mut Conn, tmp: &str) {
+        let dele = format!("DELE {tmp}");
+        if !conn.is_broken() {
+            let _ = conn.command(&dele);
+        } else if let Ok(mut fresh) = self.connect() {
+            let _ = fresh.command(&dele);
+            self.pool.give(fresh);
+        }
+    }
+}
+
+/// Who logs in: the URL's user and password, else netrc's entry for the host (and the
+/// URL's user, if it names one), else anonymous.
+fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
+    let found = match &site.password {
+        Some(_) => None,
+        None => netrc.and_then(|path| read_netrc(path, &site.host, site.user.as_deref())),
+    }
+    .unwrap_or_default();
+    let user = site
+        .user
+        .clone()
+        .or(found.login)
+        .unwrap_or_else(|| "anonymous".into());
+    let anonymous = user == "anonymous" || user == "ftp";
+    let password = site
+        .password
+        .clone()
+        .or(found.password)
+        .unwrap_or_else(|| match anonymous {
+            true => ANONYMOUS_PASSWORD.into(),
+            false => String::new(),
+        });
+    Login { user, password }
+}
+
+fn read_netrc(path: &Path, host: &str, user: Option<&str>) -> Option<netrc::Credentials> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => netrc::lookup(&text, host, user),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::warn!("ftp: cannot read {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// A temporary name for uploads, unique among this process's uploads.
+fn temporary_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(".roam-put-{}-{n}", std::process::id())
+}
+
+/// RNFR + RNTO.
+fn rename_on(conn: &mut Conn, from: &str, to: &str) -> std::result::Result<(), Fault> {
+    conn.expect(&format!("RNFR {from}"), 3)?;
+    conn.expect(&format!("RNTO {to}"), 2)?;
+    Ok(())
+}
+
+impl Driver for FtpDriver {
+    fn writable(&self) -> bool {
+        true
+    }
+
+    fn describe(&self, path: &str) -> String {
+        self.site.describe(path)
+    }
+
+    fn stat(&self, path: &str) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Idempotent, |conn| {
+            let command = match conn.features.mlst {
+                true => "MLST",
+                false => "LIST",
+            };
+            session::stat(conn, &remote)
+                .map_err(|fault| self.explain(conn, fault, Action::Stat, command, &remote))
+        })
+    }
+
+    fn list(&self, path: &str) -> Result<Listing> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Idempotent, |conn| {
+            let command = list_command(conn);
+            session::list(conn, &remote)
+                .map_err(|fault| self.explain(conn, fault, Action::List, command, &remote))
+        })
+    }
+
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Idempotent, |conn| {
+            let fetched = Stamp::of(conn, &remote).and_then(|stamp| {
+                if validator.is_some_and(|v| stamp.satisfies(v)) {
+                    return Ok(Fetched::NotModified);
+                }
+                let len = conn.retrieve(&format!("RETR {remote}"), dest, u64::MAX)?;
+                Ok(Fetched::Body(stamp.meta(len)))
+            });
+            fetched.map_err(|fault| self.explain(conn, fault, Action::Read, "RETR", &remote))
+        })
+    }
+
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Idempotent, |conn| {
+            let restarted = match offset {
+                0 => Ok(()),
+                _ => conn.expect(&format!("REST {offset}"), 3).map(drop),
+            };
+            let read = restarted.and_then(|()| conn.retrieve(&format!("RETR {remote}"), dest, len));
+            match read {
+                // RFC 1123: 554 refuses a REST position, which here means one past the end:
+                // like pread(2) there, nothing to read.
+                Err(Fault::Refused(reply)) if reply.code == 554 && offset > 0 => Ok(0),
+                other => {
+                    other.map_err(|fault| self.explain(conn, fault, Action::Read, "RETR", &remote))
+                }
+            }
+        })
+    }
+
+    /// STOR to a temporary sibling, then RNFR/RNTO onto the name: readers see the old file
+    /// or the new one, never a part. The temporary is deleted if anything fails.
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        let Some((parent, _)) = split(&remote) else {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "STOR {}: {}",
+                    self.describe(path),
+                    errors::reason(ErrorKind::IsADirectory)
+                ),
+            ));
+        };
+        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        self.run(Retry::Never, |conn| {
+            let stored = conn
+                .store(&format!("STOR {tmp}"), src, len)
+                .and_then(|sent| match sent == len {
+                    true => Ok(()),
+                    false => Err(Fault::Local(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("the data ended after {sent} of {len} bytes"),
+                    ))),
+                });
+            match stored.and_then(|()| rename_on(conn, &tmp, &remote)) {
+                // The file is in place; a stamp that cannot be had only leaves the time out.
+                Ok(()) => Ok(Stamp::of(conn, &remote).unwrap_or_default().meta(len)),
+                Err(fault) => {
+                    let err = self.explain(conn, fault, Action::Write, "STOR", &remote);
+                    self.discard(conn, &tmp);
+                    Err(err)
+                }
+            }
+        })
+    }
+
+    fn mkdir(&self, path: &str) -> Result<()> {
+        self.simple("MKD", "", Action::MakeDir, path)
+    }
+
+    fn remove_file(&self, path: &str) -> Result<()> {
+        self.simple("DELE", "", Action::RemoveFile, path)
+    }
+
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        self.simple("RMD", "", Action::RemoveDir, path)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (source, target) = (self.remote(from)?, self.remote(to)?);
+        self.run(Retry::Never, |conn| {
+            conn.expect(&format!("RNFR {source}"), 3)
+                .map_err(|fault| self.explain(conn, fault, Action::Stat, "RNFR", &source))?;
+            let action = Action::RenameTo { from: &source };
+            conn.expect(&format!("RNTO {target}"), 2)
+                .map(drop)
+                .map_err(|fault| self.explain(conn, fault, action, "RNTO", &target))
+        })
+    }
+
+    fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
+        self.simple(
+            "SITE CHMOD",
+            &format!("{:04o} ", mode & 0o7777),
+            Action::Stat,
+            path,
+        )
+    }
+
+    /// MFMT (draft-somers-ftp-mfxx), where FEAT advertises it.
+    fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
+        let remote = self.remote(path)?;
+        self.run(Retry::Never, |conn| {
+            if !conn.features.mfmt {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "MFMT {}: the server cannot set modification times",
+                        conn.url(&remote)
+                    ),
+                ));
+            }
+            let line = format!("MFMT {} {remote}", time::format_timeval(mtime));
+            conn.expect(&line, 2)
+                .map(drop)
+                .map_err(|fault| self.explain(conn, fault, Action::Stat, "MFMT", &remote))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logins_come_from_the_url_then_netrc_then_anonymous() {
+        let dir = std::env::temp_dir().join(format!("roam-ftp-netrc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let netrc = dir.join("netrc");
+        std::fs::write(&netrc, "machine h login alice password fromnetrc\n").unwrap();
+        let login = |url: &str, file: Option<&Path>| {
+            let l = login_for(&Site::parse(url).unwrap(), file);
+            (l.user, l.password)
+        };
+        let pair = |u: &str, p: &str| (u.to_owned(), p.to_owned());
+        assert_eq!(login("ftp://bob:pw@h/", Some(&netrc)), pair("bob", "pw"));
+        assert_eq!(login("ftp://h/", Some(&netrc)), pair("alice", "fromnetrc"));
+        assert_eq!(
+            login("ftp://alice@h/", Some(&netrc)),
+            pair("alice", "fromnetrc")
+        );
+        assert_eq!(login("ftp://carol@h/", Some(&netrc)), pair("carol", ""));
+        assert_eq!(
+            login("ftp://other/", Some(&netrc)),
+            pair("anonymous", "roam@")
+        );
+        assert_eq!(
+            login("ftp://h/", Some(&dir.join("missing"))),
+            pair("anonymous", "roam@")
+        );
+        assert_eq!(login("ftp://h/", None), pair("anonymous", "roam@"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_paths_and_logins_are_refused_before_any_connection() {
+        let cfg = FtpConfig {
+            netrc: None,
+            ..FtpConfig::default()
+        };
+        // Port 1 on loopback: nothing listens, but nothing must be sent anyway.
+        let driver = FtpDriver::new(cfg.clone(), "ftp://127.0.0.1:1/pub").unwrap();
+        for bad in ["relative", "/a/../b", "/a\r\nDELE /x", "/trailing/"] {
+            assert_eq!(
+                driver.stat(bad).unwrap_err().kind,
+                ErrorKind::InvalidName,
+                "{bad:?}"
+            );
+        }
+        let err = FtpDriver::new(cfg, "ftp://u:p%0d%0aDELE%20x@127.0.0.1/").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidName);
+        assert!(!err.message.contains("DELE"), "{}", err.message);
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let cfg = FtpConfig {
+            netrc: None,
+            ..FtpConfig::default()
+        };
+        let driver = FtpDriver::new(cfg, "ftp://u:hunter2@127.0.0.1:2121/pub").unwrap();
+        let shown = format!("{driver:?}");
+        assert!(
+            shown.contains("ftp://u@127.0.0.1:2121/pub") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert_eq!(driver.describe("/a b"), "ftp://u@127.0.0.1:2121/pub/a b");
+    }
+}
