@@ -268,6 +268,15 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
             let changes: Vec<(usize, u64)> = args.iter().map(|(i, _)| *i).zip(addrs).collect();
             ptrace::set_args(tid, &changes)
         }
+        Decision::Exec {
+            path_arg,
+            path,
+            argv_arg,
+            argv,
+        } => {
+            let (p, a) = memory::push_exec(tid, sp, &path, &argv)?;
+            ptrace::set_args(tid, &[(path_arg, p), (argv_arg, a)])
+        }
         Decision::Return(ret) => ptrace::skip_with(tid, ret),
         Decision::ReturnData { addr, data, ret } => {
             memory::write(tid, addr, &data)?;

@@ -68,6 +68,16 @@ impl Info {
     }
 }
 
+/// Where a download is being written (see [`DiskCache::begin_download`]).
+pub enum Download {
+    Temp(PathBuf),
+    /// The skeleton stub, and the size it had.
+    Stub {
+        path: PathBuf,
+        len: u64,
+    },
+}
+
 /// A change in progress: where it goes, and the remote version it started from (`None`
 /// for a new file), to detect a conflicting change made behind roam's back.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -234,6 +244,67 @@ impl DiskCache {
         self.install(&tmp, &under(&self.info, virt))
     }
 
+    /// Where the first download of `virt` goes: its skeleton stub itself, when it is one,
+    /// so the name keeps its inode (programs such as `cp` compare `stat` before the open
+    /// with `fstat` after it); else a new file in `tmp/`.
+    pub fn begin_download(&self, virt: &str, first: bool) -> Result<(Download, File)> {
+        use std::os::unix::fs::MetadataExt;
+        let stub = self.meta_path(virt);
+        let is_stub = fs::symlink_metadata(&stub).is_ok_and(|m| m.is_file() && m.nlink() == 1);
+        if first && is_stub {
+            // The stub keeps its size while being filled: stat never sees it shrink.
+            if let Ok(f) = OpenOptions::new().write(true).open(&stub) {
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                return Ok((Download::Stub { path: stub, len }, f));
+            }
+        }
+        let (tmp, f) = self.create_download()?;
+        Ok((Download::Temp(tmp), f))
+    }
+
+    /// Gives up a download: a temporary goes, a stub is a stub again.
+    pub fn abort_download(&self, d: &Download) {
+        match d {
+            Download::Temp(p) => {
+                let _ = fs::remove_file(p);
+            }
+            Download::Stub { path, len } => {
+                let _ = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .and_then(|f| f.set_len(*len));
+            }
+        }
+    }
+
+    /// Makes a finished download (of `size` bytes) the copy of `virt`.
+    pub fn commit(
+        &self,
+        d: &Download,
+        virt: &str,
+        size: u64,
+        meta: &Meta,
+        info: &Info,
+    ) -> Result<PathBuf> {
+        match d {
+            Download::Temp(tmp) => self.commit_download(tmp, virt, meta, info),
+            Download::Stub { path, .. } => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| Error::cache(path, e))?;
+                f.set_len(size).map_err(|e| Error::cache(path, e))?;
+                self.finish_copy(path, meta)?;
+                let data = self.data_path(virt);
+                let link = self.tmp_name();
+                fs::hard_link(path, &link).map_err(|e| Error::cache(&link, e))?;
+                self.install(&link, &data)?;
+                self.record_copy(virt, &data, info)?;
+                Ok(data)
+            }
+        }
+    }
+
     /// Opens a new download file in `tmp/`.
     pub fn create_download(&self) -> Result<(PathBuf, File)> {
         let tmp = self.tmp_name();
@@ -256,26 +327,35 @@ impl DiskCache {
         meta: &Meta,
         info: &Info,
     ) -> Result<PathBuf> {
+        self.finish_copy(tmp, meta)?;
+        let data = self.data_path(virt);
+        self.install(tmp, &data)?;
+        self.record_copy(virt, &data, info)?;
+        self.link_into_skeleton(virt)?;
+        Ok(data)
+    }
+
+    /// Gives a downloaded file the remote mtime and a mode.
+    fn finish_copy(&self, p: &Path, meta: &Meta) -> Result<()> {
         let mode = meta.mode.unwrap_or_else(|| {
-            if looks_executable(tmp) {
+            if looks_executable(p) {
                 MODE_PROGRAM
             } else {
                 MODE_FILE
             }
         });
-        let f = File::open(tmp).map_err(|e| Error::cache(tmp, e))?;
-        set_times(&f, meta.mtime, tmp)?;
-        fs::set_permissions(tmp, fs::Permissions::from_mode(mode))
-            .map_err(|e| Error::cache(tmp, e))?;
-        let data = self.data_path(virt);
-        self.install(tmp, &data)?;
+        let f = File::open(p).map_err(|e| Error::cache(p, e))?;
+        set_times(&f, meta.mtime, p)?;
+        fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(p, e))
+    }
+
+    /// Writes the sidecar of a new copy, with the copy's own stamp.
+    fn record_copy(&self, virt: &str, data: &Path, info: &Info) -> Result<()> {
         let info = Info {
-            copy_mtime_ns: stamp(&data).map(|(_, ns)| ns),
+            copy_mtime_ns: stamp(data).map(|(_, ns)| ns),
             ..info.clone()
         };
-        self.put_info(virt, &info)?;
-        self.link_into_skeleton(virt)?;
-        Ok(data)
+        self.put_info(virt, &info)
     }
 
     /// Replaces the skeleton entry of `virt` by a hard link to its data file.

@@ -396,18 +396,31 @@ impl Vfs {
                 .mtime
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
-        let (tmp, file) = self.cache.create_download()?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let (download, file) = self.cache.begin_download(&r.virt, cached.is_none())?;
+        let mut out = Counted {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            n: 0,
+        };
         let fetched = r.driver.fetch(&r.path, &mut out, validator.as_ref());
-        let flushed = out.flush().map_err(|e| Error::cache(&tmp, e));
+        let flushed = out
+            .inner
+            .flush()
+            .map_err(|e| Error::cache(&self.cache.data_path(&r.virt), e));
+        let size = out.n;
         let fetched = match (fetched, flushed) {
             (Ok(f), Ok(())) => f,
-            (Err(e), _) => return Err(discard(&tmp, e.into())),
-            (_, Err(e)) => return Err(discard(&tmp, e)),
+            (Err(e), _) => {
+                self.cache.abort_download(&download);
+                return Err(e.into());
+            }
+            (_, Err(e)) => {
+                self.cache.abort_download(&download);
+                return Err(e);
+            }
         };
         match fetched {
             Fetched::NotModified => {
-                let _ = std::fs::remove_file(&tmp);
+                self.cache.abort_download(&download);
                 let mut info = cached.expect("a validator implies a cached copy");
                 info.fetched_at = unix_secs(SystemTime::now());
                 self.cache.put_info(&r.virt, &info)?;
@@ -416,9 +429,6 @@ impl Vfs {
                 Ok(self.cache.data_path(&r.virt))
             }
             Fetched::Body(mut fresh) => {
-                let size = std::fs::metadata(&tmp)
-                    .map_err(|e| discard(&tmp, Error::cache(&tmp, e)))?
-                    .len();
                 fresh.size = Some(size);
                 let info = Info {
                     source,
@@ -428,7 +438,7 @@ impl Vfs {
                     fetched_at: unix_secs(SystemTime::now()),
                     copy_mtime_ns: None,
                 };
-                let data = self.cache.commit_download(&tmp, &r.virt, &fresh, &info)?;
+                let data = self.cache.commit(&download, &r.virt, size, &fresh, &info)?;
                 usage::Usage::add(&self.usage.misses, 1);
                 usage::Usage::add(&self.usage.bytes_fetched, size);
                 usage::Usage::add(&self.usage.bytes_cached, size);
@@ -454,8 +464,20 @@ impl Vfs {
     }
 }
 
-/// Removes a failed download and passes its error on.
-fn discard(tmp: &Path, err: Error) -> Error {
-    let _ = std::fs::remove_file(tmp);
-    err
+/// A writer that counts the bytes that pass through it.
+struct Counted<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

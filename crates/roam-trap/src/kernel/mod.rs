@@ -41,6 +41,14 @@ pub enum Decision {
     ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
     /// Let it run (e.g. `close` must really close the fd), then make it return this value.
     RunThenReturn(i64),
+    /// Let an exec run another program with another argument vector (a script whose
+    /// interpreter is a roam name: the kernel would look for the interpreter itself).
+    Exec {
+        path_arg: usize,
+        path: Vec<u8>,
+        argv_arg: usize,
+        argv: Vec<Vec<u8>>,
+    },
 }
 
 impl Decision {
@@ -180,6 +188,14 @@ impl Kernel {
         };
         if places.iter().all(Place::is_native) {
             if spec.family == Family::Exec {
+                if exec::has_roam_interpreter(self, tid, &call) {
+                    return Triage::Later(Job {
+                        tid,
+                        call,
+                        spec,
+                        places,
+                    });
+                }
                 exec::warn_if_privileged(self, tid, &call);
             }
             return Triage::Done(Decision::Continue);

@@ -7,6 +7,61 @@ use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::memory;
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
+    if job.spec.nr != libc::SYS_openat2 {
+        return serve_open(k, job);
+    }
+    // openat2's RESOLVE_* flags speak of the name as the program wrote it, relative to its
+    // dirfd; roam hands the kernel an absolute path of its cache, so roam checks them.
+    let (how, name) = match (read_how(job), memory::read_cstr(job.tid, job.call.args[1])) {
+        (Ok(h), Ok(n)) => (h, n),
+        (Err(e), _) | (_, Err(e)) => return Ok(Decision::fail(e as i32)),
+    };
+    let resolve = u64::from_ne_bytes(how[16..24].try_into().unwrap());
+    if resolve & RESOLVE_BENEATH != 0 && escapes(&name) {
+        return Ok(Decision::fail(libc::EXDEV));
+    }
+    match serve_open(k, job)? {
+        Decision::Rewrite(mut args) => {
+            let mut plain = how;
+            plain[16..24].copy_from_slice(&0u64.to_ne_bytes());
+            args.push((2, plain));
+            Ok(Decision::Rewrite(args))
+        }
+        other => Ok(other),
+    }
+}
+
+/// `RESOLVE_BENEATH` of `<linux/openat2.h>`.
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// The program's `struct open_how` (all `size` bytes of it, as the kernel reads them).
+fn read_how(job: &Job) -> nix::Result<Vec<u8>> {
+    let size = (job.call.args[3] as usize).clamp(24, 4096);
+    let mut how = vec![0u8; size];
+    memory::read(job.tid, job.call.args[2], &mut how)?;
+    Ok(how)
+}
+
+/// Whether a name leaves the directory it is relative to (absolute, or `..` above it).
+fn escapes(name: &[u8]) -> bool {
+    if name.starts_with(b"/") {
+        return true;
+    }
+    let mut depth = 0i32;
+    for comp in name.split(|&b| b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => depth -= 1,
+            _ => depth += 1,
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+fn serve_open(k: &Kernel, job: &Job) -> Served {
     let Some((arg, node)) = single_node(job) else {
         return Ok(Decision::Continue);
     };

@@ -103,8 +103,19 @@ impl Resolver {
         let v = normalize(s);
         match self.vfs.unmap(&v) {
             Some(virt) => self.place_of(&virt, true),
-            None => self.place_of(&v, false),
+            // `/mnt/..` where /mnt is a roam mount: the kernel cannot climb out of a name that
+            // exists only in roam, so the name must be spelled out.
+            None => self.place_of(&v, self.climbs_out_of_roam(s)),
         }
+    }
+
+    /// Whether `path` goes through a roam name before a `..` takes it elsewhere.
+    fn climbs_out_of_roam(&self, path: &str) -> bool {
+        let Some(i) = path.find("/..") else {
+            return false;
+        };
+        let before = normalize(&path[..i]);
+        matches!(self.vfs.lookup(&before), Ok(Some(_))) || self.vfs.unmap(&before).is_some()
     }
 
     /// An empty name (with `AT_EMPTY_PATH`, or a NULL `utimensat` name) is the dirfd itself.

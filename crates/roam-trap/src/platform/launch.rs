@@ -72,6 +72,9 @@ unsafe fn child(
     let mut all: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut all);
     libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    // Rust's runtime ignores SIGPIPE in roam; programs must start with the default
+    // (`yes | head` ends by SIGPIPE, not by a write error).
+    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     if seccomp::install(filter, no_new_privs) != 0 {
         die(b"roam: could not install the seccomp filter\n");
     }

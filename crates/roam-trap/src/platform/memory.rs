@@ -77,3 +77,33 @@ pub fn push_strings(pid: Pid, sp: u64, strings: &[&[u8]]) -> nix::Result<Vec<u64
     write(pid, base, &blob)?;
     Ok(addrs)
 }
+
+/// Places a new program name and argument vector for `execve` in the stopped thread's
+/// stack (strings, then the NULL-terminated pointer array below them); returns the address
+/// of the name and of the array.
+pub fn push_exec(pid: Pid, sp: u64, path: &[u8], argv: &[Vec<u8>]) -> nix::Result<(u64, u64)> {
+    let mut strings: Vec<&[u8]> = vec![path];
+    strings.extend(argv.iter().map(Vec::as_slice));
+    let addrs = push_strings(pid, sp, &strings)?;
+    let lowest = addrs[0];
+    let mut array: Vec<u8> = addrs[1..].iter().flat_map(|a| a.to_ne_bytes()).collect();
+    array.extend_from_slice(&0u64.to_ne_bytes());
+    let at = (lowest - array.len() as u64) & !0xf;
+    write(pid, at, &array)?;
+    Ok((addrs[0], at))
+}
+
+/// Reads a NULL-terminated array of string pointers (an `argv`), at most `max` entries.
+pub fn read_argv(pid: Pid, addr: u64, max: usize) -> nix::Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for i in 0..max as u64 {
+        let mut word = [0u8; 8];
+        read(pid, addr + 8 * i, &mut word)?;
+        let p = u64::from_ne_bytes(word);
+        if p == 0 {
+            return Ok(out);
+        }
+        out.push(read_cstr(pid, p)?);
+    }
+    Err(nix::errno::Errno::E2BIG)
+}
