@@ -6,6 +6,7 @@
 pub mod chirp;
 pub mod dav;
 pub mod ftp;
+pub mod tls;
 
 use std::fs;
 use std::io::{BufRead, BufReader};

@@ -52,6 +52,8 @@ pub struct VfsConfig {
     /// Most bytes of file copies kept; least recently used copies go first.
     pub max_cache_bytes: u64,
     pub http: HttpConfig,
+    /// TLS choices per `host[:port]` (a CA file, or no verification at all).
+    pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
 }
 
 /// What a name resolves to after following symlinks.
@@ -97,7 +99,7 @@ impl Vfs {
         let cache = DiskCache::open(&cfg.cache_dir)?;
         // Changes journaled by an earlier run that did not finish stay pending.
         let dirty = cache.journaled().into_iter().collect();
-        let mounts = Mounts::new(&cfg.mounts, &cfg.http)?;
+        let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls)?;
         let usage = usage::Usage::default();
         usage.bytes_cached.store(
             cache.copies().iter().map(|c| c.1).sum(),

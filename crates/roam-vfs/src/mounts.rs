@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
-use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver};
+use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::Driver;
 
@@ -66,12 +66,14 @@ struct Explicit {
 /// What drivers are made with: shared clients and timeouts.
 struct Protocols {
     http: HttpClient,
+    /// Clients for hosts with their own TLS choices, by `host[:port]`.
+    tls: HashMap<String, HttpClient>,
     chirp: ChirpConfig,
     ftp: FtpConfig,
 }
 
 impl Protocols {
-    fn new(cfg: &HttpConfig) -> Protocols {
+    fn new(cfg: &HttpConfig, tls: &[(String, TlsOptions)]) -> Result<Protocols> {
         let chirp = ChirpConfig {
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
@@ -82,20 +84,40 @@ impl Protocols {
             read_timeout: cfg.read_timeout,
             ..FtpConfig::default()
         };
-        Protocols {
+        let mut clients = HashMap::new();
+        for (host, opts) in tls {
+            if opts.insecure {
+                tracing::warn!(
+                    "TLS certificates of {host} are not verified (roam.toml says insecure)"
+                );
+            }
+            clients.insert(host.clone(), HttpClient::with_tls(cfg, opts)?);
+        }
+        Ok(Protocols {
             http: HttpClient::new(cfg),
+            tls: clients,
             chirp,
             ftp,
-        }
+        })
+    }
+
+    /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
+    fn http_for(&self, rest: &str) -> HttpClient {
+        let authority = rest.split('/').next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or(authority);
+        self.tls
+            .get(host)
+            .cloned()
+            .unwrap_or_else(|| self.http.clone())
     }
 
     /// The driver for a mount URL.
     fn driver(&self, url: &str) -> Result<Arc<dyn Driver>> {
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
-            "http" | "https" => Arc::new(HttpDriver::new(self.http.clone(), url)?),
-            "dav" => Arc::new(DavDriver::new(self.http.clone(), &format!("http://{rest}"))?),
-            "davs" => Arc::new(DavDriver::new(self.http.clone(), &format!("https://{rest}"))?),
+            "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
+            "dav" => Arc::new(DavDriver::new(self.http_for(rest), &format!("http://{rest}"))?),
+            "davs" => Arc::new(DavDriver::new(self.http_for(rest), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
             "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
@@ -118,8 +140,12 @@ pub struct Mounts {
 
 impl Mounts {
     /// `mounts` are `(LOCAL, URL)` pairs; `URL` is `http(s)://...`, `file:///dir` or `/dir`.
-    pub fn new(mounts: &[(String, String)], http: &HttpConfig) -> Result<Mounts> {
-        let protocols = Protocols::new(http);
+    pub fn new(
+        mounts: &[(String, String)],
+        http: &HttpConfig,
+        tls: &[(String, TlsOptions)],
+    ) -> Result<Mounts> {
+        let protocols = Protocols::new(http, tls)?;
         let mut explicit = Vec::new();
         for (local, url) in mounts {
             if !local.starts_with('/') {
@@ -206,7 +232,7 @@ mod tests {
             ("/proj/deep".to_owned(), "/srv/y".to_owned()),
             ("/web".to_owned(), "http://127.0.0.1:8080/pub".to_owned()),
         ];
-        Mounts::new(&m, &HttpConfig::default()).unwrap()
+        Mounts::new(&m, &HttpConfig::default(), &[]).unwrap()
     }
 
     fn remote_of(m: &Mounts, p: &str) -> (String, String) {
@@ -248,7 +274,7 @@ mod tests {
     #[test]
     fn bad_mounts_are_refused() {
         let http = HttpConfig::default();
-        assert!(Mounts::new(&[("rel".into(), "/x".into())], &http).is_err());
-        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http).is_err());
+        assert!(Mounts::new(&[("rel".into(), "/x".into())], &http, &[]).is_err());
+        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http, &[]).is_err());
     }
 }

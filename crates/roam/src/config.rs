@@ -10,6 +10,8 @@
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
+//! [tls."files.internal:8443"]
+//! ca_file = "/etc/ssl/internal-ca.pem"   # or: insecure = true
 //! [mounts]
 //! "/proj" = "http://example.org/src"
 //! "/data" = "file:///srv/data"
@@ -31,6 +33,19 @@ pub struct Config {
     pub http: HttpSection,
     #[serde(default)]
     pub mounts: BTreeMap<String, String>,
+    /// TLS choices per `host[:port]`.
+    #[serde(default)]
+    pub tls: BTreeMap<String, TlsSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM file of the certificate authorities to trust for this host.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate (say so only for a server you trust blindly).
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

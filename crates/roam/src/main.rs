@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use roam_drivers::http::HttpConfig;
+use roam_drivers::http::{HttpConfig, TlsOptions};
 use roam_vfs::{Vfs, VfsConfig};
 
 use config::Config;
@@ -175,6 +175,19 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
         t_read: cfg.t_read(),
         mounts: mounts.into_iter().collect(),
         max_cache_bytes: cfg.max_cache_bytes(),
+        tls: cfg
+            .tls
+            .iter()
+            .map(|(host, t)| {
+                (
+                    host.clone(),
+                    TlsOptions {
+                        ca_file: t.ca_file.clone(),
+                        insecure: t.insecure,
+                    },
+                )
+            })
+            .collect(),
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),

@@ -298,3 +298,48 @@ fn the_cache_is_private_and_reused_within_t_read() {
         .unwrap();
     assert!(last.contains("\" 304 "), "{last}");
 }
+
+#[test]
+fn https_is_verified_and_per_host_ca_files_are_honoured() {
+    let scratch = roam_testkit::Scratch::new("tls");
+    let ca = roam_testkit::tls::TestCa::new(&scratch.join("ca"));
+    let www = scratch.join("www");
+    roam_testkit::write_file(&www.join("secure.txt"), b"over TLS\n", 0o644);
+    let server = roam_testkit::tls::nginx_tls(&www, &scratch.join("run"), &ca);
+    let path = format!("/https/{}/secure.txt", server.authority());
+
+    // A certificate from an unknown authority is refused, with a clear reason.
+    let (verdict, err) = probe("read", &path);
+    assert_eq!(verdict, "EIO");
+    assert!(
+        err.contains("certificate") && err.contains(&server.authority()),
+        "{err}"
+    );
+
+    // Trusting the test's CA for that host makes it work.
+    let roam = Roam::new();
+    let conf = roam.cache.join("tls.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[tls.\"{}\"]\nca_file = \"{}\"\n",
+            server.authority(),
+            ca.ca_cert.display()
+        ),
+    )
+    .unwrap();
+    let o = roam.env("ROAM_CONFIG", &conf).run(&["cat", &path]);
+    assert_eq!(stdout(&o), "over TLS\n", "{}", stderr(&o));
+
+    // `insecure` accepts any certificate, and says so.
+    let roam = Roam::new();
+    let conf = roam.cache.join("insecure.toml");
+    std::fs::write(
+        &conf,
+        format!("[tls.\"{}\"]\ninsecure = true\n", server.authority()),
+    )
+    .unwrap();
+    let o = roam.env("ROAM_CONFIG", &conf).run(&["cat", &path]);
+    assert_eq!(stdout(&o), "over TLS\n", "{}", stderr(&o));
+    assert!(stderr(&o).contains("not verified"), "{}", stderr(&o));
+}

@@ -45,9 +45,49 @@ pub struct HttpClient {
     pub(crate) agent: ureq::Agent,
 }
 
+/// TLS choices for one host (`[tls."HOST[:PORT]"]` in roam.toml). The default verifies the
+/// server against the usual public roots.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// A PEM file of the certificate authorities to trust instead (a self-signed server's
+    /// own certificate, a company CA).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Accept any certificate. Only for a server the user chose to trust blindly.
+    pub insecure: bool,
+}
+
 impl HttpClient {
     pub fn new(cfg: &HttpConfig) -> HttpClient {
+        HttpClient::build(cfg, ureq::tls::TlsConfig::default())
+    }
+
+    /// A client for hosts with their own TLS choices.
+    pub fn with_tls(cfg: &HttpConfig, tls: &TlsOptions) -> Result<HttpClient> {
+        use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
+        let mut builder = TlsConfig::builder().disable_verification(tls.insecure);
+        if let Some(ca) = &tls.ca_file {
+            let pem = std::fs::read(ca)
+                .map_err(|e| Error::from_io(format_args!("CA file {}", ca.display()), &e))?;
+            let certs: Vec<_> = parse_pem(&pem)
+                .filter_map(|item| match item {
+                    Ok(PemItem::Certificate(c)) => Some(c),
+                    _ => None,
+                })
+                .collect();
+            if certs.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::InvalidName,
+                    format!("CA file {}: no certificate in it", ca.display()),
+                ));
+            }
+            builder = builder.root_certs(RootCerts::new_with_certs(&certs));
+        }
+        Ok(HttpClient::build(cfg, builder.build()))
+    }
+
+    fn build(cfg: &HttpConfig, tls: ureq::tls::TlsConfig) -> HttpClient {
         let config = ureq::Agent::config_builder()
+            .tls_config(tls)
             // A 404 is an answer (ENOENT), not a failed exchange: see every status ourselves.
             .http_status_as_error(false)
             .timeout_resolve(Some(cfg.connect_timeout))

@@ -1,0 +1,101 @@
+//! nginx over TLS with a certificate authority of the test's own (made with `openssl`), to
+//! check that roam verifies certificates and honours per-host TLS choices.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{mkdir, required, NginxExtra, Server};
+
+/// A CA made for one test, and a certificate for 127.0.0.1 that it signed.
+pub struct TestCa {
+    pub ca_cert: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TestCa {
+    /// Makes the CA and the server certificate in `dir`.
+    pub fn new(dir: &Path) -> TestCa {
+        mkdir(dir);
+        let openssl = required("/usr/bin/openssl", "openssl");
+        let run = |args: &[&str]| {
+            let st = Command::new(&openssl)
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("running openssl");
+            assert!(
+                st.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&st.stderr)
+            );
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=roam test CA",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            dir.join("san.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        TestCa {
+            ca_cert: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server.key"),
+        }
+    }
+}
+
+/// nginx serving `www` over HTTPS with `ca`'s server certificate.
+pub fn nginx_tls(www: &Path, run: &Path, ca: &TestCa) -> Server {
+    let extra = NginxExtra {
+        main: String::new(),
+        server: format!(
+            "ssl on;\nssl_certificate {};\nssl_certificate_key {};\n",
+            ca.cert.display(),
+            ca.key.display()
+        ),
+    };
+    Server::nginx_with(www, run, &extra)
+}
