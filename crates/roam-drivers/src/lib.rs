@@ -114,6 +114,11 @@ pub trait Driver: Send + Sync + Debug {
         None
     }
 
+    /// Whether [`Driver::read_range`] works, so large files can be read in pieces.
+    fn reads_ranges(&self) -> bool {
+        false
+    }
+
     /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
     /// many were written (fewer only at the end of the file). For fetching large files on
     /// demand instead of whole.

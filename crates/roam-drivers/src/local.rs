@@ -137,6 +137,10 @@ impl Driver for LocalDriver {
         true
     }
 
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());

@@ -42,7 +42,10 @@ pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    let filter = platform::seccomp::filter(&kernel::table::traced_numbers());
+    let filter = platform::seccomp::filter(
+        &kernel::table::traced_numbers(),
+        &kernel::table::gated_numbers(),
+    );
 
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.

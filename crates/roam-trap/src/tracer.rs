@@ -16,6 +16,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::kernel::{Decision, Job, Kernel, Triage};
+use crate::platform::inject::{FdMove, Next};
 use crate::platform::{memory, ptrace};
 use crate::TrapError;
 
@@ -41,6 +42,8 @@ struct Done {
     tid: Pid,
     sp: u64,
     decision: Decision,
+    /// A signal to deliver as the thread resumes.
+    sig: i32,
 }
 
 pub struct Tracer {
@@ -56,6 +59,10 @@ pub struct Tracer {
     overrides: HashMap<Pid, i64>,
     /// Deliveries started at process exits; the run ends only after them.
     deliveries: Vec<std::thread::JoinHandle<()>>,
+    /// Threads whose new fd is being moved to a watched number.
+    fd_moves: HashMap<Pid, (FdMove, String)>,
+    /// For answers that come from elsewhere than the workers.
+    done_tx: Sender<Done>,
 }
 
 impl Tracer {
@@ -96,6 +103,8 @@ impl Tracer {
             in_flight: 0,
             overrides: HashMap::new(),
             deliveries: Vec::new(),
+            fd_moves: HashMap::new(),
+            done_tx,
         })
     }
 
@@ -123,7 +132,7 @@ impl Tracer {
             }
             while let Ok(d) = self.done.try_recv() {
                 self.in_flight -= 1;
-                self.apply(d.tid, d.sp, d.decision);
+                self.apply(d.tid, d.sp, d.decision, d.sig);
             }
             self.sleep()?;
         }
@@ -168,7 +177,13 @@ impl Tracer {
         match status {
             WaitStatus::Exited(pid, code) => self.on_exit(pid, code),
             WaitStatus::Signaled(pid, sig, _) => self.on_exit(pid, 128 + sig as i32),
-            WaitStatus::Stopped(pid, sig) => resume(pid, sig as i32),
+            WaitStatus::Stopped(pid, sig) => match self.fd_moves.get_mut(&pid) {
+                Some((mv, _)) => {
+                    mv.hold_signal(sig as i32);
+                    let _ = nix::sys::ptrace::syscall(pid, None);
+                }
+                None => resume(pid, sig as i32),
+            },
             WaitStatus::PtraceEvent(pid, sig, event) => self.on_event(pid, sig, event),
             WaitStatus::PtraceSyscall(pid) => self.on_syscall_exit(pid),
             _ => {}
@@ -190,8 +205,49 @@ impl Tracer {
         }
     }
 
+    /// A syscall stop of a thread whose new fd is being moved (see [`Decision::OpenWatched`]).
+    fn on_fd_move(&mut self, pid: Pid) {
+        let Some((mv, _)) = self.fd_moves.get_mut(&pid) else {
+            return;
+        };
+        match mv.on_syscall_stop(pid) {
+            Ok(Next::Step) => {
+                let _ = nix::sys::ptrace::syscall(pid, None);
+            }
+            Ok(Next::Done(sig)) => {
+                self.fd_moves.remove(&pid);
+                resume(pid, sig);
+            }
+            Ok(Next::Unwatched(sig)) => {
+                let (_, virt) = self.fd_moves.remove(&pid).expect("present");
+                // Reads of this fd will not be seen: the whole file first, off this thread.
+                let (kernel, tx, wake) =
+                    (self.kernel.clone(), self.done_tx.clone(), self.wake.clone());
+                self.in_flight += 1;
+                std::thread::spawn(move || {
+                    kernel.complete_copy(&virt);
+                    let _ = tx.send(Done {
+                        tid: pid,
+                        sp: 0,
+                        decision: Decision::Continue,
+                        sig,
+                    });
+                    let _ = wake.write(1);
+                });
+            }
+            Err(e) => {
+                tracing::debug!(%pid, "fd move: {e}");
+                self.fd_moves.remove(&pid);
+                resume(pid, 0);
+            }
+        }
+    }
+
     /// The exit stop of a call whose result roam replaces (see [`Decision::RunThenReturn`]).
     fn on_syscall_exit(&mut self, pid: Pid) {
+        if self.fd_moves.contains_key(&pid) {
+            return self.on_fd_move(pid);
+        }
         if let Some(ret) = self.overrides.remove(&pid) {
             if let Err(e) = ptrace::set_return(pid, ret) {
                 tracing::debug!(%pid, "set return: {e}");
@@ -229,7 +285,7 @@ impl Tracer {
             }
         };
         match self.kernel.triage(pid, call) {
-            Triage::Done(d) => self.apply(pid, call.sp, d),
+            Triage::Done(d) => self.apply(pid, call.sp, d, 0),
             Triage::Later(job) => {
                 self.in_flight += 1;
                 self.jobs
@@ -240,7 +296,24 @@ impl Tracer {
     }
 
     /// Carries a decision out on a thread stopped at a system call, then resumes it.
-    fn apply(&mut self, tid: Pid, sp: u64, decision: Decision) {
+    fn apply(&mut self, tid: Pid, sp: u64, decision: Decision, sig: i32) {
+        if let Decision::OpenWatched {
+            arg,
+            path,
+            cloexec,
+            virt,
+        } = decision
+        {
+            let pushed = memory::push_strings(tid, sp, &[&path])
+                .and_then(|a| ptrace::set_args(tid, &[(arg, a[0])]));
+            match pushed.and_then(|()| ptrace::resume_to_exit(tid)) {
+                Ok(()) => {
+                    self.fd_moves.insert(tid, (FdMove::new(cloexec), virt));
+                }
+                Err(e) => tracing::debug!(%tid, "open watched: {e}"),
+            }
+            return;
+        }
         if let Decision::RunThenReturn(ret) = decision {
             self.overrides.insert(tid, ret);
             if let Err(e) = ptrace::resume_to_exit(tid) {
@@ -255,13 +328,14 @@ impl Tracer {
                 let _ = ptrace::skip_with(tid, -(e as i64));
             }
         }
-        resume(tid, 0);
+        resume(tid, sig);
     }
 }
 
 fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
     match decision {
-        Decision::Continue | Decision::RunThenReturn(_) => Ok(()),
+        // Handled by `apply` before it gets here.
+        Decision::Continue | Decision::RunThenReturn(_) | Decision::OpenWatched { .. } => Ok(()),
         Decision::Rewrite(args) => {
             let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
             let addrs = memory::push_strings(tid, sp, &strings)?;
@@ -309,6 +383,7 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, wak
                 tid: job.tid,
                 sp: job.call.sp,
                 decision,
+                sig: 0,
             })
             .is_err()
         {

@@ -305,6 +305,42 @@ impl DiskCache {
         }
     }
 
+    /// A sparse copy of `size` bytes at `data/VIRT` to be filled in ranges: the skeleton
+    /// stub itself when it is one (so the name keeps its inode), else a new file that also
+    /// takes the stub's place.
+    pub fn sparse_copy(&self, virt: &str, size: u64) -> Result<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let stub = self.meta_path(virt);
+        let data = self.data_path(virt);
+        let is_stub = fs::symlink_metadata(&stub).is_ok_and(|m| m.is_file() && m.nlink() == 1);
+        let (src, relink) = if is_stub {
+            (stub, false)
+        } else {
+            (self.tmp_name(), true)
+        };
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&src)
+            .map_err(|e| Error::cache(&src, e))?;
+        f.set_len(size).map_err(|e| Error::cache(&src, e))?;
+        let link = self.tmp_name();
+        fs::hard_link(&src, &link).map_err(|e| Error::cache(&link, e))?;
+        self.install(&link, &data)?;
+        if relink {
+            let _ = fs::remove_file(&src);
+            self.link_into_skeleton(virt)?;
+        }
+        Ok(data)
+    }
+
+    /// Makes a completely filled sparse copy an ordinary copy (mtime, mode, sidecar).
+    pub fn seal_copy(&self, virt: &str, copy: &Path, meta: &Meta, info: &Info) -> Result<()> {
+        self.finish_copy(copy, meta)?;
+        self.record_copy(virt, copy, info)
+    }
+
     /// Opens a new download file in `tmp/`.
     pub fn create_download(&self) -> Result<(PathBuf, File)> {
         let tmp = self.tmp_name();

@@ -14,6 +14,7 @@
 mod cache;
 mod error;
 mod mounts;
+mod partial;
 pub mod path;
 mod usage;
 mod write;
@@ -74,6 +75,8 @@ pub struct Vfs {
     mounts: Mounts,
     state: Mutex<State>,
     fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Large files being fetched in ranges.
+    partials: partial::Partials,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -116,6 +119,7 @@ impl Vfs {
                 ..State::default()
             }),
             fetch_locks: Mutex::new(HashMap::new()),
+            partials: Mutex::new(HashMap::new()),
         })
     }
 

@@ -330,6 +330,10 @@ impl Driver for ChirpDriver {
         true
     }
 
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         self.pool.target().url(path)
     }

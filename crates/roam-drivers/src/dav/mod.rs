@@ -30,9 +30,7 @@ use ureq::{AsSendBody, Body, SendBody};
 use self::members::members;
 use self::multistatus::Resource;
 use crate::http::url::{is_driver_path, Base};
-use crate::http::{
-    copy_body, is_dir_response, read_page, HttpClient, HttpDriver, Method as HttpMethod,
-};
+use crate::http::{read_page, HttpClient, HttpDriver};
 use crate::{Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator};
 
 /// The requests this driver sends itself (its reads go through the HTTP driver).
@@ -297,43 +295,13 @@ impl Driver for DavDriver {
         self.http.fetch(path, dest, validator)
     }
 
-    /// A `GET` with `Range`. A server may ignore the range and send the whole file with
-    /// 200 (RFC 9110 §14.2): the bytes before the range are then read and discarded, which
-    /// is always correct and costly only with such servers (nginx honours ranges).
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    /// Plain HTTP: the HTTP driver's `GET` with `Range`.
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let url = self.http.checked_url(HttpMethod::Get, path, false)?;
-        if len == 0 {
-            return Ok(0);
-        }
-        let range = format!("bytes={offset}-{}", offset.saturating_add(len - 1));
-        let response = self.http.call(HttpMethod::Get, &url, &[("range", range)])?;
-        let status = response.status();
-        if status == StatusCode::RANGE_NOT_SATISFIABLE {
-            // The range starts at or past the end of the file, where read(2) returns 0.
-            return Ok(0);
-        }
-        if !status.is_success() {
-            return Err(crate::http::errors::status("GET", &url, status));
-        }
-        if is_dir_response(&response) {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!("GET {url}: is a directory"),
-            ));
-        }
-        let skip = if status == StatusCode::PARTIAL_CONTENT {
-            check_range_start(&response, offset, &url)?;
-            0
-        } else {
-            offset
-        };
-        let mut body = response.into_body().into_reader();
-        let skipped = io::copy(&mut body.by_ref().take(skip), &mut io::sink())
-            .map_err(|e| crate::http::errors::body("GET", &url, e))?;
-        if skipped < skip {
-            return Ok(0);
-        }
-        copy_body(body.take(len), dest, &url)
+        self.http.read_range(path, offset, len, dest)
     }
 
     /// Uploads to a temporary sibling, then moves it over `path` (`rename(2)` on nginx, so
@@ -442,28 +410,6 @@ fn succeeded(method: Method, status: StatusCode) -> bool {
 
 fn fail(kind: ErrorKind, method: Method, url: &str, why: &str) -> Error {
     Error::new(kind, format!("{} {url}: {why}", method.as_str()))
-}
-
-/// Checks that a 206 reply starts where asked (`Content-Range: bytes START-END/SIZE`):
-/// bytes from elsewhere would be silently wrong data.
-fn check_range_start(response: &Response<Body>, offset: u64, url: &str) -> Result<()> {
-    let header = response
-        .headers()
-        .get("content-range")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let start = header
-        .strip_prefix("bytes ")
-        .and_then(|range| range.split_once('-'))
-        .and_then(|(start, _)| start.trim().parse::<u64>().ok());
-    if start == Some(offset) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::Io,
-            format!("GET {url}: asked for bytes from {offset}, got {header:?}"),
-        ))
-    }
 }
 
 /// The parent directory of a driver path; `None` for the root.

@@ -288,6 +288,10 @@ impl Driver for FtpDriver {
         true
     }
 
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         self.site.describe(path)
     }

@@ -265,6 +265,49 @@ pub(crate) fn read_page(response: Response<Body>, method: &str, url: &str) -> Re
 }
 
 impl Driver for HttpDriver {
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    /// A `GET` with `Range`. A server may ignore the range and send the whole file with
+    /// 200 (RFC 9110 §14.2): the bytes before the range are then read and discarded, which
+    /// is always correct and costly only with such servers (nginx honours ranges).
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        let url = self.checked_url(Method::Get, path, false)?;
+        if len == 0 {
+            return Ok(0);
+        }
+        let range = format!("bytes={offset}-{}", offset.saturating_add(len - 1));
+        let response = self.call(Method::Get, &url, &[("range", range)])?;
+        let status = response.status();
+        if status == StatusCode::RANGE_NOT_SATISFIABLE {
+            // The range starts at or past the end of the file, where read(2) returns 0.
+            return Ok(0);
+        }
+        if !status.is_success() {
+            return Err(errors::status("GET", &url, status));
+        }
+        if is_dir_response(&response) {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("GET {url}: is a directory"),
+            ));
+        }
+        let skip = if status == StatusCode::PARTIAL_CONTENT {
+            check_range_start(&response, offset, &url)?;
+            0
+        } else {
+            offset
+        };
+        let mut body = response.into_body().into_reader();
+        let skipped = io::copy(&mut body.by_ref().take(skip), &mut io::sink())
+            .map_err(|e| errors::body("GET", &url, e))?;
+        if skipped < skip {
+            return Ok(0);
+        }
+        copy_body(body.take(len), dest, &url)
+    }
+
     fn describe(&self, path: &str) -> String {
         self.base.url(path)
     }
@@ -320,3 +363,25 @@ impl Driver for HttpDriver {
 
 #[cfg(test)]
 mod tests;
+
+/// Checks that a 206 reply starts where asked (`Content-Range: bytes START-END/SIZE`):
+/// bytes from elsewhere would be silently wrong data.
+fn check_range_start(response: &Response<Body>, offset: u64, url: &str) -> Result<()> {
+    let header = response
+        .headers()
+        .get("content-range")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let start = header
+        .strip_prefix("bytes ")
+        .and_then(|range| range.split_once('-'))
+        .and_then(|(start, _)| start.trim().parse::<u64>().ok());
+    if start == Some(offset) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Io,
+            format!("GET {url}: asked for bytes from {offset}, got {header:?}"),
+        ))
+    }
+}

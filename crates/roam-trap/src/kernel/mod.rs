@@ -13,6 +13,7 @@ mod exec;
 mod inspect;
 mod mutate;
 mod open;
+mod read;
 mod report;
 pub mod resolve;
 pub mod table;
@@ -41,6 +42,15 @@ pub enum Decision {
     ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
     /// Let it run (e.g. `close` must really close the fd), then make it return this value.
     RunThenReturn(i64),
+    /// Let an open run with this path argument, then move the fd it returns to a watched
+    /// number (≥ `WATCHED_FD_BASE`), whose reads roam sees: a large file arriving in ranges.
+    /// `virt` is the file, for when no watched number is free.
+    OpenWatched {
+        arg: usize,
+        path: Vec<u8>,
+        cloexec: bool,
+        virt: String,
+    },
     /// Let an exec run another program with another argument vector (a script whose
     /// interpreter is a roam name: the kernel would look for the interpreter itself).
     Exec {
@@ -91,6 +101,15 @@ impl Kernel {
             report: Reporter::default(),
             tracees: Default::default(),
             granted: Default::default(),
+        }
+    }
+
+    /// Waits until the copy of `virt` is whole (an fd on it could not be watched), telling
+    /// the user if that fails: the program's reads would then end early.
+    pub fn complete_copy(&self, virt: &str) {
+        if let Err(e) = self.vfs().ensure_whole(virt) {
+            self.report
+                .error(Pid::from_raw(0), "read", virt, e.errno(), &e.to_string());
         }
     }
 
@@ -175,6 +194,7 @@ impl Kernel {
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
             Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
+            Family::Read => return read::triage(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
                     return Triage::Done(d);
@@ -225,6 +245,7 @@ impl Kernel {
             Family::Inspect | Family::Access | Family::Readlink => inspect::serve(self, job),
             Family::Mutate | Family::MutateFd => mutate::serve(self, job),
             Family::Close | Family::Sync => close::serve(self, job),
+            Family::Read => read::serve(self, job),
             // Triage answers every other family itself.
             _ => Ok(Decision::Continue),
         };

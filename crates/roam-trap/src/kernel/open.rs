@@ -98,6 +98,19 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
             _ => Ok(read_only(k, job, node)),
         };
     }
+    if flags & (libc::O_PATH | libc::O_DIRECTORY) == 0 {
+        if let Some(copy) = vfs.open_streaming(node).map_err(fail)? {
+            use std::os::unix::ffi::OsStrExt;
+            let path = copy.as_os_str().as_bytes().to_vec();
+            let cloexec = flags & libc::O_CLOEXEC != 0;
+            return Ok(Decision::OpenWatched {
+                arg,
+                path,
+                cloexec,
+                virt: node.virt().to_owned(),
+            });
+        }
+    }
     let target = if flags & libc::O_PATH != 0 {
         vfs.meta_path(node)
     } else {

@@ -29,6 +29,9 @@ pub enum Family {
     Close,
     /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
     Sync,
+    /// Reads from a watched fd (a large file arriving in ranges): wait for the bytes.
+    /// Trapped only when the fd is one roam watches (see `Spec::fd_gate`).
+    Read,
 }
 
 /// Where one name argument is: the register holding the path and, for `*at` calls, the one
@@ -58,6 +61,7 @@ pub struct Spec {
     pub paths: &'static [PathArg],
     /// For `Open`: the register with the flags (for openat2, the `open_how` pointer).
     /// For `Access`: the register with the mode. For `Readlink`: the buffer register.
+    /// For `Read`: the register with the fd.
     pub aux: usize,
 }
 
@@ -143,6 +147,20 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_close, Close, []),
     spec!(SYS_fsync, Sync, []),
     spec!(SYS_fdatasync, Sync, []),
+    spec!(SYS_read, Read, [], 0),
+    spec!(SYS_pread64, Read, [], 0),
+    spec!(SYS_readv, Read, [], 0),
+    spec!(SYS_preadv, Read, [], 0),
+    spec!(SYS_preadv2, Read, [], 0),
+    spec!(SYS_mmap, Read, [], 4),
+    spec!(SYS_sendfile, Read, [], 1),
+    spec!(SYS_copy_file_range, Read, [], 0),
+    spec!(SYS_splice, Read, [], 0),
+    // A copy of a watched fd at an unwatched number would read holes: these need the whole file.
+    spec!(SYS_dup, Read, [], 0),
+    spec!(SYS_dup2, Read, [], 0),
+    spec!(SYS_dup3, Read, [], 0),
+    spec!(SYS_fcntl, Read, [], 0),
 ];
 
 /// The spec of a trapped call number.
@@ -151,9 +169,22 @@ pub fn lookup(nr: i64) -> Option<&'static Spec> {
     TABLE.iter().find(|s| s.nr == nr)
 }
 
-/// Numbers for the seccomp filter.
+/// Numbers the seccomp filter always traps.
 pub fn traced_numbers() -> Vec<i64> {
-    TABLE.iter().map(|s| s.nr).collect()
+    TABLE
+        .iter()
+        .filter(|s| s.family != Family::Read)
+        .map(|s| s.nr)
+        .collect()
+}
+
+/// Numbers the filter traps only for watched fds, with the register holding the fd.
+pub fn gated_numbers() -> Vec<(i64, usize)> {
+    TABLE
+        .iter()
+        .filter(|s| s.family == Family::Read)
+        .map(|s| (s.nr, s.aux))
+        .collect()
 }
 
 #[cfg(test)]
@@ -170,6 +201,11 @@ mod tests {
             }
         }
         assert_eq!(lookup(libc::SYS_openat).unwrap().family, Family::Open);
-        assert!(lookup(libc::SYS_read).is_none());
+        assert!(lookup(libc::SYS_write).is_none());
+        assert!(
+            !traced_numbers().contains(&libc::SYS_read),
+            "reads are gated, never always trapped"
+        );
+        assert!(gated_numbers().contains(&(libc::SYS_mmap, 4)));
     }
 }

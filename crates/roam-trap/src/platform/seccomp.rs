@@ -13,6 +13,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `offsetof(struct seccomp_data, nr)` and `offsetof(struct seccomp_data, arch)`.
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
+const OFF_ARGS: u32 = 16;
 
 const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -32,23 +33,44 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
     Insn { code, jt, jf, k }
 }
 
-/// Builds the filter that traps exactly `traced` (x86_64 numbers) and every foreign call.
-pub fn filter(traced: &[i64]) -> Vec<Insn> {
+/// Lowest fd number roam gives the copies it watches (large files fetched in ranges): calls
+/// that read from an fd are trapped only at or above it.
+pub const WATCHED_FD_BASE: u32 = 800;
+
+/// Builds the filter that traps exactly `traced` (x86_64 numbers), the calls of `gated`
+/// (number, register of an fd) when that fd is at least [`WATCHED_FD_BASE`], and every
+/// foreign call.
+pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
+    let (n, m) = (traced.len(), gated.len());
+    let allow = 4 + n + 3 * m;
+    let trace = allow + 1;
     assert!(
-        traced.len() < 250,
+        trace < 255,
         "a linear filter jumps at most 255 instructions"
     );
-    let n = traced.len();
+    let to = |from: usize, target: usize| (target - from - 1) as u8;
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, OFF_ARCH),
-        // Native arch: go on; otherwise jump to the trace return after the list.
-        jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 0, (n + 3) as u8),
+        // Native arch: go on; otherwise trace.
+        jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 0, to(1, trace)),
         stmt(BPF_LD_W_ABS, OFF_NR),
-        jump(BPF_JGE_K, X32_SYSCALL_BIT, (n + 1) as u8, 0),
+        jump(BPF_JGE_K, X32_SYSCALL_BIT, to(3, trace), 0),
     ];
     for (i, nr) in traced.iter().enumerate() {
-        // Jump over the remaining comparisons and the ALLOW return to TRACE.
-        prog.push(jump(BPF_JEQ_K, *nr as u32, (n - i) as u8, 0));
+        prog.push(jump(BPF_JEQ_K, *nr as u32, to(4 + i, trace), 0));
+    }
+    for (k, &(nr, arg)) in gated.iter().enumerate() {
+        let b = 4 + n + 3 * k;
+        // Not this call: skip to the next block, the number still in the accumulator.
+        prog.push(jump(BPF_JEQ_K, nr as u32, 0, 2));
+        // The low 32 bits of the argument (fds are ints).
+        prog.push(stmt(BPF_LD_W_ABS, OFF_ARGS + 8 * arg as u32));
+        prog.push(jump(
+            BPF_JGE_K,
+            WATCHED_FD_BASE,
+            to(b + 2, trace),
+            to(b + 2, allow),
+        ));
     }
     prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
     prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_TRACE));
@@ -82,11 +104,22 @@ mod tests {
 
     /// A tiny classic-BPF interpreter, enough to check the jumps of our filter.
     fn run(prog: &[Insn], arch: u32, nr: u32) -> u32 {
+        run_with_arg(prog, arch, nr, 0)
+    }
+
+    /// Runs the filter with every argument register equal to `arg`.
+    fn run_with_arg(prog: &[Insn], arch: u32, nr: u32, arg: u32) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let i = prog[pc];
             match i.code {
-                BPF_LD_W_ABS => acc = if i.k == OFF_ARCH { arch } else { nr },
+                BPF_LD_W_ABS => {
+                    acc = match i.k {
+                        OFF_ARCH => arch,
+                        OFF_NR => nr,
+                        _ => arg,
+                    }
+                }
                 BPF_JEQ_K => pc += if acc == i.k { i.jt } else { i.jf } as usize,
                 BPF_JGE_K => pc += if acc >= i.k { i.jt } else { i.jf } as usize,
                 BPF_RET_K => return i.k,
@@ -97,9 +130,40 @@ mod tests {
     }
 
     #[test]
+    fn gated_calls_are_trapped_only_on_watched_fds() {
+        let prog = filter(&[2, 257], &[(0, 0), (9, 4)]);
+        let x86 = AUDIT_ARCH_X86_64;
+        assert_eq!(
+            run_with_arg(&prog, x86, 0, 3),
+            libc::SECCOMP_RET_ALLOW,
+            "read of fd 3"
+        );
+        assert_eq!(
+            run_with_arg(&prog, x86, 0, WATCHED_FD_BASE),
+            libc::SECCOMP_RET_TRACE,
+            "read of a watched fd"
+        );
+        assert_eq!(
+            run_with_arg(&prog, x86, 9, WATCHED_FD_BASE + 5),
+            libc::SECCOMP_RET_TRACE,
+            "mmap"
+        );
+        assert_eq!(
+            run_with_arg(&prog, x86, 1, WATCHED_FD_BASE),
+            libc::SECCOMP_RET_ALLOW,
+            "write is not gated"
+        );
+        assert_eq!(
+            run_with_arg(&prog, x86, 257, 3),
+            libc::SECCOMP_RET_TRACE,
+            "openat always"
+        );
+    }
+
+    #[test]
     fn traps_exactly_the_listed_calls() {
         let traced = [2, 257, 4, 59];
-        let prog = filter(&traced);
+        let prog = filter(&traced, &[]);
         for nr in traced {
             assert_eq!(
                 run(&prog, AUDIT_ARCH_X86_64, nr as u32),

@@ -1,0 +1,139 @@
+//! Large remote files are not fetched whole before the program may read them: `head` and
+//! `tail` of a 1 GiB file return at once and transfer a chunk, sequential reads stream, and
+//! every way of reading (read, pread, mmap, sendfile) sees exactly the remote bytes.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+use common::{stderr, stdout, Roam};
+use roam_testkit::{noise, write_file, Scratch, Server};
+
+const GIB: u64 = 1 << 30;
+
+/// A 1 GiB sparse file with noise at both ends, and a 40 MiB file of noise.
+struct Big {
+    server: Server,
+    scratch: Scratch,
+}
+
+impl Big {
+    fn new() -> Big {
+        let scratch = Scratch::new("large");
+        let www = scratch.join("www");
+        write_file(&www.join("gib.bin"), b"", 0o644);
+        let f = OpenOptions::new()
+            .write(true)
+            .open(www.join("gib.bin"))
+            .unwrap();
+        f.set_len(GIB).unwrap();
+        f.write_all_at(&noise(4096, 7), 0).unwrap();
+        f.write_all_at(&noise(4096, 8), GIB - 4096).unwrap();
+        write_file(&www.join("forty.bin"), &noise(40 << 20, 9), 0o644);
+        let server = Server::nginx(&www, &scratch.join("run"));
+        Big { server, scratch }
+    }
+
+    fn path(&self, name: &str) -> String {
+        format!("/http/{}/{name}", self.server.authority())
+    }
+
+    fn local(&self, name: &str) -> String {
+        self.scratch.join("www").join(name).display().to_string()
+    }
+
+    /// Bytes nginx sent for `name` so far.
+    fn bytes_sent(&self, name: &str) -> u64 {
+        let needle = format!("GET /{name} ");
+        self.server
+            .access_log()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .filter_map(|l| {
+                l.split('"')
+                    .nth(2)?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+/// Runs `script` under roam with a fresh cache; returns stdout, and the time it took.
+fn timed(script: &str) -> (String, Duration) {
+    let t = Instant::now();
+    let o = Roam::new().sh(&[], script);
+    let took = t.elapsed();
+    assert!(o.status.success(), "{script}: {}", stderr(&o));
+    (stdout(&o), took)
+}
+
+fn native(script: &str) -> String {
+    let o = std::process::Command::new("sh")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn head_and_tail_of_a_gib_return_at_once_and_fetch_little() {
+    let big = Big::new();
+    for cmd in ["head -c 1000", "tail -c 1000"] {
+        let before = big.bytes_sent("gib.bin");
+        let (out, took) = timed(&format!(
+            "{cmd} {} | od -An -tx1 | md5sum",
+            big.path("gib.bin")
+        ));
+        assert_eq!(
+            out,
+            native(&format!(
+                "{cmd} {} | od -An -tx1 | md5sum",
+                big.local("gib.bin")
+            )),
+            "{cmd}"
+        );
+        let sent = big.bytes_sent("gib.bin") - before;
+        assert!(took < Duration::from_secs(1), "{cmd} took {took:?}");
+        assert!(sent < 64 << 20, "{cmd} transferred {sent} bytes");
+    }
+}
+
+#[test]
+fn sequential_random_and_mapped_reads_see_the_remote_bytes() {
+    let big = Big::new();
+    let (f, l) = (big.path("forty.bin"), big.local("forty.bin"));
+    for script in [
+        "md5sum < {}",
+        "dd if={} bs=4096 skip=3000 count=7 status=none | md5sum",
+        "python3 -c \"import mmap,sys,hashlib; f=open(sys.argv[1],'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); print(hashlib.md5(m[-5000000:]).hexdigest())\" {}",
+        "python3 -c \"import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); print(os.pread(fd,16,30000000).hex())\" {}",
+        "cat {} {} | wc -c",
+    ] {
+        let (out, _) = timed(&script.replace("{}", &f));
+        assert_eq!(out, native(&script.replace("{}", &l)), "{script}");
+    }
+    // The file came over the wire about once per run, not once per read.
+    assert!(
+        big.bytes_sent("forty.bin") < 6 * (40 << 20),
+        "sent {}",
+        big.bytes_sent("forty.bin")
+    );
+}
+
+#[test]
+fn a_streamed_copy_becomes_an_ordinary_cached_copy() {
+    let big = Big::new();
+    let script = format!("md5sum < {0} && md5sum < {0}", big.path("forty.bin"));
+    let o = Roam::new().sh(&[], &script);
+    let want = native(&format!("md5sum < {}", big.local("forty.bin")));
+    assert_eq!(stdout(&o), format!("{want}{want}"), "{}", stderr(&o));
+    // The second read was served by the finished copy: the file came over the wire once.
+    let sent = big.bytes_sent("forty.bin");
+    assert!(sent <= (40 << 20) + (2 << 20), "fetched once: {sent}");
+}
