@@ -26,16 +26,41 @@ const WORKERS: usize = 8;
 /// Signals the tracer reads from its signalfd instead of being interrupted by them.
 pub fn tracer_signals() -> SigSet {
     let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-    ] {
-        set.add(s);
-    }
+    set.add(Signal::SIGCHLD);
     set
+}
+
+/// The first program, for the signal handler below.
+static MAIN_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_to_program(sig: libc::c_int) {
+    let pid = MAIN_PID.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// SIGTERM/SIGHUP sent to roam are meant for the program: forwarded. SIGINT/SIGQUIT from
+/// the terminal reach the program through its process group already: ignored by roam,
+/// which ends when the program does.
+fn route_signals(main: Pid) -> nix::Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler};
+    MAIN_PID.store(main.as_raw(), std::sync::atomic::Ordering::Relaxed);
+    let forward = SigAction::new(
+        SigHandler::Handler(forward_to_program),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    // SAFETY: the handler only calls kill(2).
+    unsafe {
+        sigaction(Signal::SIGTERM, &forward)?;
+        sigaction(Signal::SIGHUP, &forward)?;
+        sigaction(Signal::SIGINT, &ignore)?;
+        sigaction(Signal::SIGQUIT, &ignore)?;
+    }
+    Ok(())
 }
 
 struct Done {
@@ -92,6 +117,7 @@ impl Tracer {
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
         kernel.tracee_started(main);
+        route_signals(main)?;
         Ok(Tracer {
             kernel,
             main,
@@ -111,30 +137,30 @@ impl Tracer {
     /// Serves every tracee until none is left; returns the first program's exit status.
     pub fn run(mut self) -> Result<i32, TrapError> {
         loop {
-            loop {
-                match waitpid(
-                    None::<Pid>,
-                    Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
-                ) {
-                    Ok(WaitStatus::StillAlive) => break,
-                    Ok(status) => self.on_status(status),
-                    Err(Errno::EINTR) => continue,
-                    Err(Errno::ECHILD) => {
-                        // Every program is gone: deliver what the last writers left behind.
-                        for d in self.deliveries.drain(..) {
-                            let _ = d.join();
-                        }
-                        self.kernel.flush_finished();
-                        return Ok(self.main_status.unwrap_or(1));
+            // With no job out, only a tracee can have news: wait for it in one system call
+            // (the common case, and the cheapest). Otherwise also watch the workers.
+            let flags = match self.in_flight {
+                0 => WaitPidFlag::__WALL,
+                _ => WaitPidFlag::WNOHANG | WaitPidFlag::__WALL,
+            };
+            match waitpid(None::<Pid>, Some(flags)) {
+                Ok(WaitStatus::StillAlive) => self.sleep()?,
+                Ok(status) => self.on_status(status),
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => {
+                    // Every program is gone: deliver what the last writers left behind.
+                    for d in self.deliveries.drain(..) {
+                        let _ = d.join();
                     }
-                    Err(e) => return Err(e.into()),
+                    self.kernel.flush_finished();
+                    return Ok(self.main_status.unwrap_or(1));
                 }
+                Err(e) => return Err(e.into()),
             }
             while let Ok(d) = self.done.try_recv() {
                 self.in_flight -= 1;
                 self.apply(d.tid, d.sp, d.decision, d.sig);
             }
-            self.sleep()?;
         }
     }
 
@@ -158,19 +184,8 @@ impl Tracer {
             return Err(Errno::last().into());
         }
         let _ = self.wake.read();
-        while let Ok(Some(info)) = self.signals.read_signal() {
-            self.on_signal(info.ssi_signo as i32);
-        }
+        while let Ok(Some(_)) = self.signals.read_signal() {}
         Ok(())
-    }
-
-    /// SIGTERM/SIGHUP to roam are meant for the program; SIGINT/SIGQUIT from the terminal
-    /// already reach it through its process group.
-    fn on_signal(&self, signo: i32) {
-        if signo == libc::SIGTERM || signo == libc::SIGHUP {
-            // SAFETY: plain kill of our own child.
-            unsafe { libc::kill(self.main.as_raw(), signo) };
-        }
     }
 
     fn on_status(&mut self, status: WaitStatus) {

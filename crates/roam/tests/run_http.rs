@@ -343,3 +343,34 @@ fn https_is_verified_and_per_host_ca_files_are_honoured() {
     assert_eq!(stdout(&o), "over TLS\n", "{}", stderr(&o));
     assert!(stderr(&o).contains("not verified"), "{}", stderr(&o));
 }
+
+#[test]
+fn sigterm_to_roam_reaches_the_program() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got TERM; exit 3' TERM; echo ready; sleep 30 & wait",
+        ])
+        .env("ROAM_CONFIG", "/nonexistent/roam.toml")
+        .env(
+            "ROAM_CACHE_DIR",
+            roam_testkit::Scratch::new("term").join("c"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "got TERM\n");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
