@@ -12,6 +12,7 @@ mod error;
 pub mod ftp;
 pub mod http;
 pub mod local;
+pub mod s3;
 
 use std::fmt::Debug;
 use std::io::{Read, Write};

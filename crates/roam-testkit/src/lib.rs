@@ -6,6 +6,7 @@
 pub mod chirp;
 pub mod dav;
 pub mod ftp;
+pub mod s3;
 pub mod tls;
 
 use std::fs;

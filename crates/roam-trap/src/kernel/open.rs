@@ -82,7 +82,8 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
                 .open_for_write(node, flags, create_mode(job))
                 .map_err(fail)?;
             k.write_granted(job.tid, node.virt());
-            return Ok(rewrite_to(arg, &copy));
+            // At a watched number, so that its close (the upload) is seen.
+            return Ok(watched(arg, &copy, flags, node));
         }
         return match vfs.stat(node) {
             // O_CREAT of an existing file without write access is a plain open.
@@ -100,15 +101,7 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
     }
     if flags & (libc::O_PATH | libc::O_DIRECTORY) == 0 {
         if let Some(copy) = vfs.open_streaming(node).map_err(fail)? {
-            use std::os::unix::ffi::OsStrExt;
-            let path = copy.as_os_str().as_bytes().to_vec();
-            let cloexec = flags & libc::O_CLOEXEC != 0;
-            return Ok(Decision::OpenWatched {
-                arg,
-                path,
-                cloexec,
-                virt: node.virt().to_owned(),
-            });
+            return Ok(watched(arg, &copy, flags, node));
         }
     }
     let target = if flags & libc::O_PATH != 0 {
@@ -117,6 +110,19 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         vfs.open_path(node)
     };
     Ok(rewrite_to(arg, &target.map_err(fail)?))
+}
+
+/// Opens `copy` at a watched fd number.
+fn watched(arg: usize, copy: &std::path::Path, flags: i32, node: &roam_vfs::Node) -> Decision {
+    use std::os::unix::ffi::OsStrExt;
+    let path = copy.as_os_str().as_bytes().to_vec();
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    Decision::OpenWatched {
+        arg,
+        path,
+        cloexec,
+        virt: node.virt().to_owned(),
+    }
 }
 
 fn read_only(k: &Kernel, job: &Job, node: &roam_vfs::Node) -> Decision {

@@ -1,0 +1,509 @@
+//! S3 driver: a bucket (or a prefix in it) of AWS S3 or any S3-compatible server (MinIO,
+//! Ceph RGW, SeaweedFS, moto ...), read and written. Mounts `/s3/BUCKET/KEY...` and
+//! `s3://bucket/prefix` become an [`S3Driver`] for `bucket[/prefix]`; where the server is
+//! and who we are comes from [`S3Config`] (the AWS environment and files).
+//!
+//! S3 is a flat map from keys to objects, so POSIX is emulated:
+//! - A directory is a prefix: `/a/b` is a directory when some key starts with `a/b/`, or
+//!   when the empty *marker* object `a/b/` exists (`mkdir` creates one). `stat` is a `HEAD`
+//!   of the key, then a one-key listing of the prefix; `list` is a delimited
+//!   `ListObjectsV2` ([`listing`]). The root of the mount is always a directory.
+//! - Reads are `GET`s, conditional (`If-None-Match`, `If-Modified-Since`) for the cache
+//!   and ranged for `read_range`. ETags are the validators.
+//! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way;
+//!   `mkdir` puts a marker; `remove_file` and `remove_dir` `DELETE` (after checking, since
+//!   S3 deletes what does not exist without complaint and has no notion of non-empty).
+//!   A directory that existed only through its keys gets a marker when its last entry
+//!   goes, so that it lives on until `rmdir`, as in POSIX.
+//! - `rename` of a file is a server-side copy then a delete: not atomic (for a moment
+//!   both names exist, and a failed delete leaves both). S3 cannot rename a directory
+//!   (its keys would be copied one by one), nor copy a file over 5 GiB in one request;
+//!   both fail with EXDEV, the errno of a rename across file systems, on which `mv` and
+//!   friends copy and delete themselves.
+//! - No modes, times or symlinks: `set_mode`, `set_mtime` and `symlink` are unsupported.
+//!
+//! Requests are signed with Signature V4 ([`sign`]); errors map per [`errors`].
+
+mod client;
+mod config;
+mod endpoint;
+mod errors;
+mod listing;
+mod sign;
+mod time;
+mod upload;
+mod xml;
+
+use std::io::{Read, Write};
+
+use self::client::{Client, Method, Reply, Req};
+pub use self::config::{S3Config, DEFAULT_REGION};
+use self::endpoint::Endpoint;
+use self::listing::{list_all, list_first};
+use self::sign::{Credentials, Signer};
+use crate::http::url::is_driver_path;
+use crate::http::{copy_body, HttpClient};
+use crate::{
+    is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+};
+
+/// The largest object one `CopyObject` can copy.
+const MAX_COPY: u64 = 5 << 30;
+
+/// A bucket, or a prefix of one, as a directory tree.
+#[derive(Debug)]
+pub struct S3Driver {
+    client: Client,
+    /// The keys of the mount start with this: empty, or `prefix/`.
+    prefix: String,
+}
+
+impl S3Driver {
+    /// A driver for `bucket_and_prefix` (`bucket` or `bucket/some/prefix`) as `config`
+    /// says to reach it. Nothing is sent yet: a missing bucket or bad credentials show at
+    /// the first request.
+    pub fn new(client: HttpClient, config: &S3Config, bucket_and_prefix: &str) -> Result<S3Driver> {
+        let (bucket, prefix) = bucket_and_prefix
+            .trim_start_matches('/')
+            .split_once('/')
+            .unwrap_or((bucket_and_prefix.trim_start_matches('/'), ""));
+        let endpoint = Endpoint::new(config, bucket)?;
+        let components: Vec<&str> = prefix.split('/').filter(|c| !c.is_empty()).collect();
+        if !components.iter().all(|c| is_safe_name(c)) {
+            let why = format!("s3://{bucket_and_prefix}: the prefix is not a normalised path");
+            return Err(Error::new(ErrorKind::InvalidName, why));
+        }
+        let prefix = components.iter().map(|c| format!("{c}/")).collect();
+        let signer = Signer {
+            credentials: credentials(config),
+            region: config.region_name().to_owned(),
+        };
+        Ok(S3Driver {
+            client: Client::new(client, endpoint, signer),
+            prefix,
+        })
+    }
+
+    /// The key of the object at `path` (the root: the prefix itself).
+    fn key(&self, path: &str) -> String {
+        format!("{}{}", self.prefix, path.trim_start_matches('/'))
+    }
+
+    /// The prefix of the directory at `path`: its key and a slash.
+    fn dir_prefix(&self, path: &str) -> String {
+        match path {
+            "/" => self.prefix.clone(),
+            _ => format!("{}/", self.key(path)),
+        }
+    }
+
+    /// Checks that `path` is a driver path: a `..` that slipped through would name
+    /// another key.
+    fn check(&self, method: Method, path: &str) -> Result<()> {
+        if is_driver_path(path) {
+            Ok(())
+        } else {
+            Err(self.fail(
+                ErrorKind::InvalidName,
+                method,
+                path,
+                "not a normalised path",
+            ))
+        }
+    }
+
+    fn fail(&self, kind: ErrorKind, method: Method, path: &str, why: &str) -> Error {
+        Error::new(
+            kind,
+            format!("{} {}: {why}", method.as_str(), self.describe(path)),
+        )
+    }
+
+    /// The metadata of the object at `path`; `None` if there is none.
+    fn head(&self, path: &str) -> Result<Option<Meta>> {
+        let key = self.key(path);
+        let reply = self.client.send(&Req::new(Method::Head, &key))?;
+        match reply.status() {
+            404 => Ok(None),
+            _ => Ok(Some(file_meta(&reply.success()?))),
+        }
+    }
+
+    /// Whether `path` is a directory: some key lies under it (or its marker exists).
+    fn is_dir(&self, path: &str) -> Result<bool> {
+        Ok(path == "/" || list_first(&self.client, &self.dir_prefix(path), 1)?.exists())
+    }
+
+    /// What a missing directory deserves: ENOTDIR if a file has its name, else ENOENT.
+    fn missing_dir(&self, method: Method, path: &str) -> Error {
+        match self.head(path) {
+            Ok(Some(_)) => self.fail(ErrorKind::NotADirectory, method, path, "not a directory"),
+            Ok(None) => self.fail(ErrorKind::NotFound, method, path, "no such directory"),
+            Err(e) => e,
+        }
+    }
+
+    /// What a missing file deserves: EISDIR if it is a directory, else `err`.
+    fn missing_file(&self, method: Method, path: &str, err: Error) -> Error {
+        match self.is_dir(path) {
+            Ok(true) => self.fail(ErrorKind::IsADirectory, method, path, "is a directory"),
+            Ok(false) => err,
+            Err(e) => e,
+        }
+    }
+
+    /// Checks that the parent of `path` is a directory, as creating a name needs: S3 would
+    /// store `a/b` without any `a/`, but POSIX wants ENOENT (or ENOTDIR if `a` is a file).
+    fn check_parent(&self, method: Method, path: &str) -> Result<()> {
+        let Some(parent) = parent_below_root(path) else {
+            return Ok(());
+        };
+        if self.is_dir(parent)? {
+            return Ok(());
+        }
+        Err(match self.missing_dir(method, parent) {
+            e if e.kind == ErrorKind::NotFound => {
+                self.fail(e.kind, method, path, "the parent directory does not exist")
+            }
+            e => e,
+        })
+    }
+
+    /// Checks that a file may be written at `path`: its parent is a directory and the
+    /// name is not one.
+    fn check_file_target(&self, method: Method, path: &str) -> Result<()> {
+        if self.is_dir(path)? {
+            return Err(self.fail(ErrorKind::IsADirectory, method, path, "is a directory"));
+        }
+        self.check_parent(method, path)
+    }
+
+    /// Deletes `key`, the object of `path` (or its marker). A directory that exists only
+    /// through its keys would vanish with its last one, where POSIX keeps it until
+    /// `rmdir` (and `rm -r` would fail on it): it is given a marker then.
+    fn delete(&self, path: &str, key: &str) -> Result<()> {
+        self.send_bare(Method::Delete, key)?;
+        let Some(parent) = parent_below_root(path) else {
+            return Ok(());
+        };
+        let kept = self.is_dir(parent).and_then(|exists| {
+            if exists {
+                Ok(())
+            } else {
+                self.send_bare(Method::Put, &self.dir_prefix(parent))
+            }
+        });
+        // The deletion itself succeeded, so this is not its failure.
+        if let Err(e) = kept {
+            tracing::warn!(
+                "S3: {} may have vanished with its last entry: {e}",
+                self.describe(parent)
+            );
+        }
+        Ok(())
+    }
+
+    /// A request without a body on `key` (a `DELETE`, or the `PUT` of a marker) that
+    /// must succeed.
+    fn send_bare(&self, method: Method, key: &str) -> Result<()> {
+        self.client
+            .send(&Req::new(method, key))?
+            .success()
+            .map(drop)
+    }
+
+    /// Copies the object at `from` to `to`, on the server.
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        let source = self.client.endpoint.copy_source(&self.key(from));
+        let key = self.key(to);
+        let req = Req::new(Method::Put, &key).header("x-amz-copy-source", source);
+        self.client.send(&req)?.document().map(drop)
+    }
+}
+
+/// The parent directory of `path`, unless that is the root.
+fn parent_below_root(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) | None => None,
+        Some(slash) => Some(&path[..slash]),
+    }
+}
+
+/// The credentials of `config`, if it has a whole pair.
+fn credentials(config: &S3Config) -> Option<Credentials> {
+    Some(Credentials {
+        access_key: config.access_key.clone()?,
+        secret_key: config.secret_key.clone()?,
+        session_token: config.session_token.clone(),
+    })
+}
+
+/// The metadata of an object from the headers of a `HEAD` or `GET`.
+fn file_meta(reply: &Reply) -> Meta {
+    let mut meta = Meta::of_kind(Kind::File);
+    meta.size = reply
+        .header("content-length")
+        .and_then(|v| v.trim().parse().ok());
+    meta.mtime = reply
+        .header("last-modified")
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    meta.etag = reply.header("etag").map(str::to_owned);
+    meta
+}
+
+/// `If-None-Match` / `If-Modified-Since` for what the cache holds.
+fn conditional<'a>(mut req: Req<'a>, validator: Option<&Validator>) -> Req<'a> {
+    let Some(validator) = validator else {
+        return req;
+    };
+    if let Some(etag) = &validator.etag {
+        req = req.header("if-none-match", etag.clone());
+    }
+    if let Some(mtime) = validator.mtime {
+        req = req.header("if-modified-since", httpdate::fmt_http_date(mtime));
+    }
+    req
+}
+
+/// Checks that a 206 reply starts at `offset` (`Content-Range: bytes START-END/SIZE`):
+/// bytes from elsewhere would be silently wrong data.
+fn check_range(reply: &Reply, offset: u64) -> Result<()> {
+    let header = reply.header("content-range").unwrap_or_default();
+    let start = header
+        .strip_prefix("bytes ")
+        .and_then(|range| range.split_once('-'))
+        .and_then(|(start, _)| start.trim().parse::<u64>().ok());
+    if start == Some(offset) {
+        return Ok(());
+    }
+    let why = format!(
+        "GET {}: asked for bytes from {offset}, got {header:?}",
+        reply.url()
+    );
+    Err(Error::new(ErrorKind::Io, why))
+}
+
+impl Driver for S3Driver {
+    fn writable(&self) -> bool {
+        true
+    }
+
+    fn reads_ranges(&self) -> bool {
+        true
+    }
+
+    fn describe(&self, path: &str) -> String {
+        format!("s3://{}/{}", self.client.endpoint.bucket(), self.key(path))
+    }
+
+    fn stat(&self, path: &str) -> Result<Meta> {
+        self.check(Method::Head, path)?;
+        if path == "/" {
+            // Asked all the same, so that a missing bucket or bad credentials show here.
+            list_first(&self.client, &self.prefix, 1)?;
+            return Ok(Meta::of_kind(Kind::Dir));
+        }
+        if let Some(meta) = self.head(path)? {
+            return Ok(meta);
+        }
+        if self.is_dir(path)? {
+            Ok(Meta::of_kind(Kind::Dir))
+        } else {
+            Err(self.fail(
+                ErrorKind::NotFound,
+                Method::Head,
+                path,
+                "no such file or directory",
+            ))
+        }
+    }
+
+    fn list(&self, path: &str) -> Result<Listing> {
+        self.check(Method::Get, path)?;
+        let listed = list_all(&self.client, &self.dir_prefix(path))?;
+        if path != "/" && !listed.exists() {
+            return Err(self.missing_dir(Method::Get, path));
+        }
+        Ok(Listing {
+            entries: listed.entries,
+            complete: true,
+        })
+    }
+
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        self.check(Method::Get, path)?;
+        if path == "/" {
+            return Err(self.fail(ErrorKind::IsADirectory, Method::Get, path, "is a directory"));
+        }
+        let key = self.key(path);
+        let reply = self
+            .client
+            .send(&conditional(Req::new(Method::Get, &key), validator))?;
+        if validator.is_some() && reply.status() == 304 {
+            return Ok(Fetched::NotModified);
+        }
+        let reply = reply
+            .success()
+            .map_err(|e| self.missing_file(Method::Get, path, e))?;
+        let mut meta = file_meta(&reply);
+        let url = reply.url().to_owned();
+        let written = copy_body(reply.into_body().into_reader(), dest, &url)?;
+        // What arrived is the truth; Content-Length only announced it.
+        meta.size = Some(written);
+        Ok(Fetched::Body(meta))
+    }
+
+    /// A `GET` with `Range`. S3 servers honour ranges; a server that sends the whole
+    /// object instead (200) is accepted for a range from 0 only.
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        self.check(Method::Get, path)?;
+        if len == 0 {
+            return Ok(0);
+        }
+        if path == "/" {
+            return Err(self.fail(ErrorKind::IsADirectory, Method::Get, path, "is a directory"));
+        }
+        let key = self.key(path);
+        let range = format!("bytes={offset}-{}", offset.saturating_add(len - 1));
+        let reply = self
+            .client
+            .send(&Req::new(Method::Get, &key).header("range", range))?;
+        match reply.status() {
+            // The range starts at or past the end, where read(2) returns 0.
+            416 => return Ok(0),
+            206 => check_range(&reply, offset)?,
+            200 if offset == 0 => {}
+            200 => {
+                let why = "the server ignored the byte range";
+                return Err(self.fail(ErrorKind::Io, Method::Get, path, why));
+            }
+            _ => return Err(self.missing_file(Method::Get, path, reply.into_error())),
+        }
+        let url = reply.url().to_owned();
+        copy_body(reply.into_body().into_reader().take(len), dest, &url)
+    }
+
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        self.check(Method::Put, path)?;
+        if path == "/" {
+            return Err(self.fail(ErrorKind::IsADirectory, Method::Put, path, "is a directory"));
+        }
+        self.check_file_target(Method::Put, path)?;
+        upload::upload(&self.client, &self.key(path), src, len)?;
+        // The stored object's own metadata (its Last-Modified is the server's).
+        self.head(path)?.ok_or_else(|| {
+            let why = "vanished right after it was written";
+            self.fail(ErrorKind::NotFound, Method::Head, path, why)
+        })
+    }
+
+    fn mkdir(&self, path: &str) -> Result<()> {
+        self.check(Method::Put, path)?;
+        if path == "/" || self.head(path)?.is_some() || self.is_dir(path)? {
+            return Err(self.fail(ErrorKind::AlreadyExists, Method::Put, path, "file exists"));
+        }
+        self.check_parent(Method::Put, path)?;
+        self.send_bare(Method::Put, &self.dir_prefix(path))
+    }
+
+    fn remove_file(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        // DELETE of a missing key succeeds: look first, for ENOENT (or EISDIR).
+        if path == "/" || self.head(path)?.is_none() {
+            let missing = self.fail(ErrorKind::NotFound, Method::Delete, path, "no such file");
+            return Err(self.missing_file(Method::Delete, path, missing));
+        }
+        self.delete(path, &self.key(path))
+    }
+
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        if path == "/" {
+            let why = "the root of a mount cannot be removed";
+            return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
+        }
+        let marker = self.dir_prefix(path);
+        // Two keys: the marker (listed first, as the shortest) and anything else.
+        let listed = list_first(&self.client, &marker, 2)?;
+        if listed.children > 0 {
+            let why = "directory not empty";
+            return Err(self.fail(ErrorKind::NotEmpty, Method::Delete, path, why));
+        }
+        if !listed.marker {
+            return Err(self.missing_dir(Method::Delete, path));
+        }
+        self.delete(path, &marker)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.check(Method::Put, from)?;
+        self.check(Method::Put, to)?;
+        let meta = self.stat(from)?;
+        if from == to {
+            return Ok(());
+        }
+        if meta.kind == Kind::Dir || meta.size.unwrap_or(0) > MAX_COPY {
+            let why = "S3 cannot rename this in place (copy it, then delete it)";
+            return Err(self.fail(ErrorKind::CrossDevice, Method::Put, from, why));
+        }
+        self.check_file_target(Method::Put, to)?;
+        self.copy(from, to)?;
+        self.delete(from, &self.key(from))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::HttpConfig;
+
+    fn driver(bucket_and_prefix: &str) -> Result<S3Driver> {
+        let config = S3Config {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            access_key: Some("AK".into()),
+            secret_key: Some("SECRET".into()),
+            path_style: true,
+            ..S3Config::default()
+        };
+        S3Driver::new(
+            HttpClient::new(&HttpConfig::default()),
+            &config,
+            bucket_and_prefix,
+        )
+    }
+
+    #[test]
+    fn paths_become_keys_under_the_prefix() {
+        let d = driver("bkt/some//prefix/").unwrap();
+        assert_eq!(d.key("/"), "some/prefix/");
+        assert_eq!(d.key("/a b/c"), "some/prefix/a b/c");
+        assert_eq!(d.dir_prefix("/"), "some/prefix/");
+        assert_eq!(d.dir_prefix("/d"), "some/prefix/d/");
+        assert_eq!(d.describe("/d/f"), "s3://bkt/some/prefix/d/f");
+        let d = driver("bkt").unwrap();
+        assert_eq!(d.key("/f"), "f");
+        assert_eq!(d.dir_prefix("/"), "");
+        assert!(!format!("{d:?}").contains("SECRET"));
+    }
+
+    #[test]
+    fn bad_mounts_and_paths_are_refused() {
+        for bad in ["", "/", "bkt/../x", "b?t/x"] {
+            let err = driver(bad).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::InvalidName, "{bad:?}");
+        }
+        let d = driver("bkt").unwrap();
+        for bad in ["", "a", "/a/../b", "/a/"] {
+            assert_eq!(
+                d.stat(bad).unwrap_err().kind,
+                ErrorKind::InvalidName,
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,545 @@
+//! The S3 driver against a real S3-compatible server: `moto_server` (PyPI `moto[server]`),
+//! started by `roam-testkit`, one per test. Each test plants its objects while moto is
+//! still open (including keys the driver must refuse to pass on), then has moto check
+//! every request's Signature V4 against an IAM user's secret, as AWS does: every test
+//! below therefore also proves the driver's signing.
+//!
+//! moto is required: a machine without it fails these tests (CI runs
+//! `pip install 'moto[server]'`) rather than skipping them silently.
+
+use std::time::Duration;
+
+use roam_drivers::http::{HttpClient, HttpConfig};
+use roam_drivers::s3::{S3Config, S3Driver};
+use roam_drivers::{Driver, Error, ErrorKind, Fetched, Kind, Meta, Validator};
+use roam_testkit::s3::{create_bucket, enforce_auth, moto, put_object, Credentials};
+use roam_testkit::{noise, Scratch, Server};
+
+const BUCKET: &str = "roam-test";
+const MIB: usize = 1 << 20;
+
+/// The objects most tests start with.
+const TREE: &[(&str, &[u8])] = &[
+    ("top.txt", b"top"),
+    ("dir/a b.txt", b"hello world\n"),
+    ("dir/\u{fc}n\u{ef}.txt", b"unicode"),
+    ("dir/sub/inner.txt", b"inner"),
+    ("dir/deeper/x/y.txt", b"deep"),
+    // A directory that exists by its marker alone.
+    ("empty/", b""),
+    // A directory with a marker and a file.
+    ("marked/", b""),
+    ("marked/one.txt", b"1"),
+];
+
+/// Keys whose names would climb out of a directory, or are empty.
+const HOSTILE: &[&str] = &["dir/..", "dir/../escape.txt", "dir//double.txt"];
+
+/// One moto server with a bucket holding `objects`, checking signatures from now on.
+struct World {
+    // Declared first so that it is dropped first: the server stops before its files go.
+    server: Server,
+    credentials: Credentials,
+    _scratch: Scratch,
+}
+
+impl World {
+    fn new(objects: &[(&str, &[u8])]) -> World {
+        let scratch = Scratch::new("s3-driver");
+        let server = moto(&scratch.join("run"));
+        create_bucket(&server, BUCKET);
+        for (key, data) in objects {
+            put_object(&server, BUCKET, key, data);
+        }
+        let credentials = enforce_auth(&server);
+        World {
+            server,
+            credentials,
+            _scratch: scratch,
+        }
+    }
+
+    fn config(&self) -> S3Config {
+        S3Config {
+            endpoint: Some(self.server.url()),
+            region: Some("us-east-1".into()),
+            access_key: Some(self.credentials.access_key.clone()),
+            secret_key: Some(self.credentials.secret_key.clone()),
+            session_token: None,
+            path_style: true,
+            profile: None,
+        }
+    }
+
+    fn driver(&self) -> S3Driver {
+        self.driver_at(BUCKET)
+    }
+
+    fn driver_at(&self, bucket_and_prefix: &str) -> S3Driver {
+        S3Driver::new(client(), &self.config(), bucket_and_prefix).unwrap()
+    }
+}
+
+fn client() -> HttpClient {
+    HttpClient::new(&HttpConfig {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(30),
+    })
+}
+
+fn fetch(driver: &S3Driver, path: &str) -> (Vec<u8>, Meta) {
+    let mut body = Vec::new();
+    match driver.fetch(path, &mut body, None).unwrap() {
+        Fetched::Body(meta) => (body, meta),
+        Fetched::NotModified => panic!("{path}: not modified without a validator"),
+    }
+}
+
+fn read_range(driver: &S3Driver, path: &str, offset: u64, len: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    let n = driver.read_range(path, offset, len, &mut body).unwrap();
+    assert_eq!(n, body.len() as u64, "{path} {offset}+{len}");
+    body
+}
+
+fn put(driver: &S3Driver, path: &str, data: &[u8]) -> Meta {
+    driver.put(path, &mut &data[..], data.len() as u64).unwrap()
+}
+
+fn names(driver: &S3Driver, path: &str) -> Vec<(String, Kind)> {
+    let listing = driver.list(path).unwrap();
+    assert!(listing.complete, "{path}");
+    let mut names: Vec<_> = listing
+        .entries
+        .into_iter()
+        .map(|e| (e.name, e.meta.kind))
+        .collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    names
+}
+
+fn owned(expected: &[(&str, Kind)]) -> Vec<(String, Kind)> {
+    expected.iter().map(|(n, k)| (n.to_string(), *k)).collect()
+}
+
+fn kind<T: std::fmt::Debug>(result: Result<T, Error>) -> ErrorKind {
+    result.unwrap_err().kind
+}
+
+#[test]
+fn stat_tells_files_directories_and_markers_apart() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    let meta = d.stat("/dir/a b.txt").unwrap();
+    assert_eq!(meta.kind, Kind::File);
+    assert_eq!(meta.size, Some(12));
+    assert!(meta.mtime.is_some() && meta.etag.is_some(), "{meta:?}");
+    assert_eq!(d.stat("/dir/\u{fc}n\u{ef}.txt").unwrap().size, Some(7));
+    for dir in [
+        "/",
+        "/dir",
+        "/dir/deeper",
+        "/dir/deeper/x",
+        "/empty",
+        "/marked",
+    ] {
+        assert_eq!(d.stat(dir).unwrap().kind, Kind::Dir, "{dir}");
+    }
+    for missing in ["/nothing", "/dir/nothing", "/dir/a", "/emp"] {
+        let err = d.stat(missing).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::NotFound, "{missing}");
+        assert_eq!(err.errno(), libc::ENOENT);
+    }
+}
+
+#[test]
+fn listings_show_nested_prefixes_and_skip_markers_and_hostile_keys() {
+    let mut objects = TREE.to_vec();
+    objects.extend(HOSTILE.iter().map(|key| (*key, &b"evil"[..])));
+    let world = World::new(&objects);
+    let d = world.driver();
+    use Kind::*;
+    assert_eq!(
+        names(&d, "/"),
+        owned(&[
+            ("dir", Dir),
+            ("empty", Dir),
+            ("marked", Dir),
+            ("top.txt", File)
+        ])
+    );
+    assert_eq!(
+        names(&d, "/dir"),
+        owned(&[
+            ("a b.txt", File),
+            ("deeper", Dir),
+            ("sub", Dir),
+            ("\u{fc}n\u{ef}.txt", File),
+        ])
+    );
+    assert_eq!(names(&d, "/empty"), []);
+    assert_eq!(names(&d, "/marked"), owned(&[("one.txt", File)]));
+    let listing = d.list("/dir").unwrap();
+    let file = listing
+        .entries
+        .iter()
+        .find(|e| e.name == "a b.txt")
+        .unwrap();
+    assert_eq!(file.meta.size, Some(12));
+    assert_eq!(file.meta.etag, d.stat("/dir/a b.txt").unwrap().etag);
+    assert_eq!(file.meta.mtime, d.stat("/dir/a b.txt").unwrap().mtime);
+    assert_eq!(kind(d.list("/nothing")), ErrorKind::NotFound);
+    assert_eq!(kind(d.list("/top.txt")), ErrorKind::NotADirectory);
+}
+
+#[test]
+fn listings_follow_continuation_tokens() {
+    // More than one page: S3 (and moto) return at most 1000 keys per page.
+    let keys: Vec<String> = (0..1100).map(|i| format!("many/f{i:04}")).collect();
+    let objects: Vec<(&str, &[u8])> = keys.iter().map(|k| (k.as_str(), &b"x"[..])).collect();
+    let world = World::new(&objects);
+    let listing = world.driver().list("/many").unwrap();
+    assert_eq!(listing.entries.len(), 1100);
+    let mut seen: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 1100);
+    assert_eq!(seen[1099], "f1099");
+}
+
+#[test]
+fn a_prefix_mount_sees_only_its_subtree() {
+    let world = World::new(TREE);
+    let d = world.driver_at(&format!("{BUCKET}/dir"));
+    assert_eq!(d.stat("/").unwrap().kind, Kind::Dir);
+    assert_eq!(fetch(&d, "/sub/inner.txt").0, b"inner");
+    assert!(names(&d, "/").contains(&("a b.txt".to_owned(), Kind::File)));
+    assert_eq!(d.describe("/sub"), format!("s3://{BUCKET}/dir/sub"));
+    put(&d, "/new.txt", b"new");
+    assert_eq!(fetch(&world.driver(), "/dir/new.txt").0, b"new");
+}
+
+#[test]
+fn fetch_is_byte_exact_and_conditional() {
+    let big = noise(MIB, 1);
+    let world = World::new(&[("big.bin", &big), ("dir/f", b"f")]);
+    let d = world.driver();
+    let (body, meta) = fetch(&d, "/big.bin");
+    assert!(body == big, "1 MiB came back different");
+    assert_eq!(meta.size, Some(MIB as u64));
+    let etag = meta.etag.clone().expect("an ETag");
+    let same = Validator {
+        etag: Some(etag),
+        mtime: None,
+    };
+    let mut sink = Vec::new();
+    assert_eq!(
+        d.fetch("/big.bin", &mut sink, Some(&same)).unwrap(),
+        Fetched::NotModified
+    );
+    assert!(sink.is_empty());
+    let by_time = Validator {
+        etag: None,
+        mtime: meta.mtime,
+    };
+    assert_eq!(
+        d.fetch("/big.bin", &mut sink, Some(&by_time)).unwrap(),
+        Fetched::NotModified
+    );
+    let stale = Validator {
+        etag: Some("\"0123456789abcdef0123456789abcdef\"".into()),
+        mtime: None,
+    };
+    match d.fetch("/big.bin", &mut sink, Some(&stale)).unwrap() {
+        Fetched::Body(_) => assert!(sink == big),
+        Fetched::NotModified => panic!("a stale ETag must fetch"),
+    }
+    assert_eq!(
+        kind(d.fetch("/dir", &mut Vec::new(), None)),
+        ErrorKind::IsADirectory
+    );
+    assert_eq!(
+        kind(d.fetch("/", &mut Vec::new(), None)),
+        ErrorKind::IsADirectory
+    );
+    assert_eq!(
+        kind(d.fetch("/missing", &mut Vec::new(), None)),
+        ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn ranges_read_what_was_asked() {
+    let big = noise(MIB, 2);
+    let world = World::new(&[("big.bin", &big), ("dir/f", b"f")]);
+    let d = world.driver();
+    assert!(d.reads_ranges());
+    assert_eq!(read_range(&d, "/big.bin", 0, 10), &big[..10]);
+    assert_eq!(
+        read_range(&d, "/big.bin", 4096, 65536),
+        &big[4096..4096 + 65536]
+    );
+    // Across the end: only what there is.
+    assert_eq!(
+        read_range(&d, "/big.bin", MIB as u64 - 5, 100),
+        &big[MIB - 5..]
+    );
+    assert!(read_range(&d, "/big.bin", MIB as u64, 10).is_empty());
+    assert!(read_range(&d, "/big.bin", 10, 0).is_empty());
+    assert_eq!(
+        kind(d.read_range("/missing", 0, 1, &mut Vec::new())),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind(d.read_range("/dir", 0, 1, &mut Vec::new())),
+        ErrorKind::IsADirectory
+    );
+}
+
+#[test]
+fn put_stores_small_files_exactly() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    assert!(d.writable());
+    let meta = put(&d, "/dir/empty.txt", b"");
+    assert_eq!((meta.kind, meta.size), (Kind::File, Some(0)));
+    assert_eq!(fetch(&d, "/dir/empty.txt").0, b"");
+    let big = noise(MIB, 3);
+    let meta = put(&d, "/dir/big.bin", &big);
+    assert_eq!(meta.size, Some(MIB as u64));
+    assert_eq!(meta.etag, d.stat("/dir/big.bin").unwrap().etag);
+    assert!(fetch(&d, "/dir/big.bin").0 == big);
+    put(&d, "/dir/a b.txt", b"replaced");
+    assert_eq!(fetch(&d, "/dir/a b.txt").0, b"replaced");
+    put(&d, "/empty/in marker dir \u{2603}", b"snow");
+    assert_eq!(fetch(&d, "/empty/in marker dir \u{2603}").0, b"snow");
+}
+
+#[test]
+fn put_refuses_what_posix_refuses() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    let mut data: &[u8] = b"x";
+    assert_eq!(kind(d.put("/nothing/f", &mut data, 1)), ErrorKind::NotFound);
+    assert_eq!(
+        kind(d.put("/top.txt/f", &mut &b"x"[..], 1)),
+        ErrorKind::NotADirectory
+    );
+    assert_eq!(
+        kind(d.put("/dir", &mut &b"x"[..], 1)),
+        ErrorKind::IsADirectory
+    );
+    assert_eq!(kind(d.put("/", &mut &b"x"[..], 1)), ErrorKind::IsADirectory);
+    // A source shorter than announced stores nothing.
+    assert_eq!(
+        kind(d.put("/dir/short", &mut &b"abc"[..], 10)),
+        ErrorKind::Io
+    );
+    assert_eq!(kind(d.stat("/dir/short")), ErrorKind::NotFound);
+    assert_eq!(kind(d.set_mode("/top.txt", 0o644)), ErrorKind::Unsupported);
+    assert_eq!(kind(d.symlink("/top.txt", "/link")), ErrorKind::Unsupported);
+}
+
+#[test]
+fn large_files_go_up_in_parts() {
+    let world = World::new(&[]);
+    let d = world.driver();
+    let data = noise(70 * MIB, 4);
+    let meta = put(&d, "/large.bin", &data);
+    assert_eq!(meta.size, Some(70 * MIB as u64));
+    // A multipart ETag ends with the number of parts: 4 of 16 MiB and one of 6.
+    let etag = meta.etag.unwrap();
+    assert!(etag.trim_matches('"').ends_with("-5"), "{etag}");
+    assert!(
+        fetch(&d, "/large.bin").0 == data,
+        "70 MiB came back different"
+    );
+    assert_eq!(
+        read_range(&d, "/large.bin", 16 * MIB as u64 - 3, 6),
+        &data[16 * MIB - 3..16 * MIB + 3]
+    );
+}
+
+#[test]
+fn a_failed_multipart_upload_stores_nothing() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    // 70 MiB announced, 20 given: the second part cannot be read.
+    let data = noise(20 * MIB, 5);
+    let err = d
+        .put("/dir/cut.bin", &mut &data[..], 70 * MIB as u64)
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Io);
+    assert!(err.message.contains("bytes short"), "{}", err.message);
+    assert_eq!(kind(d.stat("/dir/cut.bin")), ErrorKind::NotFound);
+}
+
+#[test]
+fn mkdir_creates_markers() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    d.mkdir("/new").unwrap();
+    assert_eq!(d.stat("/new").unwrap().kind, Kind::Dir);
+    assert_eq!(names(&d, "/new"), []);
+    assert!(names(&d, "/").contains(&("new".to_owned(), Kind::Dir)));
+    d.mkdir("/new/nested dir").unwrap();
+    assert_eq!(names(&d, "/new"), owned(&[("nested dir", Kind::Dir)]));
+    for existing in ["/new", "/dir", "/dir/sub", "/top.txt", "/"] {
+        assert_eq!(
+            kind(d.mkdir(existing)),
+            ErrorKind::AlreadyExists,
+            "{existing}"
+        );
+    }
+    assert_eq!(kind(d.mkdir("/nothing/x")), ErrorKind::NotFound);
+    assert_eq!(kind(d.mkdir("/top.txt/x")), ErrorKind::NotADirectory);
+}
+
+#[test]
+fn remove_file_and_remove_dir() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    d.remove_file("/top.txt").unwrap();
+    assert_eq!(kind(d.stat("/top.txt")), ErrorKind::NotFound);
+    assert_eq!(kind(d.remove_file("/top.txt")), ErrorKind::NotFound);
+    assert_eq!(kind(d.remove_file("/dir")), ErrorKind::IsADirectory);
+    assert_eq!(kind(d.remove_dir("/dir")), ErrorKind::NotEmpty);
+    assert_eq!(kind(d.remove_dir("/marked")), ErrorKind::NotEmpty);
+    assert_eq!(kind(d.remove_dir("/dir/a b.txt")), ErrorKind::NotADirectory);
+    assert_eq!(kind(d.remove_dir("/nothing")), ErrorKind::NotFound);
+    assert_eq!(kind(d.remove_dir("/")), ErrorKind::PermissionDenied);
+    d.remove_dir("/empty").unwrap();
+    assert_eq!(kind(d.stat("/empty")), ErrorKind::NotFound);
+    d.remove_file("/marked/one.txt").unwrap();
+    assert_eq!(
+        d.stat("/marked").unwrap().kind,
+        Kind::Dir,
+        "its marker keeps it"
+    );
+    d.remove_dir("/marked").unwrap();
+    assert_eq!(kind(d.stat("/marked")), ErrorKind::NotFound);
+}
+
+#[test]
+fn directories_outlive_their_last_entry() {
+    // No markers: the directories exist only through the keys under them.
+    let world = World::new(&[("a/b/only.txt", b"1"), ("a/c/only.txt", b"2")]);
+    let d = world.driver();
+    d.remove_file("/a/b/only.txt").unwrap();
+    assert_eq!(d.stat("/a/b").unwrap().kind, Kind::Dir);
+    assert_eq!(names(&d, "/a/b"), []);
+    d.remove_dir("/a/b").unwrap();
+    assert_eq!(kind(d.stat("/a/b")), ErrorKind::NotFound);
+    d.rename("/a/c/only.txt", "/moved.txt").unwrap();
+    assert_eq!(d.stat("/a/c").unwrap().kind, Kind::Dir);
+    d.remove_dir("/a/c").unwrap();
+    assert_eq!(
+        d.stat("/a").unwrap().kind,
+        Kind::Dir,
+        "removing /a/c keeps /a"
+    );
+    d.remove_dir("/a").unwrap();
+    assert_eq!(names(&d, "/"), owned(&[("moved.txt", Kind::File)]));
+}
+
+#[test]
+fn a_directory_of_hostile_keys_is_not_empty() {
+    let world = World::new(&[("d/", b""), ("d/..", b"evil")]);
+    let d = world.driver();
+    assert_eq!(names(&d, "/d"), []);
+    assert_eq!(kind(d.remove_dir("/d")), ErrorKind::NotEmpty);
+}
+
+#[test]
+fn rename_copies_files_and_refuses_directories() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    d.rename("/dir/a b.txt", "/dir/sub/moved \u{e9}.txt")
+        .unwrap();
+    assert_eq!(kind(d.stat("/dir/a b.txt")), ErrorKind::NotFound);
+    assert_eq!(fetch(&d, "/dir/sub/moved \u{e9}.txt").0, b"hello world\n");
+    // Over an existing file, as rename(2) does.
+    d.rename("/top.txt", "/dir/sub/inner.txt").unwrap();
+    assert_eq!(fetch(&d, "/dir/sub/inner.txt").0, b"top");
+    d.rename("/dir/sub/inner.txt", "/dir/sub/inner.txt")
+        .unwrap();
+    assert_eq!(
+        kind(d.rename("/dir/sub/inner.txt", "/dir")),
+        ErrorKind::IsADirectory
+    );
+    assert_eq!(
+        kind(d.rename("/dir/sub/inner.txt", "/no/x")),
+        ErrorKind::NotFound
+    );
+    let err = d.rename("/dir", "/elsewhere").unwrap_err();
+    assert_eq!(
+        (err.kind, err.errno()),
+        (ErrorKind::CrossDevice, libc::EXDEV)
+    );
+    assert_eq!(kind(d.rename("/missing", "/x")), ErrorKind::NotFound);
+}
+
+#[test]
+fn bad_credentials_are_refused() {
+    let world = World::new(TREE);
+    let mut config = world.config();
+    config.secret_key = Some("not-the-secret".into());
+    let wrong_secret = S3Driver::new(client(), &config, BUCKET).unwrap();
+    let err = wrong_secret.stat("/top.txt").unwrap_err();
+    assert_eq!(
+        (err.kind, err.errno()),
+        (ErrorKind::PermissionDenied, libc::EACCES)
+    );
+    let err = wrong_secret.list("/dir").unwrap_err();
+    assert_eq!(err.kind, ErrorKind::PermissionDenied);
+    assert!(
+        err.message.contains("SignatureDoesNotMatch"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("not-the-secret"), "{}", err.message);
+    config.access_key = Some("AKIANOSUCHKEY0000000".into());
+    let unknown = S3Driver::new(client(), &config, BUCKET).unwrap();
+    let err = unknown
+        .fetch("/top.txt", &mut Vec::new(), None)
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::PermissionDenied);
+    assert!(
+        err.message.contains("InvalidAccessKeyId"),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        kind(unknown.put("/x", &mut &b"x"[..], 1)),
+        ErrorKind::PermissionDenied
+    );
+}
+
+#[test]
+fn a_missing_bucket_is_enoent() {
+    let world = World::new(&[]);
+    let d = world.driver_at("no-such-bucket");
+    let err = d.stat("/").unwrap_err();
+    assert_eq!((err.kind, err.errno()), (ErrorKind::NotFound, libc::ENOENT));
+    assert!(err.message.contains("NoSuchBucket"), "{}", err.message);
+    assert_eq!(kind(d.stat("/f")), ErrorKind::NotFound);
+    assert_eq!(kind(d.list("/")), ErrorKind::NotFound);
+    assert_eq!(
+        kind(d.fetch("/f", &mut Vec::new(), None)),
+        ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn a_stopped_server_is_unreachable() {
+    let mut world = World::new(TREE);
+    let d = world.driver();
+    assert_eq!(d.stat("/top.txt").unwrap().kind, Kind::File);
+    world.server.stop();
+    let err = d.stat("/top.txt").unwrap_err();
+    assert_eq!(
+        (err.kind, err.errno()),
+        (ErrorKind::Unreachable, libc::EHOSTUNREACH)
+    );
+    assert_eq!(kind(d.list("/")), ErrorKind::Unreachable);
+}

@@ -1,0 +1,197 @@
+//! An S3-compatible server for the S3 driver's tests: `moto_server` (PyPI `moto[server]`)
+//! on a free loopback port, its log in `run/error.log`.
+//!
+//! moto starts open: it accepts any request, signed or not. A test prepares its world that
+//! way (buckets, and objects a driver would refuse to write, such as `a/../b`), then calls
+//! [`enforce_auth`]: from then on moto checks every request's Signature V4 against the
+//! secret of an IAM user, as AWS does, so the tests also prove the driver's signing.
+//!
+//! The helpers speak plain HTTP/1.1 over a socket, since the testkit has no HTTP client;
+//! each request carries a dummy `Authorization` header only to tell moto which service
+//! (S3 or IAM) it is for: moto does not check it while open.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{mkdir, required, Server};
+
+/// What werkzeug prints on stderr once bound: ` * Running on http://127.0.0.1:PORT`.
+const BANNER: &str = "Running on http://127.0.0.1:";
+
+/// The IAM policy of the test user: everything allowed.
+const ALLOW_ALL: &str =
+    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+
+/// Access key and secret of the IAM user that [`enforce_auth`] creates.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+/// `moto_server`'s `main`, with one fix: moto checks a signature against the URL werkzeug
+/// rebuilds for the request, which is decoded (`/b/ü?prefix=d/`), where AWS checks the URL
+/// as sent (`/b/%C3%BC?prefix=d%2F`), as every client signs it. Without the fix, moto
+/// refuses every correctly signed request for a non-ASCII key or with a `/` in its query
+/// (every delimited listing).
+const MOTO_SERVER: &str = r#"
+import sys
+import flask
+from moto.iam import access_control
+from moto.server import main
+
+create = access_control.IAMRequestBase._create_aws_request
+
+def create_from_raw_uri(self):
+    self._path = flask.request.environ.get("RAW_URI", self._path)
+    return create(self)
+
+access_control.IAMRequestBase._create_aws_request = create_from_raw_uri
+main(sys.argv[1:])
+"#;
+
+/// `moto_server` on 127.0.0.1, open to any request. It is started on port 0, so that it
+/// binds a free port itself (no other process can take it first), and announces which.
+///
+/// `AWS_CA_BUNDLE` is removed from its environment: this image exports it, and TESTING.md
+/// notes that it breaks S3 tooling against a plain-http endpoint.
+pub fn moto(run: &Path) -> Server {
+    // The command proves the package is installed; the server runs from its Python.
+    required(
+        "moto_server",
+        "moto[server] from PyPI: pip install 'moto[server]'",
+    );
+    let python = required("python3", "python3");
+    mkdir(run);
+    let log = run.join("error.log");
+    let mut child = Command::new(python)
+        .args(["-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", "0"])
+        .env_remove("AWS_CA_BUNDLE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("starting moto_server");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        if let Some(port) = announced_port(&text) {
+            return Server::running(child, port, run);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("moto_server exited with {status} before listening: {text}");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("moto_server did not listen within 30 s: {text}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The port of the banner, once its line is complete (the log may be caught mid-write).
+fn announced_port(log: &str) -> Option<u16> {
+    let rest = &log[log.find(BANNER)? + BANNER.len()..];
+    let (port, _) = rest.split_once('\n')?;
+    port.trim().parse().ok()
+}
+
+/// Creates `bucket` (before [`enforce_auth`]).
+pub fn create_bucket(server: &Server, bucket: &str) {
+    let reply = request(server, "PUT", &format!("/{bucket}"), "s3", b"");
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "creating {bucket}: {reply}"
+    );
+}
+
+/// Stores `data` as object `key` of `bucket` (before [`enforce_auth`]), whatever the key:
+/// the way to plant names that the driver must refuse to pass on.
+pub fn put_object(server: &Server, bucket: &str, key: &str, data: &[u8]) {
+    let path = format!("/{bucket}/{}", percent_encode(key));
+    let reply = request(server, "PUT", &path, "s3", data);
+    assert!(reply.starts_with("HTTP/1.1 200"), "storing {key}: {reply}");
+}
+
+/// Creates an IAM user allowed everything, and makes moto check every later request
+/// against its credentials, which it returns.
+pub fn enforce_auth(server: &Server) -> Credentials {
+    iam(server, "Action=CreateUser&UserName=roam");
+    let policy = format!(
+        "Action=PutUserPolicy&UserName=roam&PolicyName=all&PolicyDocument={}",
+        percent_encode(ALLOW_ALL)
+    );
+    iam(server, &policy);
+    let reply = iam(server, "Action=CreateAccessKey&UserName=roam");
+    let credentials = Credentials {
+        access_key: element(&reply, "AccessKeyId"),
+        secret_key: element(&reply, "SecretAccessKey"),
+    };
+    // moto's switch: the number of requests it still lets through unchecked.
+    let reply = request(server, "POST", "/moto-api/reset-auth", "s3", b"0");
+    assert!(reply.starts_with("HTTP/1.1 200"), "enabling auth: {reply}");
+    credentials
+}
+
+/// One IAM query-API call; returns the whole reply.
+fn iam(server: &Server, form: &str) -> String {
+    let body = format!("{form}&Version=2010-05-08");
+    let reply = request(server, "POST", "/", "iam", body.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 200"), "IAM {form}: {reply}");
+    reply
+}
+
+/// The text of the first `<name>` element of an XML reply.
+fn element(reply: &str, name: &str) -> String {
+    let open = format!("<{name}>");
+    let start = reply
+        .find(&open)
+        .unwrap_or_else(|| panic!("no {name}: {reply}"))
+        + open.len();
+    let end = start + reply[start..].find('<').unwrap();
+    reply[start..end].to_owned()
+}
+
+/// Sends one request with `Connection: close` and returns the raw reply (status line,
+/// headers and body). `service` names the AWS service moto should route it to.
+fn request(server: &Server, method: &str, path: &str, service: &str, body: &[u8]) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let content_type = if service == "iam" {
+        "content-type: application/x-www-form-urlencoded\r\n"
+    } else {
+        ""
+    };
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\
+         authorization: AWS4-HMAC-SHA256 Credential=test/20240101/us-east-1/{service}/aws4_request, \
+         SignedHeaders=host, Signature=0\r\n{content_type}content-length: {}\r\n\r\n",
+        server.authority(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+/// Percent-encodes every byte but RFC 3986's unreserved ones and `/`.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
