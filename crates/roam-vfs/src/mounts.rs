@@ -7,6 +7,7 @@
 //!
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
 //! (WebDAV over http/https), `ftp` (login from the URL, `~/.netrc`, or anonymous), `chirp`,
+//! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
 //! cache, like a remote one).
 
@@ -18,13 +19,14 @@ use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
 use roam_drivers::local::LocalDriver;
+use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::Driver;
 
 use crate::path::{normalize, strip_dir_prefix};
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
-pub const IMPLICIT_SCHEMES: [&str; 6] = ["http", "https", "dav", "davs", "ftp", "chirp"];
+pub const IMPLICIT_SCHEMES: [&str; 7] = ["http", "https", "dav", "davs", "ftp", "chirp", "s3"];
 
 /// A name inside the roam namespace.
 #[derive(Clone, Debug)]
@@ -70,6 +72,8 @@ struct Protocols {
     tls: HashMap<String, HttpClient>,
     chirp: ChirpConfig,
     ftp: FtpConfig,
+    /// Endpoint and credentials as the AWS tools find them (environment, `~/.aws`).
+    s3: S3Config,
 }
 
 impl Protocols {
@@ -98,6 +102,7 @@ impl Protocols {
             tls: clients,
             chirp,
             ftp,
+            s3: S3Config::from_env(),
         })
     }
 
@@ -120,11 +125,12 @@ impl Protocols {
             "davs" => Arc::new(DavDriver::new(self.http_for(rest), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
             "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
+            "s3" => Arc::new(S3Driver::new(self.http.clone(), &self.s3, rest)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, chirp://, file://, file+cache:// or an absolute path)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, chirp://, s3://, file://, file+cache:// or an absolute path)"
                 )))
             }
         })

@@ -417,3 +417,43 @@ fn a_full_cache_disk_is_enospc_for_the_program() {
     let o = m.sh_with(roam, &format!("python3 -c \"{WRITE_2MB}\""));
     assert_eq!(stdout(&o), "No space left on device\n", "{}", stderr(&o));
 }
+
+#[test]
+fn s3_buckets_are_directories_programs_can_write() {
+    let scratch = Scratch::new("s3");
+    let server = roam_testkit::s3::moto(&scratch.join("run"));
+    roam_testkit::s3::create_bucket(&server, "roam");
+    let creds = roam_testkit::s3::enforce_auth(&server);
+    let aws = |roam: Roam| {
+        roam.env("AWS_ENDPOINT_URL", server.url())
+            .env("AWS_ACCESS_KEY_ID", &creds.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &creds.secret_key)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_CA_BUNDLE", "")
+    };
+    let src = Scratch::new("s3src");
+    write_file(&src.join("data.bin"), &noise(3 << 20, 5), 0o644);
+    let script = format!(
+        "mkdir /s3/roam/dir && cp {0} /s3/roam/dir/data.bin && echo hi > /s3/roam/dir/note && ls /s3/roam/dir && cat /s3/roam/dir/note",
+        src.join("data.bin").display()
+    );
+    assert_eq!(
+        ok(&aws(Roam::new()).sh(&[], &script)),
+        "data.bin\nnote\nhi\n"
+    );
+    // A fresh run (and cache) reads it back from the server.
+    let check = format!("cmp {} /s3/roam/dir/data.bin && rm /s3/roam/dir/note && ls /s3/roam/dir && rmdir /s3/roam/dir 2>&1; echo $?", src.join("data.bin").display());
+    assert_eq!(
+        ok(&aws(Roam::new()).sh(&[], &check)),
+        "data.bin\nrmdir: failed to remove '/s3/roam/dir': Directory not empty\n1\n"
+    );
+    // Wrong credentials are EACCES, said clearly.
+    let o = aws(Roam::new())
+        .env("AWS_SECRET_ACCESS_KEY", "wrong")
+        .sh(&[], "cat /s3/roam/dir/data.bin > /dev/null");
+    assert!(
+        stderr(&o).contains("Permission denied") && stderr(&o).contains("EACCES"),
+        "{}",
+        stderr(&o)
+    );
+}
