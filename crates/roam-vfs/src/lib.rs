@@ -12,6 +12,7 @@
 //! used as they are; older ones are revalidated (ETag / Last-Modified) before use.
 
 mod cache;
+mod consistency;
 mod error;
 mod mounts;
 mod partial;
@@ -29,6 +30,7 @@ use roam_drivers::http::HttpConfig;
 use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 
 pub use cache::Info;
+pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use usage::{CacheReport, Stats};
@@ -46,8 +48,8 @@ const MAX_SYMLINKS: usize = 40;
 pub struct VfsConfig {
     /// The private cache directory (`$XDG_CACHE_HOME/roam`).
     pub cache_dir: PathBuf,
-    /// Ufo's T_read: how old cached metadata and data may be before revalidation.
-    pub t_read: Duration,
+    /// Ufo's T_read: how old cached metadata and data may be before revalidation, per name.
+    pub consistency: Consistency,
     /// Explicit mounts as `(LOCAL, URL)`.
     pub mounts: Vec<(String, String)>,
     /// Most bytes of file copies kept; least recently used copies go first.
@@ -68,7 +70,7 @@ pub enum Resolved {
 
 /// The namespace and its cache.
 pub struct Vfs {
-    t_read: Duration,
+    consistency: Consistency,
     max_cache_bytes: u64,
     usage: usage::Usage,
     cache: DiskCache,
@@ -109,7 +111,7 @@ impl Vfs {
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(Vfs {
-            t_read: cfg.t_read,
+            consistency: cfg.consistency.clone(),
             max_cache_bytes: cfg.max_cache_bytes,
             usage,
             cache,
@@ -269,19 +271,37 @@ impl Vfs {
         res.map_err(Error::from)
     }
 
+    /// T_read for `virt`, whose last known mtime is `mtime`.
+    fn t_read(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
+        self.consistency.t_read(virt).for_mtime(mtime)
+    }
+
+    /// T_read for a directory's listing (its mtime, if known, ages it).
+    fn t_read_dir(&self, virt: &str) -> Duration {
+        let mtime = self
+            .state
+            .lock()
+            .unwrap()
+            .attrs
+            .get(virt)
+            .and_then(|(r, _)| r.as_ref().ok()?.mtime);
+        self.t_read(virt, mtime)
+    }
+
     fn fresh_attr(&self, virt: &str) -> Option<std::result::Result<Meta, roam_drivers::Error>> {
-        let st = self.state.lock().unwrap();
-        let (res, at) = st.attrs.get(virt)?;
-        (at.elapsed() < self.t_read).then(|| res.clone())
+        let (res, at) = self.state.lock().unwrap().attrs.get(virt).cloned()?;
+        let mtime = res.as_ref().ok().and_then(|m| m.mtime);
+        (at.elapsed() < self.t_read(virt, mtime)).then_some(res)
     }
 
     /// Answers a stat from the parent's fresh listing when it says enough: the entry with an
     /// exact size, or its absence from a complete listing.
     fn lookup_in_listing(&self, virt: &str) -> Option<Result<Meta>> {
         let (parent, name) = split_name(virt);
+        let t_read = self.t_read_dir(parent);
         let st = self.state.lock().unwrap();
         let (index, at) = st.listings.get(parent)?;
-        if at.elapsed() >= self.t_read {
+        if at.elapsed() >= t_read {
             return None;
         }
         match index.entries.get(name) {
@@ -328,19 +348,21 @@ impl Vfs {
     }
 
     fn recently_unlistable(&self, virt: &str) -> bool {
+        let t_read = self.t_read_dir(virt);
         let st = self.state.lock().unwrap();
         st.unlistable
             .get(virt)
-            .is_some_and(|at| at.elapsed() < self.t_read)
+            .is_some_and(|at| at.elapsed() < t_read)
     }
 
     /// Fills the skeleton directory of `r` from a fresh listing.
     fn list_dir(&self, r: &Remote) -> Result<PathBuf> {
+        let t_read = self.t_read_dir(&r.virt);
         let fresh = {
             let st = self.state.lock().unwrap();
             st.listings
                 .get(&r.virt)
-                .is_some_and(|(_, at)| at.elapsed() < self.t_read)
+                .is_some_and(|(_, at)| at.elapsed() < t_read)
         };
         if fresh {
             return Ok(self.cache.meta_path(&r.virt));
@@ -390,7 +412,10 @@ impl Vfs {
             .info(&r.virt)
             .filter(|i| i.source == source && i.matches(meta));
         if let Some(info) = &cached {
-            if info.younger_than(self.t_read) {
+            let mtime = info
+                .mtime
+                .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+            if info.younger_than(self.t_read(&r.virt, mtime)) {
                 usage::Usage::add(&self.usage.hits, 1);
                 self.touch_copy(&r.virt);
                 return Ok(self.cache.data_path(&r.virt));

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use roam_vfs::{Consistency, TRead};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,6 +34,9 @@ pub struct Config {
     pub http: HttpSection,
     #[serde(default)]
     pub mounts: BTreeMap<String, String>,
+    /// T_read per glob of names (`"/http/*/live/**" = 0`), first match wins (in file order).
+    #[serde(default)]
+    pub t_read: toml::Table,
     /// TLS choices per `host[:port]`.
     #[serde(default)]
     pub tls: BTreeMap<String, TlsSection>,
@@ -52,7 +56,8 @@ pub struct TlsSection {
 #[serde(deny_unknown_fields)]
 pub struct CacheSection {
     pub dir: Option<PathBuf>,
-    pub t_read: Option<u64>,
+    /// Seconds (`30`) or a percentage of a file's age (`"10%"`).
+    pub t_read: Option<Seconds>,
     /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
     pub max_size: Option<u64>,
 }
@@ -62,6 +67,23 @@ pub struct CacheSection {
 pub struct HttpSection {
     pub connect_timeout: Option<u64>,
     pub read_timeout: Option<u64>,
+}
+
+/// A T_read as written: a number of seconds, or text (`"30s"`, `"10%"`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Seconds {
+    Number(u64),
+    Text(String),
+}
+
+impl Seconds {
+    fn to_t_read(&self) -> Result<TRead> {
+        match self {
+            Seconds::Number(n) => Ok(TRead::Fixed(Duration::from_secs(*n))),
+            Seconds::Text(t) => Ok(TRead::parse(t)?),
+        }
+    }
 }
 
 /// Default Ufo T_read: long enough that a build stats each header once, short enough that
@@ -90,11 +112,21 @@ impl Config {
         self.cache.max_size.unwrap_or(DEFAULT_MAX_CACHE)
     }
 
-    pub fn t_read(&self) -> Duration {
-        self.cache
-            .t_read
-            .map(Duration::from_secs)
-            .unwrap_or(DEFAULT_T_READ)
+    /// Ufo's T_read: the default and the per-glob rules.
+    pub fn consistency(&self) -> Result<Consistency> {
+        let default = match &self.cache.t_read {
+            Some(s) => s.to_t_read()?,
+            None => TRead::Fixed(DEFAULT_T_READ),
+        };
+        let mut rules = Vec::new();
+        for (glob, v) in &self.t_read {
+            let value: Seconds = v
+                .clone()
+                .try_into()
+                .with_context(|| format!("[t_read] {glob:?}"))?;
+            rules.push((glob.clone(), value.to_t_read()?));
+        }
+        Ok(Consistency::new(default, rules))
     }
 
     /// `$ROAM_CACHE_DIR`, else `[cache] dir`, else `$XDG_CACHE_HOME/roam`, else `~/.cache/roam`.
@@ -137,13 +169,23 @@ mod tests {
     #[test]
     fn parses_a_full_file_and_rejects_typos() {
         let c: Config = toml::from_str(
-            "[cache]\nt_read = 5\n[http]\nread_timeout = 3\n[mounts]\n\"/proj\" = \"http://h/src\"\n",
+            "[cache]\nt_read = 5\n[http]\nread_timeout = 3\n[mounts]\n\"/proj\" = \"http://h/src\"\n[t_read]\n\"/http/*/live/**\" = 0\n\"/proj/**\" = \"10%\"\n",
         )
         .unwrap();
-        assert_eq!(c.t_read(), Duration::from_secs(5));
+        let t = c.consistency().unwrap();
+        assert_eq!(t.t_read("/http/h/x"), TRead::Fixed(Duration::from_secs(5)));
+        assert_eq!(t.t_read("/http/h/live/x"), TRead::Fixed(Duration::ZERO));
+        assert_eq!(t.t_read("/proj/a.c"), TRead::AgePercent(10));
         assert_eq!(c.http.read_timeout, Some(3));
         assert_eq!(c.mounts["/proj"], "http://h/src");
         assert!(toml::from_str::<Config>("[cache]\nt_raed = 5\n").is_err());
-        assert_eq!(Config::default().t_read(), DEFAULT_T_READ);
+        assert!(toml::from_str::<Config>("[cache]\nt_read = \"soon\"\n")
+            .unwrap()
+            .consistency()
+            .is_err());
+        assert_eq!(
+            Config::default().consistency().unwrap().t_read("/x"),
+            TRead::Fixed(DEFAULT_T_READ)
+        );
     }
 }

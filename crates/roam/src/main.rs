@@ -172,7 +172,7 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
     let secs = |v: Option<u64>, d: Duration| v.map(Duration::from_secs).unwrap_or(d);
     let vcfg = VfsConfig {
         cache_dir: cfg.cache_dir(),
-        t_read: cfg.t_read(),
+        consistency: cfg.consistency()?,
         mounts: mounts.into_iter().collect(),
         max_cache_bytes: cfg.max_cache_bytes(),
         tls: cfg

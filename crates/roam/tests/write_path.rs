@@ -457,3 +457,23 @@ fn s3_buckets_are_directories_programs_can_write() {
         stderr(&o)
     );
 }
+
+#[test]
+fn t_read_rules_apply_per_glob() {
+    let m = Mount::new("file+cache");
+    write_file(&m.backend("x"), b"v1\n", 0o644);
+    write_file(&m.backend("live/x"), b"v1\n", 0o644);
+    let roam = Roam::new();
+    let conf = roam.cache.join("rules.toml");
+    fs::write(
+        &conf,
+        "[cache]\nt_read = 30\n[t_read]\n\"/w/live/**\" = 0\n",
+    )
+    .unwrap();
+    let script =
+        "cat /w/x /w/live/x; echo v2-longer > $B/x; echo v2-longer > $B/live/x; cat /w/x /w/live/x";
+    assert_eq!(
+        ok(&m.sh_with(roam.env("ROAM_CONFIG", &conf), script)),
+        "v1\nv1\nv1\nv2-longer\n"
+    );
+}
