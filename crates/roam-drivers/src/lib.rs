@@ -13,6 +13,7 @@ pub mod ftp;
 pub mod http;
 pub mod local;
 pub mod s3;
+pub mod sftp;
 
 use std::fmt::Debug;
 use std::io::{Read, Write};

@@ -7,6 +7,7 @@ pub mod chirp;
 pub mod dav;
 pub mod ftp;
 pub mod s3;
+pub mod sftp;
 pub mod tls;
 
 use std::fs;

@@ -8,6 +8,7 @@
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
 //! (WebDAV over http/https), `ftp` (login from the URL, `~/.netrc`, or anonymous), `chirp`,
 //! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
+//! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
 //! cache, like a remote one).
 
@@ -20,13 +21,15 @@ use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
+use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
 use crate::path::{normalize, strip_dir_prefix};
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
-pub const IMPLICIT_SCHEMES: [&str; 7] = ["http", "https", "dav", "davs", "ftp", "chirp", "s3"];
+pub const IMPLICIT_SCHEMES: [&str; 8] =
+    ["http", "https", "dav", "davs", "ftp", "sftp", "chirp", "s3"];
 
 /// A name inside the roam namespace.
 #[derive(Clone, Debug)]
@@ -74,6 +77,8 @@ struct Protocols {
     ftp: FtpConfig,
     /// Endpoint and credentials as the AWS tools find them (environment, `~/.aws`).
     s3: S3Config,
+    /// OpenSSH's files: `~/.ssh/config`, `known_hosts`, keys, the agent.
+    sftp: SftpConfig,
 }
 
 impl Protocols {
@@ -103,6 +108,11 @@ impl Protocols {
             chirp,
             ftp,
             s3: S3Config::from_env(),
+            sftp: SftpConfig {
+                connect_timeout: cfg.connect_timeout,
+                read_timeout: cfg.read_timeout,
+                ..SftpConfig::default()
+            },
         })
     }
 
@@ -126,11 +136,12 @@ impl Protocols {
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
             "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
             "s3" => Arc::new(S3Driver::new(self.http.clone(), &self.s3, rest)?),
+            "sftp" => Arc::new(SftpDriver::new(self.sftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, chirp://, s3://, file://, file+cache:// or an absolute path)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache:// or an absolute path)"
                 )))
             }
         })

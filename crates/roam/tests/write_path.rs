@@ -2,7 +2,7 @@
 //! touch, chmod, cc, make, python3) change files under `roam run`, and each test checks the
 //! bytes that reached the backend. Backends: a local directory served in place (`file://`),
 //! the same through roam's cache and write-back (`file+cache://`), WebDAV (nginx), FTP
-//! (pyftpdlib) and Chirp (`chirp_server`); every network driver joins this list as it lands.
+//! (pyftpdlib), SFTP (OpenSSH's sshd) and Chirp (`chirp_server`); S3 (moto) has its own test.
 //! The cache-only tests cover Ufo's consistency: T_read against a second writer, conflicts,
 //! recovery after `kill -9`, and failures that must reach the program.
 
@@ -20,6 +20,9 @@ use roam_testkit::{noise, write_file, Scratch, Server};
 struct Mount {
     url: String,
     _server: Option<Server>,
+    _ssh: Option<roam_testkit::sftp::SshServer>,
+    /// Environment roam needs for this backend (e.g. `HOME` with an `.ssh` directory).
+    env: Vec<(String, String)>,
     scratch: Scratch,
 }
 
@@ -41,11 +44,40 @@ impl Mount {
                 let s = roam_testkit::ftp::pyftpdlib(&srv, &run, "roam", "secret");
                 (format!("ftp://roam:secret@{}", s.authority()), Some(s))
             }
+            "sftp" => return Mount::sftp(scratch),
             scheme => (format!("{scheme}://{}", srv.display()), None),
         };
         Mount {
             url,
             _server: server,
+            _ssh: None,
+            env: Vec::new(),
+            scratch,
+        }
+    }
+
+    /// A second sshd; roam finds its key and host key where OpenSSH users keep them.
+    fn sftp(scratch: Scratch) -> Mount {
+        let ssh = roam_testkit::sftp::sshd(&scratch.join("run"));
+        let home = scratch.join("home");
+        let key = ssh.client_key.display().to_string();
+        write_file(
+            &home.join(".ssh/known_hosts"),
+            &fs::read(&ssh.known_hosts).unwrap(),
+            0o600,
+        );
+        let config = format!(
+            "Host roamtest\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {key}\n",
+            ssh.port
+        );
+        write_file(&home.join(".ssh/config"), config.as_bytes(), 0o600);
+        let url = format!("sftp://roamtest{}", scratch.join("srv").display());
+        let env = vec![("HOME".to_owned(), home.display().to_string())];
+        Mount {
+            url,
+            _server: None,
+            _ssh: Some(ssh),
+            env,
             scratch,
         }
     }
@@ -61,7 +93,10 @@ impl Mount {
     }
 
     fn sh_with(&self, roam: Roam, script: &str) -> Output {
-        let roam = roam.env("B", self.backend(""));
+        let mut roam = roam.env("B", self.backend(""));
+        for (k, v) in &self.env {
+            roam = roam.env(k, v);
+        }
         let o = roam.sh(&["-m", &format!("/w={}", self.url)], script);
         eprintln!("roam stderr: {}", stderr(&o));
         o
@@ -91,6 +126,9 @@ macro_rules! for_each_backend {
         mod ftp {
             $(#[test] fn $name() { super::$name(&super::Mount::new("ftp")); })*
         }
+        mod sftp {
+            $(#[test] fn $name() { super::$name(&super::Mount::new("sftp")); })*
+        }
     };
 }
 
@@ -116,6 +154,10 @@ mod posix_metadata {
     #[test]
     fn chirp() {
         super::links_modes_and_times(&super::Mount::new("chirp"));
+    }
+    #[test]
+    fn sftp() {
+        super::links_modes_and_times(&super::Mount::new("sftp"));
     }
 }
 

@@ -63,12 +63,29 @@ pub struct Spec {
     /// For `Access`: the register with the mode. For `Readlink`: the buffer register.
     /// For `Read`: the register with the fd.
     pub aux: usize,
+    /// `Some(r)`: trapped only when the fd in register `r` is a watched one (one of roam's
+    /// copies); every other call of this number runs natively.
+    pub gate: Option<usize>,
 }
 
 macro_rules! spec {
     ($nr:ident, $fam:ident, [$($pa:expr),*]) => { spec!($nr, $fam, [$($pa),*], 0) };
     ($nr:ident, $fam:ident, [$($pa:expr),*], $aux:expr) => {
-        Spec { nr: libc::$nr, name: stringify!($nr), family: Family::$fam, paths: &[$($pa),*], aux: $aux }
+        Spec { nr: libc::$nr, name: stringify!($nr), family: Family::$fam, paths: &[$($pa),*], aux: $aux, gate: None }
+    };
+}
+
+/// A call trapped only on watched fds (the fd in register `fd`).
+macro_rules! gated {
+    ($nr:ident, $fam:ident, $fd:expr) => {
+        Spec {
+            nr: libc::$nr,
+            name: stringify!($nr),
+            family: Family::$fam,
+            paths: &[],
+            aux: $fd,
+            gate: Some($fd),
+        }
     };
 }
 
@@ -144,23 +161,25 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_fspick, Unsupported, [at(0, 1)]),
     spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
     spec!(SYS_io_uring_setup, NoUring, []),
-    spec!(SYS_close, Close, []),
-    spec!(SYS_fsync, Sync, []),
-    spec!(SYS_fdatasync, Sync, []),
-    spec!(SYS_read, Read, [], 0),
-    spec!(SYS_pread64, Read, [], 0),
-    spec!(SYS_readv, Read, [], 0),
-    spec!(SYS_preadv, Read, [], 0),
-    spec!(SYS_preadv2, Read, [], 0),
-    spec!(SYS_mmap, Read, [], 4),
-    spec!(SYS_sendfile, Read, [], 1),
-    spec!(SYS_copy_file_range, Read, [], 0),
-    spec!(SYS_splice, Read, [], 0),
+    // Roam's copies (files being written, large files arriving in ranges) are opened at
+    // watched fd numbers; only calls on those need roam.
+    gated!(SYS_close, Close, 0),
+    gated!(SYS_fsync, Sync, 0),
+    gated!(SYS_fdatasync, Sync, 0),
+    gated!(SYS_read, Read, 0),
+    gated!(SYS_pread64, Read, 0),
+    gated!(SYS_readv, Read, 0),
+    gated!(SYS_preadv, Read, 0),
+    gated!(SYS_preadv2, Read, 0),
+    gated!(SYS_mmap, Read, 4),
+    gated!(SYS_sendfile, Read, 1),
+    gated!(SYS_copy_file_range, Read, 0),
+    gated!(SYS_splice, Read, 0),
     // A copy of a watched fd at an unwatched number would read holes: these need the whole file.
-    spec!(SYS_dup, Read, [], 0),
-    spec!(SYS_dup2, Read, [], 0),
-    spec!(SYS_dup3, Read, [], 0),
-    spec!(SYS_fcntl, Read, [], 0),
+    gated!(SYS_dup, Read, 0),
+    gated!(SYS_dup2, Read, 0),
+    gated!(SYS_dup3, Read, 0),
+    gated!(SYS_fcntl, Read, 0),
 ];
 
 /// The spec of a trapped call number.
@@ -173,18 +192,14 @@ pub fn lookup(nr: i64) -> Option<&'static Spec> {
 pub fn traced_numbers() -> Vec<i64> {
     TABLE
         .iter()
-        .filter(|s| s.family != Family::Read)
+        .filter(|s| s.gate.is_none())
         .map(|s| s.nr)
         .collect()
 }
 
 /// Numbers the filter traps only for watched fds, with the register holding the fd.
 pub fn gated_numbers() -> Vec<(i64, usize)> {
-    TABLE
-        .iter()
-        .filter(|s| s.family == Family::Read)
-        .map(|s| (s.nr, s.aux))
-        .collect()
+    TABLE.iter().filter_map(|s| Some((s.nr, s.gate?))).collect()
 }
 
 #[cfg(test)]

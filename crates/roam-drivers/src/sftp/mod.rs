@@ -1,0 +1,724 @@
+//! SFTP driver (SFTP v3 over SSH, as OpenSSH serves it), on `russh` and `russh-sftp`.
+//!
+//! - Where to connect and as whom: the URL, then OpenSSH's `~/.ssh/config` (`Host`
+//!   aliases and patterns, `HostName`, `Port`, `User`, `IdentityFile`; `ssh_config.rs`).
+//! - Trust: strict host key checking against `known_hosts` (`known_hosts.rs`); an unknown
+//!   key is refused unless the user allowed new keys, a changed one always.
+//! - Login: ssh-agent's keys, then identity files (`auth.rs`).
+//! - One SSH connection per driver, shared by all threads (SFTP multiplexes requests),
+//!   opened on first use and again when it broke (`link.rs`). An operation that finds its
+//!   connection broken runs once more on a fresh one if it is idempotent (stat, list,
+//!   chmod, utimes; reads until they delivered bytes); other writes never do.
+//! - Errors: SSH status codes, refined by Parrot's interview (`errors.rs`).
+//! - Writes are atomic: a temporary sibling, then `posix-rename@openssh.com` over the name
+//!   (`requests.rs`; without the extension, remove + rename, which is not atomic).
+//!
+//! The driver's API is synchronous; it owns a one-thread tokio runtime on which the SSH
+//! connection runs, and each call blocks on it. Paths of a mount URL are absolute on the
+//! server, so `/sftp/host/etc/x` is `/etc/x` for every user.
+
+mod auth;
+mod connect;
+mod errors;
+mod known_hosts;
+mod link;
+mod meta;
+mod requests;
+mod ssh_config;
+mod url;
+
+use std::cell::Cell;
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
+
+use self::connect::Settings;
+use self::errors::{parent_of, Action};
+use self::link::{Fault, Link};
+use self::meta::{meta_of, FileKind};
+use self::requests::Simple;
+use self::ssh_config::{Endpoint, Local};
+use self::url::{is_driver_path, Target};
+use crate::{
+    is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+};
+
+/// Timeouts, OpenSSH files and trust settings of the SFTP driver.
+#[derive(Clone, Debug)]
+pub struct SftpConfig {
+    /// For TCP, the SSH handshake, login and starting SFTP, together.
+    pub connect_timeout: Duration,
+    /// For each answer to a request: a transfer may take hours, but never stall.
+    pub read_timeout: Duration,
+    /// OpenSSH client configuration to read hosts from (`~/.ssh/config`).
+    pub ssh_config: Option<PathBuf>,
+    /// Host keys to trust (`~/.ssh/known_hosts`).
+    pub known_hosts: Option<PathBuf>,
+    /// Keys to offer, before any `IdentityFile` of the config (and instead of OpenSSH's
+    /// default `~/.ssh/id_*` files, which are offered only when no key is configured).
+    pub identity_files: Vec<PathBuf>,
+    /// Accept and record the key of a host not in `known_hosts` (OpenSSH's
+    /// `StrictHostKeyChecking accept-new`). A changed key is refused regardless.
+    pub accept_new_host_keys: bool,
+}
+
+impl Default for SftpConfig {
+    fn default() -> Self {
+        let ssh_dir = home().map(|home| home.join(".ssh"));
+        SftpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            ssh_config: ssh_dir.as_ref().map(|d| d.join("config")),
+            known_hosts: ssh_dir.map(|d| d.join("known_hosts")),
+            identity_files: Vec::new(),
+            accept_new_host_keys: false,
+        }
+    }
+}
+
+/// A tree on one SFTP server, rooted at a mount URL's path.
+pub struct SftpDriver {
+    target: Target,
+    endpoint: Endpoint,
+    settings: Settings,
+    /// The connection, if one is open; replaced when it broke.
+    link: Mutex<Option<Arc<Link>>>,
+    // Last, so that the connection is dropped before the runtime it runs on.
+    runtime: Runtime,
+}
+
+impl fmt::Debug for SftpDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SftpDriver")
+            .field("url", &self.target.origin())
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+impl SftpDriver {
+    /// A driver for `sftp://[user@]host[:port][/path]`. Nothing is sent until the first
+    /// operation; the host, port, user and keys are settled now.
+    pub fn new(cfg: SftpConfig, url: &str) -> Result<SftpDriver> {
+        let target = Target::parse(url)?;
+        let local = Local {
+            home: home(),
+            user: local_user(),
+        };
+        let config = ssh_config::read(cfg.ssh_config.as_deref());
+        let endpoint = ssh_config::resolve(
+            &target.host,
+            target.port,
+            target.user.as_deref(),
+            &config,
+            &cfg.identity_files,
+            &local,
+        )
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidName,
+                format!(
+                    "{}: no user to log in as: name one in the URL",
+                    target.origin()
+                ),
+            )
+        })?;
+        Ok(SftpDriver {
+            runtime: Runtime::new()
+                .map_err(|e| Error::from_io("sftp: starting the runtime", &e))?,
+            target,
+            endpoint,
+            settings: Settings {
+                connect_timeout: cfg.connect_timeout,
+                read_timeout: cfg.read_timeout,
+                known_hosts: cfg.known_hosts,
+                accept_new_host_keys: cfg.accept_new_host_keys,
+            },
+            link: Mutex::new(None),
+        })
+    }
+
+    /// The server path of a driver path, after checking it is one.
+    fn remote(&self, path: &str) -> Result<String> {
+        match is_driver_path(path) {
+            true => Ok(self.target.remote(path)),
+            false => Err(Error::new(
+                ErrorKind::InvalidName,
+                format!(
+                    "{}: {path:?} is not a normalised path",
+                    self.target.origin()
+                ),
+            )),
+        }
+    }
+
+    /// The open connection, or a new one. Threads that need one while it is being opened
+    /// wait for it rather than open their own.
+    fn link(&self) -> Result<Arc<Link>> {
+        let mut slot = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(link) = slot.as_ref().filter(|l| l.usable()) {
+            return Ok(link.clone());
+        }
+        *slot = None;
+        let origin = self.target.origin();
+        let link = self
+            .runtime
+            .block_on(connect::open(&self.endpoint, &self.settings, &origin))?;
+        let link = Arc::new(link);
+        *slot = Some(link.clone());
+        Ok(link)
+    }
+
+    /// Runs `op` on the connection. If the connection broke under it (not a timeout: the
+    /// server is slow, not gone) and `may_retry` says so, runs it once more on a fresh
+    /// one: the server may have dropped an idle connection in a way we only see now.
+    fn run<T>(
+        &self,
+        may_retry: impl Fn() -> bool,
+        mut op: impl FnMut(&Link) -> Result<T>,
+    ) -> Result<T> {
+        let link = self.link()?;
+        match op(&link) {
+            Err(e) if link.is_broken() && e.kind != ErrorKind::TimedOut && may_retry() => {
+                tracing::debug!("sftp: retrying on a fresh connection after: {e}");
+                op(&*self.link()?)
+            }
+            result => result,
+        }
+    }
+
+    /// The driver error of a failed request: `VERB URL: cause (server: message)`.
+    fn explain(&self, link: &Link, fault: Fault, action: Action, verb: &str, path: &str) -> Error {
+        let label = format!("{verb} {}", self.describe(path));
+        match fault {
+            Fault::Status { code, message } => {
+                let kind = errors::interview(link, code, action);
+                let server = match message.is_empty() {
+                    true => String::new(),
+                    false => format!(" (server: {message})"),
+                };
+                Error::new(kind, format!("{label}: {}{server}", errors::reason(kind)))
+            }
+            Fault::Lost(why) => Error::new(
+                ErrorKind::Io,
+                format!("{label}: the connection was lost ({why})"),
+            ),
+            Fault::TimedOut => Error::new(
+                ErrorKind::TimedOut,
+                format!("{label}: no answer within {:?}", self.settings.read_timeout),
+            ),
+            Fault::Local(e) => e,
+        }
+    }
+
+    /// The target of the symlink at the server path `remote`.
+    fn read_link(&self, link: &Link, remote: &str, path: &str) -> Result<String> {
+        link.call(requests::read_link(&link.sftp, remote))
+            .map_err(|f| self.explain(link, f, Action::Stat(remote), "readlink", path))
+    }
+
+    /// Opens `remote` for reading and runs `read` on the handle, closing it after.
+    fn reading<T>(
+        &self,
+        link: &Link,
+        remote: &str,
+        path: &str,
+        read: impl FnOnce(&str) -> Result<T>,
+    ) -> Result<T> {
+        let handle = link
+            .call(
+                link.sftp
+                    .open(remote, OpenFlags::READ, FileAttributes::empty()),
+            )
+            .map_err(|f| self.explain(link, f, Action::Read(remote), "open", path))?
+            .handle;
+        let result = read(&handle);
+        // Nothing to learn from closing a file we only read, and a broken session would
+        // only make us wait for it.
+        if !link.is_broken() {
+            let _ = link.call(link.sftp.close(handle));
+        }
+        result
+    }
+
+    /// Streams the open file into `dest` unless `validator` still holds.
+    fn fetch_open(
+        &self,
+        link: &Link,
+        handle: &str,
+        (remote, path): (&str, &str),
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        let attrs = link
+            .call(link.sftp.fstat(handle))
+            .map_err(|f| self.explain(link, f, Action::Read(remote), "fstat", path))?
+            .attrs;
+        let meta = meta_of(&attrs, None);
+        if meta.kind == Kind::Dir {
+            let reason = errors::reason(ErrorKind::IsADirectory);
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("read {}: {reason}", self.describe(path)),
+            ));
+        }
+        if validator.is_some_and(|v| meta::still_valid(v, &meta)) {
+            return Ok(Fetched::NotModified);
+        }
+        let len = link
+            .block_on(requests::download(link, handle, 0, u64::MAX, dest))
+            .map_err(|f| self.explain(link, f, Action::Read(remote), "read", path))?;
+        // The size may have moved during the transfer: the bytes we have are what counts,
+        // and an etag of other bytes would validate the wrong copy.
+        let etag = meta.etag.filter(|_| meta.size == Some(len));
+        Ok(Fetched::Body(Meta {
+            size: Some(len),
+            etag,
+            ..meta
+        }))
+    }
+
+    /// Creates the temporary `tmp` with the `len` bytes of `src`, and the mode `mode`
+    /// exactly (not masked by the server's umask), when one is given.
+    fn write_temporary(
+        &self,
+        link: &Link,
+        tmp: &str,
+        (src, len): (&mut dyn Read, u64),
+        mode: Option<u32>,
+        path: &str,
+    ) -> Result<()> {
+        let write = |f| self.explain(link, f, Action::Write(tmp), "write", path);
+        let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
+        let handle = link
+            .call(link.sftp.open(tmp, flags, FileAttributes::empty()))
+            .map_err(write)?
+            .handle;
+        let written = link
+            .block_on(requests::upload(link, &handle, src, len))
+            .and_then(|sent| match sent == len {
+                true => Ok(()),
+                false => Err(Fault::Local(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "write {}: the data ended after {sent} of {len} bytes",
+                        self.describe(path)
+                    ),
+                ))),
+            })
+            .and_then(|()| match mode {
+                Some(mode) => link
+                    .call(
+                        link.sftp
+                            .fsetstat(handle.as_str(), requests::permissions(mode)),
+                    )
+                    .map(drop),
+                None => Ok(()),
+            });
+        // The close must succeed too: servers may report a failed write only there.
+        let closed = match link.is_broken() {
+            true => Ok(()),
+            false => link.call(link.sftp.close(handle)).map(drop),
+        };
+        written.and(closed).map_err(write)
+    }
+
+    /// What `put` must know of the name it replaces: the mode to keep, if it is a file.
+    /// A directory there is EISDIR before any byte is sent.
+    fn mode_to_keep(&self, link: &Link, remote: &str, path: &str) -> Result<Option<u32>> {
+        match link.call(link.sftp.lstat(remote)) {
+            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::Dir => Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "write {}: {}",
+                    self.describe(path),
+                    errors::reason(ErrorKind::IsADirectory)
+                ),
+            )),
+            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::File => {
+                Ok(attrs.attrs.permissions.map(|p| p & 0o7777))
+            }
+            Ok(_) => Ok(None),
+            Err(f) if f.is(StatusCode::NoSuchFile) => Ok(None),
+            Err(f) => Err(self.explain(link, f, Action::Write(remote), "write", path)),
+        }
+    }
+
+    /// Best-effort removal of a failed upload's temporary, on a fresh connection if the
+    /// failure broke this one. Its own failure is only logged: the caller needs the
+    /// upload's error, and a leftover temporary is at least a hidden name.
+    fn discard(&self, link: &Link, tmp: &str) {
+        let removed = match link.usable() {
+            true => link
+                .call(link.sftp.remove(tmp))
+                .map_err(|f| format!("{f:?}")),
+            false => self.link().map_err(|e| e.message).and_then(|fresh| {
+                fresh
+                    .call(fresh.sftp.remove(tmp))
+                    .map_err(|f| format!("{f:?}"))
+            }),
+        };
+        if let Err(e) = removed {
+            tracing::warn!("sftp: could not remove the temporary {tmp}: {e}");
+        }
+    }
+
+    /// One listing entry; a symlink's target is read, or left out if that fails.
+    fn entry(
+        &self,
+        link: &Link,
+        dir: &str,
+        name: String,
+        attrs: &FileAttributes,
+    ) -> crate::DirEntry {
+        let target = match meta::type_of(attrs) {
+            FileKind::Symlink => {
+                let full = format!("{}/{name}", dir.trim_end_matches('/'));
+                link.call(requests::read_link(&link.sftp, &full))
+                    .inspect_err(|f| tracing::debug!("sftp: readlink {full}: {f:?}"))
+                    .ok()
+            }
+            _ => None,
+        };
+        crate::DirEntry {
+            name,
+            meta: meta_of(attrs, target),
+        }
+    }
+
+    /// One request that needs nothing back. Only chmod may run twice: the others would
+    /// fail the second time (EEXIST, ENOENT) after succeeding the first.
+    fn simple(&self, request: Simple, path: &str) -> Result<()> {
+        let remote = self.remote(path)?;
+        let (verb, action) = match request {
+            Simple::MakeDir => ("mkdir", Action::MakeDir(&remote)),
+            Simple::RemoveFile => ("remove", Action::RemoveFile(&remote)),
+            Simple::RemoveDir => ("rmdir", Action::RemoveDir(&remote)),
+            Simple::SetMode(_) => ("chmod", Action::SetAttr(&remote)),
+            Simple::Symlink(_) => ("symlink", Action::Symlink(&remote)),
+        };
+        self.run(
+            || matches!(request, Simple::SetMode(_)),
+            |link| {
+                link.call(requests::simple(&link.sftp, request, &remote))
+                    .map_err(|f| self.explain(link, f, action, verb, path))
+            },
+        )
+    }
+}
+
+/// A temporary name for uploads, unique among this process's uploads.
+fn temporary_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(".roam-put-{}-{n}", std::process::id())
+}
+
+/// A name from a listing, if it is safe to show. russh-sftp decodes names lossily, so a
+/// name that was not UTF-8 arrives with U+FFFD and would address another file: dropped.
+fn listed_name(name: String) -> Option<String> {
+    match is_safe_name(&name) && !name.contains('\u{fffd}') {
+        true => Some(name),
+        false => {
+            if name != "." && name != ".." {
+                tracing::warn!("sftp: dropping the unsafe or undecodable name {name:?}");
+            }
+            None
+        }
+    }
+}
+
+/// Counts what reaches `dest`, so that a failed read is retried only if it gave nothing.
+struct Tally<'a> {
+    dest: &'a mut dyn Write,
+    written: &'a Cell<u64>,
+}
+
+impl Write for Tally<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.dest.write(buf)?;
+        self.written.set(self.written.get() + n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.dest.flush()
+    }
+}
+
+impl Driver for SftpDriver {
+    fn writable(&self) -> bool {
+        true
+    }
+
+    fn describe(&self, path: &str) -> String {
+        self.target.describe(path)
+    }
+
+    fn stat(&self, path: &str) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        self.run(
+            || true,
+            |link| {
+                let attrs = link
+                    .call(link.sftp.lstat(remote.as_str()))
+                    .map_err(|f| self.explain(link, f, Action::Stat(&remote), "lstat", path))?
+                    .attrs;
+                let target = match meta::type_of(&attrs) {
+                    FileKind::Symlink => Some(self.read_link(link, &remote, path)?),
+                    _ => None,
+                };
+                Ok(meta_of(&attrs, target))
+            },
+        )
+    }
+
+    fn list(&self, path: &str) -> Result<Listing> {
+        let remote = self.remote(path)?;
+        self.run(
+            || true,
+            |link| {
+                let entries = link
+                    .call(requests::read_dir(&link.sftp, &remote))
+                    .map_err(|f| self.explain(link, f, Action::List(&remote), "readdir", path))?;
+                let entries = entries
+                    .into_iter()
+                    .filter_map(|(name, attrs)| Some((listed_name(name)?, attrs)))
+                    .map(|(name, attrs)| self.entry(link, &remote, name, &attrs))
+                    .collect();
+                Ok(Listing {
+                    entries,
+                    complete: true,
+                })
+            },
+        )
+    }
+
+    fn fetch(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        validator: Option<&Validator>,
+    ) -> Result<Fetched> {
+        let remote = self.remote(path)?;
+        let written = Cell::new(0);
+        self.run(
+            || written.get() == 0,
+            |link| {
+                let mut tally = Tally {
+                    dest: &mut *dest,
+                    written: &written,
+                };
+                self.reading(link, &remote, path, |handle| {
+                    self.fetch_open(link, handle, (&remote, path), &mut tally, validator)
+                })
+            },
+        )
+    }
+
+    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+        let remote = self.remote(path)?;
+        let written = Cell::new(0);
+        self.run(
+            || written.get() == 0,
+            |link| {
+                let mut tally = Tally {
+                    dest: &mut *dest,
+                    written: &written,
+                };
+                self.reading(link, &remote, path, |handle| {
+                    link.block_on(requests::download(link, handle, offset, len, &mut tally))
+                        .map_err(|f| self.explain(link, f, Action::Read(&remote), "read", path))
+                })
+            },
+        )
+    }
+
+    /// Writes a temporary sibling, then renames it over the name: readers see the old
+    /// file or the new one, never a part. A replaced file keeps its permission bits. The
+    /// temporary is removed if anything fails.
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        let Some(parent) = parent_of(&remote) else {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "write {}: {}",
+                    self.describe(path),
+                    errors::reason(ErrorKind::IsADirectory)
+                ),
+            ));
+        };
+        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        self.run(
+            || false,
+            |link| {
+                let mode = self.mode_to_keep(link, &remote, path)?;
+                let placed = self
+                    .write_temporary(link, &tmp, (&mut *src, len), mode, path)
+                    .and_then(|()| {
+                        link.call(requests::rename(link, &tmp, &remote))
+                            .map_err(|f| {
+                                let action = Action::Rename {
+                                    from: &tmp,
+                                    to: &remote,
+                                };
+                                self.explain(link, f, action, "write", path)
+                            })
+                    });
+                if let Err(e) = placed {
+                    self.discard(link, &tmp);
+                    return Err(e);
+                }
+                // The file is in place; metadata that cannot be had only leaves it sparse.
+                let attrs = link.call(link.sftp.lstat(remote.as_str()));
+                Ok(attrs.map_or_else(
+                    |_| Meta {
+                        size: Some(len),
+                        ..Meta::of_kind(Kind::File)
+                    },
+                    |a| meta_of(&a.attrs, None),
+                ))
+            },
+        )
+    }
+
+    fn mkdir(&self, path: &str) -> Result<()> {
+        self.simple(Simple::MakeDir, path)
+    }
+
+    fn remove_file(&self, path: &str) -> Result<()> {
+        self.simple(Simple::RemoveFile, path)
+    }
+
+    fn remove_dir(&self, path: &str) -> Result<()> {
+        self.simple(Simple::RemoveDir, path)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (old, new) = (self.remote(from)?, self.remote(to)?);
+        self.run(
+            || false,
+            |link| {
+                link.call(requests::rename(link, &old, &new)).map_err(|f| {
+                    let action = Action::Rename {
+                        from: &old,
+                        to: &new,
+                    };
+                    self.explain(link, f, action, "rename", from)
+                })
+            },
+        )
+    }
+
+    fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
+        self.simple(Simple::SetMode(mode), path)
+    }
+
+    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept.
+    fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
+        let remote = self.remote(path)?;
+        let mtime = meta::seconds(mtime).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidName,
+                format!(
+                    "utimes {}: SFTP keeps times from 1970 to 2106 only",
+                    self.describe(path)
+                ),
+            )
+        })?;
+        self.run(
+            || true,
+            |link| {
+                let explain = |f| self.explain(link, f, Action::SetAttr(&remote), "utimes", path);
+                let now = link
+                    .call(link.sftp.stat(remote.as_str()))
+                    .map_err(explain)?
+                    .attrs;
+                let times = FileAttributes {
+                    atime: now.atime.or(Some(mtime)),
+                    mtime: Some(mtime),
+                    ..FileAttributes::empty()
+                };
+                link.call(link.sftp.setstat(remote.as_str(), times))
+                    .map(drop)
+                    .map_err(explain)
+            },
+        )
+    }
+
+    fn symlink(&self, target: &str, path: &str) -> Result<()> {
+        self.simple(Simple::Symlink(target), path)
+    }
+}
+
+/// The driver's tokio runtime: one worker thread runs the SSH connection's tasks, while
+/// callers block on their own requests. Dropped without waiting, so that dropping a
+/// driver never blocks (nor panics inside another runtime).
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    fn new() -> std::io::Result<Runtime> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("roam-sftp")
+            .enable_io()
+            .enable_time()
+            .build()?;
+        Ok(Runtime(Some(runtime)))
+    }
+
+    fn block_on<F: std::future::Future>(&self, work: F) -> F::Output {
+        let runtime = self.0.as_ref();
+        runtime
+            .expect("the runtime lives as long as the driver")
+            .block_on(work)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `$USER`, else the name of the effective uid (tests and services often have no `$USER`).
+fn local_user() -> Option<String> {
+    if let Some(user) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
+        return Some(user);
+    }
+    // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids), filled in below.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found = std::ptr::null_mut();
+    // SAFETY: the re-entrant lookup writes only into `entry` and `buf`, whose sizes we
+    // pass, and sets `found` to `&entry` or NULL.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::geteuid(),
+            &mut entry,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: on success `pw_name` points to a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+    name.to_str().ok().map(str::to_owned)
+}

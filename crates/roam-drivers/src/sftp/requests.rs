@@ -1,0 +1,283 @@
+//! Operations the driver composes from SFTP requests: whole directory reads, pipelined
+//! transfers, and the rename that replaces its target.
+//!
+//! Transfers keep [`WINDOW`] requests of [`CHUNK`] bytes in flight, as OpenSSH's `sftp`
+//! does: one request at a time would cost a round trip per 64 KiB.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use russh_sftp::client::error::Error as SftpError;
+use russh_sftp::client::RawSftpSession;
+use russh_sftp::protocol::{FileAttributes, Packet, Status, StatusCode};
+use tokio::task::JoinHandle;
+
+use super::link::{Fault, Link};
+use crate::Error;
+
+/// Bytes per read or write request (OpenSSH's server answers up to 256 KiB).
+const CHUNK: u32 = 64 * 1024;
+/// Requests in flight at once.
+const WINDOW: usize = 16;
+
+const POSIX_RENAME: &str = "posix-rename@openssh.com";
+
+/// Every entry of the directory `path`, with its attributes (from `lstat` on OpenSSH).
+pub(super) async fn read_dir(
+    sftp: &RawSftpSession,
+    path: &str,
+) -> Result<Vec<(String, FileAttributes)>, SftpError> {
+    let handle = sftp.opendir(path).await?.handle;
+    let mut entries = Vec::new();
+    let outcome = loop {
+        match sftp.readdir(handle.as_str()).await {
+            Ok(name) => entries.extend(name.files.into_iter().map(|f| (f.filename, f.attrs))),
+            Err(SftpError::Status(s)) if s.status_code == StatusCode::Eof => break Ok(entries),
+            Err(e) => break Err(e),
+        }
+    };
+    let closed = sftp.close(handle).await;
+    let entries = outcome?;
+    closed?;
+    Ok(entries)
+}
+
+/// The target of the symlink `path`.
+pub(super) async fn read_link(sftp: &RawSftpSession, path: &str) -> Result<String, SftpError> {
+    let name = sftp.readlink(path).await?;
+    name.files
+        .into_iter()
+        .next()
+        .map(|f| f.filename)
+        .ok_or_else(|| SftpError::UnexpectedBehavior("readlink named no target".into()))
+}
+
+/// Renames `from` to `to`, replacing a file at `to` as POSIX `rename` does. With
+/// `posix-rename@openssh.com` that is one atomic request. Without it, SFTP's own RENAME
+/// refuses to replace, so a file in the way is removed first: for a moment there is no
+/// file at `to`, which is why the extension is used wherever the server has it.
+pub(super) async fn rename(link: &Link, from: &str, to: &str) -> Result<(), SftpError> {
+    let sftp = &link.sftp;
+    if link.posix_rename {
+        let data = [from, to].iter().flat_map(|s| ssh_string(s)).collect();
+        return match sftp.extended(POSIX_RENAME, data).await? {
+            Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
+            Packet::Status(s) => Err(SftpError::Status(s)),
+            _ => Err(SftpError::UnexpectedPacket),
+        };
+    }
+    match sftp.rename(from, to).await {
+        Err(SftpError::Status(s)) if s.status_code == StatusCode::Failure => {
+            let in_the_way = sftp.lstat(to).await.is_ok_and(|a| !a.attrs.is_dir());
+            if !in_the_way || sftp.lstat(from).await.is_err() {
+                return Err(SftpError::Status(s));
+            }
+            sftp.remove(to).await?;
+            sftp.rename(from, to).await.map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
+/// A request that needs nothing back but its status.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Simple<'a> {
+    MakeDir,
+    RemoveFile,
+    RemoveDir,
+    SetMode(u32),
+    /// A symlink pointing to this target.
+    Symlink(&'a str),
+}
+
+/// Sends `request` about `path`.
+pub(super) async fn simple(
+    sftp: &RawSftpSession,
+    request: Simple<'_>,
+    path: &str,
+) -> Result<(), SftpError> {
+    match request {
+        Simple::MakeDir => sftp.mkdir(path, FileAttributes::empty()).await,
+        Simple::RemoveFile => sftp.remove(path).await,
+        Simple::RemoveDir => sftp.rmdir(path).await,
+        Simple::SetMode(mode) => sftp.setstat(path, permissions(mode)).await,
+        // OpenSSH's server reads SSH_FXP_SYMLINK's two paths in the opposite order to the
+        // draft (target first), as do the servers that follow it; russh-sftp sends the
+        // draft's order (link first), so the arguments go in swapped.
+        Simple::Symlink(target) => sftp.symlink(target, path).await,
+    }
+    .map(drop)
+}
+
+/// Attributes that set only permission bits.
+pub(super) fn permissions(mode: u32) -> FileAttributes {
+    FileAttributes {
+        permissions: Some(mode & 0o7777),
+        ..FileAttributes::empty()
+    }
+}
+
+/// An SSH wire string: length (u32, big-endian), then the bytes.
+fn ssh_string(s: &str) -> Vec<u8> {
+    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    len.to_be_bytes().into_iter().chain(s.bytes()).collect()
+}
+
+/// Requests in flight, aborted if the transfer ends early (their answers are then
+/// ignored by the session).
+struct InFlight<T>(VecDeque<JoinHandle<T>>);
+
+impl<T> Drop for InFlight<T> {
+    fn drop(&mut self) {
+        self.0.iter().for_each(JoinHandle::abort);
+    }
+}
+
+/// What a read request brought: its offset, how much it asked for, and the answer.
+type ReadAnswer = (u64, u64, Result<Vec<u8>, SftpError>);
+
+/// Copies bytes `[offset, offset + len)` of the open file `handle` into `dest`, stopping
+/// early at the end of the file; returns how many were copied.
+pub(super) async fn download(
+    link: &Link,
+    handle: &str,
+    offset: u64,
+    len: u64,
+    dest: &mut dyn Write,
+) -> Result<u64, Fault> {
+    let end = offset.saturating_add(len);
+    let mut reads = InFlight(VecDeque::new());
+    let (mut next, mut done) = (offset, offset);
+    loop {
+        while reads.0.len() < WINDOW && next < end {
+            let want = (end - next).min(CHUNK.into());
+            reads
+                .0
+                .push_back(spawn_read(&link.sftp, handle, next, want));
+            next += want;
+        }
+        let Some(task) = reads.0.pop_front() else {
+            break;
+        };
+        let (at, want, answer) = task.await.map_err(|e| Fault::Lost(e.to_string()))?;
+        match answer {
+            Ok(data) => {
+                deliver(dest, &data)?;
+                done = at + data.len() as u64;
+                // A short answer before the end of the chunk: ask for the rest of it
+                // before going on; hitting the end of the file there ends the copy.
+                if done < at + want && !fill(link, handle, &mut done, at + want, dest).await? {
+                    break;
+                }
+            }
+            Err(SftpError::Status(s)) if s.status_code == StatusCode::Eof => break,
+            Err(e) => return Err(link.fault(e)),
+        }
+    }
+    Ok(done - offset)
+}
+
+fn spawn_read(
+    sftp: &Arc<RawSftpSession>,
+    handle: &str,
+    at: u64,
+    want: u64,
+) -> JoinHandle<ReadAnswer> {
+    let (sftp, handle) = (sftp.clone(), handle.to_owned());
+    tokio::spawn(async move {
+        // `want` is at most CHUNK, so it fits.
+        let answer = sftp.read(handle, at, want as u32).await.map(|d| d.data);
+        (at, want, answer)
+    })
+}
+
+/// Reads `[*done, end)` one request at a time; `false` if the file ended first.
+async fn fill(
+    link: &Link,
+    handle: &str,
+    done: &mut u64,
+    end: u64,
+    dest: &mut dyn Write,
+) -> Result<bool, Fault> {
+    while *done < end {
+        let (_, _, answer) = spawn_read(&link.sftp, handle, *done, end - *done)
+            .await
+            .map_err(|e| Fault::Lost(e.to_string()))?;
+        match answer {
+            Ok(data) if !data.is_empty() => {
+                deliver(dest, &data)?;
+                *done += data.len() as u64;
+            }
+            Ok(_) => return Ok(false),
+            Err(SftpError::Status(s)) if s.status_code == StatusCode::Eof => return Ok(false),
+            Err(e) => return Err(link.fault(e)),
+        }
+    }
+    Ok(true)
+}
+
+fn deliver(dest: &mut dyn Write, data: &[u8]) -> Result<(), Fault> {
+    dest.write_all(data)
+        .map_err(|e| Fault::Local(Error::from_io("writing the copy", &e)))
+}
+
+/// Writes up to `len` bytes of `src` into the open file `handle` from offset 0; returns
+/// how many `src` had (fewer than `len` if it ended early).
+pub(super) async fn upload(
+    link: &Link,
+    handle: &str,
+    src: &mut dyn Read,
+    len: u64,
+) -> Result<u64, Fault> {
+    let mut writes = InFlight(VecDeque::new());
+    let mut sent = 0u64;
+    while sent < len {
+        let chunk = take(src, (len - sent).min(CHUNK.into()))?;
+        if chunk.is_empty() {
+            break;
+        }
+        if writes.0.len() == WINDOW {
+            if let Some(oldest) = writes.0.pop_front() {
+                settle(link, oldest).await?;
+            }
+        }
+        let (sftp, handle, at) = (link.sftp.clone(), handle.to_owned(), sent);
+        sent += chunk.len() as u64;
+        writes.0.push_back(tokio::spawn(
+            async move { sftp.write(handle, at, chunk).await },
+        ));
+    }
+    while let Some(write) = writes.0.pop_front() {
+        settle(link, write).await?;
+    }
+    Ok(sent)
+}
+
+/// Waits for one write to be acknowledged.
+async fn settle(link: &Link, write: JoinHandle<Result<Status, SftpError>>) -> Result<(), Fault> {
+    match write.await {
+        Ok(answer) => answer.map(drop).map_err(|e| link.fault(e)),
+        Err(e) => Err(Fault::Lost(e.to_string())),
+    }
+}
+
+/// Up to `limit` bytes of `src` (fewer only at its end).
+fn take(src: &mut dyn Read, limit: u64) -> Result<Vec<u8>, Fault> {
+    let mut chunk = Vec::new();
+    src.take(limit)
+        .read_to_end(&mut chunk)
+        .map_err(|e| Fault::Local(Error::from_io("reading the data to upload", &e)))?;
+    Ok(chunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_strings_are_length_prefixed() {
+        assert_eq!(ssh_string("ab"), [0, 0, 0, 2, b'a', b'b']);
+        assert_eq!(ssh_string(""), [0, 0, 0, 0]);
+    }
+}

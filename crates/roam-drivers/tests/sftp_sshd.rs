@@ -1,0 +1,661 @@
+//! The SFTP driver against a real OpenSSH `sshd` (from `roam-testkit`), each test on its
+//! own server process, keys and scratch tree. sshd is required: a machine without it
+//! fails here with a message naming the package, rather than skipping.
+//!
+//! The tests log in as `root` (as they run), and as `nobody` where permission bits must
+//! matter (root may read a mode-000 file).
+
+use std::fs;
+use std::io::{self, Read};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use roam_drivers::sftp::{SftpConfig, SftpDriver};
+use roam_drivers::{Driver, ErrorKind, Fetched, Kind, Validator};
+use roam_testkit::sftp::{keygen, public_half, sshd, SshServer};
+use roam_testkit::{noise, write_file, Scratch};
+
+const BIG: &str = "big.bin";
+const BIG_LEN: usize = 1 << 20;
+
+/// A tree served by one sshd; the driver's URL points at `root/`.
+struct Served {
+    // Declared first so that it is dropped first: the server stops before its tree goes.
+    ssh: SshServer,
+    scratch: Scratch,
+}
+
+impl Served {
+    fn start() -> Served {
+        let scratch = Scratch::new("sftp-driver");
+        let root = scratch.join("root");
+        write_file(&root.join("a b.txt"), b"hello world\n", 0o644);
+        write_file(&root.join(".hidden"), b"dot", 0o644);
+        write_file(&root.join("dir/inner.txt"), b"inner", 0o644);
+        write_file(&root.join("dir/sub/deep.txt"), b"deep", 0o644);
+        write_file(&root.join(BIG), &noise(BIG_LEN, 7), 0o644);
+        write_file(&root.join("secret.txt"), b"nobody may read this", 0o000);
+        fs::create_dir(root.join("empty")).unwrap();
+        std::os::unix::fs::symlink("a b.txt", root.join("link")).unwrap();
+        std::os::unix::fs::symlink("dir", root.join("dirlink")).unwrap();
+        let ssh = sshd(&scratch.join("run"));
+        Served { ssh, scratch }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.scratch.join("root")
+    }
+
+    fn disk(&self, rel: &str) -> PathBuf {
+        self.root().join(rel.trim_start_matches('/'))
+    }
+
+    /// Settings that depend on nothing of the machine's own `~/.ssh`.
+    fn config(&self) -> SftpConfig {
+        SftpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(10),
+            ssh_config: Some(self.scratch.join("no-ssh-config")),
+            known_hosts: Some(self.ssh.known_hosts.clone()),
+            identity_files: vec![self.ssh.client_key.clone()],
+            accept_new_host_keys: false,
+        }
+    }
+
+    fn driver_with(&self, cfg: SftpConfig, user: &str) -> SftpDriver {
+        SftpDriver::new(cfg, &self.ssh.url(user, &self.root())).unwrap()
+    }
+
+    fn driver(&self) -> SftpDriver {
+        self.driver_with(self.config(), "root")
+    }
+}
+
+fn fetch_bytes(d: &dyn Driver, path: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    match d.fetch(path, &mut out, None).unwrap() {
+        Fetched::Body(meta) => assert_eq!(meta.size, Some(out.len() as u64)),
+        Fetched::NotModified => panic!("no validator, yet not modified"),
+    }
+    out
+}
+
+fn range(d: &dyn Driver, path: &str, offset: u64, len: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let n = d.read_range(path, offset, len, &mut out).unwrap();
+    assert_eq!(n, out.len() as u64);
+    out
+}
+
+/// The error kind of a failed call, with its message for the assertion's output.
+fn kind<T: std::fmt::Debug>(result: roam_drivers::Result<T>) -> (ErrorKind, String) {
+    let err = result.expect_err("the call should fail");
+    (err.kind, err.message)
+}
+
+fn assert_kind<T: std::fmt::Debug>(result: roam_drivers::Result<T>, want: ErrorKind) {
+    let (got, message) = kind(result);
+    assert_eq!(got, want, "{message}");
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn stat_files_dirs_and_symlinks() {
+    let s = Served::start();
+    let d = s.driver();
+    let m = d.stat("/a b.txt").unwrap();
+    assert_eq!(
+        (m.kind, m.size, m.mode),
+        (Kind::File, Some(12), Some(0o644))
+    );
+    let on_disk = fs::metadata(s.disk("a b.txt")).unwrap().modified().unwrap();
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(m.mtime.map(secs), Some(secs(on_disk)));
+    assert!(m.etag.is_some());
+    assert_eq!(d.stat("/").unwrap().kind, Kind::Dir);
+    assert_eq!(d.stat("/dir/sub").unwrap().kind, Kind::Dir);
+    let link = d.stat("/link").unwrap();
+    assert_eq!(link.kind, Kind::Symlink);
+    assert_eq!(link.symlink_target.as_deref(), Some("a b.txt"));
+    assert_kind(d.stat("/missing"), ErrorKind::NotFound);
+    assert_kind(d.stat("/missing/deeper"), ErrorKind::NotFound);
+    assert_kind(d.stat("/a b.txt/x"), ErrorKind::NotADirectory);
+    assert_kind(d.stat("/a/../b"), ErrorKind::InvalidName);
+}
+
+#[test]
+fn listings() {
+    let s = Served::start();
+    let d = s.driver();
+    let listing = d.list("/").unwrap();
+    assert!(listing.complete);
+    let mut names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".hidden",
+            "a b.txt",
+            BIG,
+            "dir",
+            "dirlink",
+            "empty",
+            "link",
+            "secret.txt"
+        ]
+    );
+    let entry = |name: &str| listing.entries.iter().find(|e| e.name == name).unwrap();
+    assert_eq!(entry("a b.txt").meta.size, Some(12));
+    assert_eq!(entry("dir").meta.kind, Kind::Dir);
+    assert_eq!(entry("link").meta.kind, Kind::Symlink);
+    assert_eq!(
+        entry("link").meta.symlink_target.as_deref(),
+        Some("a b.txt")
+    );
+    assert!(d.list("/empty").unwrap().entries.is_empty());
+    // A symlink to a directory lists the directory, as opendir(3) does.
+    let through: Vec<String> = d
+        .list("/dirlink")
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(through.len(), 2);
+    assert_kind(d.list("/a b.txt"), ErrorKind::NotADirectory);
+    assert_kind(d.list("/link"), ErrorKind::NotADirectory);
+    assert_kind(d.list("/missing"), ErrorKind::NotFound);
+}
+
+#[test]
+fn fetch_is_byte_exact_and_validated() {
+    let s = Served::start();
+    let d = s.driver();
+    assert_eq!(fetch_bytes(&d, "/a b.txt"), b"hello world\n");
+    assert_eq!(fetch_bytes(&d, "/link"), b"hello world\n");
+    let mut big = Vec::new();
+    let Fetched::Body(meta) = d.fetch("/big.bin", &mut big, None).unwrap() else {
+        panic!("not modified?")
+    };
+    assert!(big == noise(BIG_LEN, 7), "1 MiB arrived changed");
+    let held = Validator {
+        etag: meta.etag.clone(),
+        mtime: meta.mtime,
+    };
+    let mut out = Vec::new();
+    assert_eq!(
+        d.fetch("/big.bin", &mut out, Some(&held)).unwrap(),
+        Fetched::NotModified
+    );
+    assert!(out.is_empty());
+    let by_time = Validator {
+        etag: None,
+        mtime: meta.mtime,
+    };
+    assert_eq!(
+        d.fetch("/big.bin", &mut out, Some(&by_time)).unwrap(),
+        Fetched::NotModified
+    );
+    fs::OpenOptions::new()
+        .append(true)
+        .open(s.disk(BIG))
+        .and_then(|mut f| io::Write::write_all(&mut f, b"more"))
+        .unwrap();
+    assert!(matches!(
+        d.fetch("/big.bin", &mut out, Some(&held)).unwrap(),
+        Fetched::Body(_)
+    ));
+    assert_eq!(out.len(), BIG_LEN + 4);
+    assert_kind(
+        d.fetch("/dir", &mut Vec::new(), None),
+        ErrorKind::IsADirectory,
+    );
+    assert_kind(
+        d.fetch("/missing", &mut Vec::new(), None),
+        ErrorKind::NotFound,
+    );
+    assert_kind(
+        d.fetch("/dir/missing/x", &mut Vec::new(), None),
+        ErrorKind::NotFound,
+    );
+}
+
+#[test]
+fn ranges() {
+    let s = Served::start();
+    let d = s.driver();
+    let data = noise(BIG_LEN, 7);
+    assert_eq!(range(&d, "/big.bin", 0, 10), data[..10]);
+    // Across request chunks (64 KiB) and the in-flight window.
+    assert_eq!(range(&d, "/big.bin", 1000, 700_000), data[1000..701_000]);
+    assert_eq!(
+        range(&d, "/big.bin", BIG_LEN as u64 - 5, 100),
+        data[BIG_LEN - 5..]
+    );
+    assert!(range(&d, "/big.bin", BIG_LEN as u64 + 10, 10).is_empty());
+    assert!(range(&d, "/big.bin", 5, 0).is_empty());
+    assert_kind(
+        d.read_range("/missing", 0, 1, &mut Vec::new()),
+        ErrorKind::NotFound,
+    );
+    assert_kind(
+        d.read_range("/dir", 0, 1, &mut Vec::new()),
+        ErrorKind::IsADirectory,
+    );
+}
+
+#[test]
+fn put_replaces_atomically_and_leaves_no_temporary() {
+    let s = Served::start();
+    let d = s.driver();
+    assert!(d.writable());
+    let meta = d.put("/new-empty", &mut io::empty(), 0).unwrap();
+    assert_eq!((meta.kind, meta.size), (Kind::File, Some(0)));
+    assert_eq!(fs::read(s.disk("new-empty")).unwrap(), b"");
+    let big = noise(BIG_LEN, 11);
+    let meta = d
+        .put("/dir/big copy", &mut &big[..], big.len() as u64)
+        .unwrap();
+    assert_eq!(meta.size, Some(BIG_LEN as u64));
+    assert!(fs::read(s.disk("dir/big copy")).unwrap() == big);
+    // Replacing keeps the permission bits of the file replaced.
+    fs::set_permissions(s.disk("a b.txt"), fs::Permissions::from_mode(0o751)).unwrap();
+    d.put("/a b.txt", &mut &b"replaced"[..], 8).unwrap();
+    assert_eq!(fs::read(s.disk("a b.txt")).unwrap(), b"replaced");
+    let mode = fs::metadata(s.disk("a b.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o751);
+    assert_eq!(fetch_bytes(&d, "/a b.txt"), b"replaced");
+    for dir in [s.root(), s.disk("dir")] {
+        let left: Vec<String> = names_in(&dir)
+            .into_iter()
+            .filter(|n| n.starts_with(".roam-put"))
+            .collect();
+        assert!(left.is_empty(), "temporaries left: {left:?}");
+    }
+}
+
+#[test]
+fn put_errors_leave_nothing_behind() {
+    let s = Served::start();
+    let d = s.driver();
+    assert_kind(d.put("/nodir/f", &mut &b"x"[..], 1), ErrorKind::NotFound);
+    assert_kind(
+        d.put("/a b.txt/f", &mut &b"x"[..], 1),
+        ErrorKind::NotADirectory,
+    );
+    assert_kind(d.put("/dir", &mut &b"x"[..], 1), ErrorKind::IsADirectory);
+    assert_kind(d.put("/", &mut &b"x"[..], 1), ErrorKind::IsADirectory);
+    // A source that ends before the promised length: the old file stays whole.
+    let (got, message) = kind(d.put("/a b.txt", &mut &b"short"[..], 100));
+    assert_eq!(got, ErrorKind::Io, "{message}");
+    assert!(message.contains("5 of 100"), "{message}");
+    assert_eq!(fs::read(s.disk("a b.txt")).unwrap(), b"hello world\n");
+    let left: Vec<String> = names_in(&s.root())
+        .into_iter()
+        .filter(|n| n.starts_with(".roam-put"))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+#[test]
+fn directories_and_removal() {
+    let s = Served::start();
+    let d = s.driver();
+    d.mkdir("/made").unwrap();
+    assert!(s.disk("made").is_dir());
+    assert_kind(d.mkdir("/made"), ErrorKind::AlreadyExists);
+    assert_kind(d.mkdir("/a b.txt"), ErrorKind::AlreadyExists);
+    assert_kind(d.mkdir("/nodir/x"), ErrorKind::NotFound);
+    assert_kind(d.mkdir("/a b.txt/x"), ErrorKind::NotADirectory);
+    assert_kind(d.remove_dir("/dir"), ErrorKind::NotEmpty);
+    assert_kind(d.remove_dir("/a b.txt"), ErrorKind::NotADirectory);
+    assert_kind(d.remove_dir("/dirlink"), ErrorKind::NotADirectory);
+    assert_kind(d.remove_dir("/missing"), ErrorKind::NotFound);
+    d.remove_dir("/made").unwrap();
+    assert!(!s.disk("made").exists());
+    assert_kind(d.remove_file("/dir"), ErrorKind::IsADirectory);
+    assert_kind(d.remove_file("/missing"), ErrorKind::NotFound);
+    assert_kind(d.remove_file("/a b.txt/x"), ErrorKind::NotADirectory);
+    // Removing a symlink removes the link, not its target.
+    d.remove_file("/link").unwrap();
+    assert!(fs::symlink_metadata(s.disk("link")).is_err());
+    assert!(s.disk("a b.txt").exists());
+    d.remove_file("/dir/sub/deep.txt").unwrap();
+    d.remove_dir("/dir/sub").unwrap();
+    assert!(!s.disk("dir/sub").exists());
+}
+
+#[test]
+fn renames() {
+    let s = Served::start();
+    let d = s.driver();
+    d.rename("/a b.txt", "/renamed").unwrap();
+    assert_eq!(fs::read(s.disk("renamed")).unwrap(), b"hello world\n");
+    assert!(!s.disk("a b.txt").exists());
+    // Replacing a file, as POSIX rename does.
+    d.rename("/renamed", "/.hidden").unwrap();
+    assert_eq!(fs::read(s.disk(".hidden")).unwrap(), b"hello world\n");
+    assert_kind(d.rename("/.hidden", "/dir"), ErrorKind::IsADirectory);
+    assert_kind(d.rename("/empty", "/.hidden"), ErrorKind::NotADirectory);
+    assert_kind(d.rename("/empty", "/dir"), ErrorKind::NotEmpty);
+    assert_kind(d.rename("/missing", "/x"), ErrorKind::NotFound);
+    assert_kind(d.rename("/.hidden", "/nodir/x"), ErrorKind::NotFound);
+    d.rename("/dir", "/empty").unwrap();
+    assert!(s.disk("empty/inner.txt").exists());
+}
+
+#[test]
+fn chmod_utimes_and_symlinks() {
+    let s = Served::start();
+    let d = s.driver();
+    d.set_mode("/a b.txt", 0o600).unwrap();
+    let mode = fs::metadata(s.disk("a b.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o600);
+    assert_eq!(d.stat("/a b.txt").unwrap().mode, Some(0o600));
+    let when = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    d.set_mtime("/a b.txt", when).unwrap();
+    assert_eq!(
+        fs::metadata(s.disk("a b.txt")).unwrap().modified().unwrap(),
+        when
+    );
+    assert_eq!(d.stat("/a b.txt").unwrap().mtime, Some(when));
+    assert_kind(d.set_mode("/missing", 0o600), ErrorKind::NotFound);
+    assert_kind(d.set_mtime("/missing", when), ErrorKind::NotFound);
+    assert_kind(
+        d.set_mtime("/a b.txt", UNIX_EPOCH - Duration::from_secs(1)),
+        ErrorKind::InvalidName,
+    );
+    d.symlink("dir/inner.txt", "/new link").unwrap();
+    assert_eq!(
+        fs::read_link(s.disk("new link")).unwrap(),
+        Path::new("dir/inner.txt")
+    );
+    assert_eq!(
+        d.stat("/new link").unwrap().symlink_target.as_deref(),
+        Some("dir/inner.txt")
+    );
+    assert_eq!(fetch_bytes(&d, "/new link"), b"inner");
+    assert_kind(d.symlink("x", "/new link"), ErrorKind::AlreadyExists);
+    assert_kind(d.symlink("x", "/nodir/l"), ErrorKind::NotFound);
+}
+
+/// As `nobody`, permission bits count: EACCES from the server's PERMISSION_DENIED.
+#[test]
+fn permission_denied_as_an_unprivileged_user() {
+    let s = Served::start();
+    let d = s.driver_with(s.config(), "nobody");
+    assert_eq!(fetch_bytes(&d, "/a b.txt"), b"hello world\n");
+    assert_kind(
+        d.fetch("/secret.txt", &mut Vec::new(), None),
+        ErrorKind::PermissionDenied,
+    );
+    assert_kind(
+        d.put("/dir/new", &mut &b"x"[..], 1),
+        ErrorKind::PermissionDenied,
+    );
+    assert_kind(d.mkdir("/dir/new"), ErrorKind::PermissionDenied);
+    assert_kind(d.remove_file("/dir/inner.txt"), ErrorKind::PermissionDenied);
+    assert_kind(d.set_mode("/a b.txt", 0o777), ErrorKind::PermissionDenied);
+    fs::set_permissions(s.disk("dir"), fs::Permissions::from_mode(0o700)).unwrap();
+    assert_kind(d.list("/dir"), ErrorKind::PermissionDenied);
+}
+
+#[test]
+fn unknown_host_keys_are_refused_unless_allowed() {
+    let s = Served::start();
+    let known = s.scratch.join("empty_known_hosts");
+    fs::write(&known, "").unwrap();
+    let cfg = SftpConfig {
+        known_hosts: Some(known.clone()),
+        ..s.config()
+    };
+    let (got, message) = kind(s.driver_with(cfg.clone(), "root").stat("/"));
+    assert_eq!(got, ErrorKind::PermissionDenied, "{message}");
+    assert!(
+        message.contains("not known") && message.contains("accept_new_host_keys"),
+        "{message}"
+    );
+    assert!(message.contains("SHA256:"), "{message}");
+    let allowed = SftpConfig {
+        accept_new_host_keys: true,
+        ..cfg.clone()
+    };
+    s.driver_with(allowed, "root").stat("/").unwrap();
+    let learnt = fs::read_to_string(&known).unwrap();
+    assert!(learnt.contains(&s.ssh.host_key), "{learnt}");
+    // Once recorded, the key is known without the allowance.
+    s.driver_with(cfg, "root").stat("/").unwrap();
+}
+
+#[test]
+fn changed_host_keys_are_always_refused() {
+    let s = Served::start();
+    let other = keygen(&s.scratch.join("other_host_key"), "");
+    let known = s.scratch.join("changed_known_hosts");
+    let port = s.ssh.port;
+    fs::write(
+        &known,
+        format!("[127.0.0.1]:{port} {}\n", public_half(&other)),
+    )
+    .unwrap();
+    for accept_new in [false, true] {
+        let cfg = SftpConfig {
+            known_hosts: Some(known.clone()),
+            accept_new_host_keys: accept_new,
+            ..s.config()
+        };
+        let (got, message) = kind(s.driver_with(cfg, "root").stat("/"));
+        assert_eq!(got, ErrorKind::PermissionDenied, "{message}");
+        assert!(
+            message.contains("CHANGED") && message.contains("line 1"),
+            "{message}"
+        );
+    }
+    assert!(!fs::read_to_string(&known)
+        .unwrap()
+        .contains(&s.ssh.host_key));
+}
+
+/// Hashed entries, as `ssh-keygen -H` writes them (and `HashKnownHosts yes`).
+#[test]
+fn hashed_known_hosts_entries() {
+    let s = Served::start();
+    let hashed = s.scratch.join("hashed_known_hosts");
+    fs::copy(&s.ssh.known_hosts, &hashed).unwrap();
+    let status = std::process::Command::new("ssh-keygen")
+        .arg("-H")
+        .arg("-f")
+        .arg(&hashed)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(fs::read_to_string(&hashed).unwrap().starts_with("|1|"));
+    let cfg = SftpConfig {
+        known_hosts: Some(hashed),
+        ..s.config()
+    };
+    assert_eq!(
+        s.driver_with(cfg, "root").stat("/dir").unwrap().kind,
+        Kind::Dir
+    );
+}
+
+/// An alias of `~/.ssh/config` names the host, port, user and key.
+#[test]
+fn ssh_config_aliases() {
+    let s = Served::start();
+    let config = s.scratch.join("ssh_config");
+    let key = s.ssh.client_key.display();
+    fs::write(
+        &config,
+        format!(
+            "Host roam-test-alias other\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {key}\n\
+             Host *\n  User nobody-else\n  Port 1\n",
+            s.ssh.port
+        ),
+    )
+    .unwrap();
+    let cfg = SftpConfig {
+        ssh_config: Some(config),
+        identity_files: Vec::new(),
+        ..s.config()
+    };
+    let url = format!("sftp://roam-test-alias{}", s.root().display());
+    let d = SftpDriver::new(cfg, &url).unwrap();
+    assert_eq!(fetch_bytes(&d, "/dir/inner.txt"), b"inner");
+    assert!(
+        d.describe("/x").starts_with("sftp://roam-test-alias/"),
+        "{}",
+        d.describe("/x")
+    );
+}
+
+#[test]
+fn refused_logins() {
+    let s = Served::start();
+    let stranger = keygen(&s.scratch.join("stranger"), "");
+    let cfg = SftpConfig {
+        identity_files: vec![stranger.clone()],
+        ..s.config()
+    };
+    let (got, message) = kind(s.driver_with(cfg, "root").stat("/"));
+    assert_eq!(got, ErrorKind::PermissionDenied, "{message}");
+    assert!(
+        message.contains(&stranger.display().to_string()),
+        "{message}"
+    );
+    // An encrypted key needs its passphrase, which roam does not ask for: the agent does.
+    let locked = keygen(&s.scratch.join("locked"), "a passphrase");
+    let cfg = SftpConfig {
+        identity_files: vec![locked],
+        ..s.config()
+    };
+    let (got, message) = kind(s.driver_with(cfg, "root").stat("/"));
+    assert_eq!(got, ErrorKind::PermissionDenied, "{message}");
+    assert!(
+        message.contains("encrypted") && message.contains("ssh-add"),
+        "{message}"
+    );
+    assert!(!message.contains("passphrase\""), "{message}");
+}
+
+#[test]
+fn gone_servers_are_unreachable() {
+    let mut s = Served::start();
+    let d = s.driver();
+    s.ssh.stop();
+    let (got, message) = kind(d.stat("/"));
+    assert_eq!(got, ErrorKind::Unreachable, "{message}");
+    assert!(
+        message.starts_with("connect sftp://root@127.0.0.1:"),
+        "{message}"
+    );
+}
+
+/// A server that accepts the connection but never speaks SSH.
+#[test]
+fn silent_servers_time_out() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let s = Served::start();
+    let cfg = SftpConfig {
+        connect_timeout: Duration::from_millis(300),
+        ..s.config()
+    };
+    let d = SftpDriver::new(cfg, &format!("sftp://root@127.0.0.1:{port}/")).unwrap();
+    let started = Instant::now();
+    assert_kind(d.stat("/"), ErrorKind::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(listener);
+}
+
+/// A connection that stops answering mid-session times out, and the next operation
+/// gets a fresh one.
+#[test]
+fn stalled_connections_time_out_and_are_replaced() {
+    let s = Served::start();
+    let cfg = SftpConfig {
+        read_timeout: Duration::from_secs(1),
+        ..s.config()
+    };
+    let d = s.driver_with(cfg, "root");
+    d.stat("/").unwrap();
+    s.ssh.pause_connections(true);
+    let started = Instant::now();
+    assert_kind(d.stat("/dir"), ErrorKind::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(d.stat("/dir").unwrap().kind, Kind::Dir);
+    s.ssh.pause_connections(false);
+}
+
+/// A connection cut under the driver is replaced; idempotent operations do not notice.
+#[test]
+fn broken_connections_are_replaced() {
+    let s = Served::start();
+    let d = s.driver();
+    d.stat("/").unwrap();
+    for _ in 0..3 {
+        s.ssh.drop_connections();
+        assert_eq!(d.stat("/dir").unwrap().kind, Kind::Dir);
+        assert_eq!(fetch_bytes(&d, "/dir/inner.txt"), b"inner");
+    }
+    // Given a moment to see the connection closed, a write goes to a fresh one too.
+    s.ssh.drop_connections();
+    thread::sleep(Duration::from_millis(300));
+    d.mkdir("/after").unwrap();
+}
+
+/// Threads share one connection: requests interleave on it.
+#[test]
+fn concurrent_operations_share_the_connection() {
+    let s = Served::start();
+    let d = Arc::new(s.driver());
+    let want = noise(BIG_LEN, 7);
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let d = d.clone();
+            let want = want.clone();
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    let mut got = Vec::new();
+                    d.fetch("/big.bin", &mut got, None).unwrap();
+                    assert!(got == want);
+                    assert_eq!(d.stat("/dir").unwrap().kind, Kind::Dir);
+                    let name = format!("/w{i}");
+                    d.put(&name, &mut &b"data"[..], 4).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut total = Vec::new();
+    for i in 0..4 {
+        fs::File::open(s.disk(&format!("w{i}")))
+            .unwrap()
+            .read_to_end(&mut total)
+            .unwrap();
+    }
+    assert_eq!(total.len(), 16);
+}
