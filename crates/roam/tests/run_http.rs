@@ -252,12 +252,12 @@ fn the_cache_is_private_and_reused_within_t_read() {
     let fx = fixture();
     let roam = Roam::new();
     let cache = roam.cache.join("c");
-    let path = format!("{}/dir/sub/other.txt", fx.remote());
+    let path = format!("{}/counted/once.txt", fx.remote());
     let gets = || {
         fx.server
             .access_log()
             .lines()
-            .filter(|l| l.contains("GET /dir/sub/other.txt "))
+            .filter(|l| l.contains("GET /counted/once.txt "))
             .count()
     };
     let before = gets();
@@ -294,7 +294,7 @@ fn the_cache_is_private_and_reused_within_t_read() {
     let log = fx.server.access_log();
     let last = log
         .lines()
-        .rfind(|l| l.contains("GET /dir/sub/other.txt "))
+        .rfind(|l| l.contains("GET /counted/once.txt "))
         .unwrap();
     assert!(last.contains("\" 304 "), "{last}");
 }
@@ -353,7 +353,7 @@ fn sigterm_to_roam_reaches_the_program() {
             "--",
             "sh",
             "-c",
-            "trap 'echo got TERM; exit 3' TERM; echo ready; sleep 30 & wait",
+            "trap 'echo got TERM; kill $!; exit 3' TERM; echo ready; sleep 30 & wait",
         ])
         .env("ROAM_CONFIG", "/nonexistent/roam.toml")
         .env(

@@ -84,6 +84,8 @@ fn make_tree(www: &Path) {
         b"import helper\nprint(helper.greet('roam'))\n",
         0o644,
     );
+    // Read by one test only, which counts the server's GETs of it.
+    f("counted/once.txt", b"nothing to see\n", 0o644);
     f(
         "script.sh",
         b"#!/bin/sh\necho script ran with \"$@\"\n",
