@@ -8,34 +8,20 @@ use nix::unistd::Pid;
 use roam_vfs::Flushed;
 
 use super::table::{Family, Spec};
-use super::{Decision, Job, Kernel, Served, Triage};
+use super::{copy_behind, later_on, single_node, Decision, Job, Kernel, Served, Triage};
 use crate::platform::ptrace::Syscall;
 
 pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -> Triage {
     let fd = call.args[0] as i32;
-    let Some(virt) = fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t)) else {
-        return Triage::Done(Decision::Continue);
-    };
-    // Not only dirty files: a writer may have joined a copy while it was being uploaded.
-    if !fd_writable(tid, fd) {
-        return Triage::Done(Decision::Continue);
-    }
-    match k.vfs().lookup(&virt) {
-        Ok(Some(node)) => Triage::Later(Job {
-            tid,
-            call,
-            spec,
-            places: vec![super::resolve::Place::Roam(node)],
-        }),
+    match copy_behind(k, tid, fd) {
+        // Not only dirty files: a writer may have joined a copy while it was being uploaded.
+        Some(node) if fd_writable(tid, fd) => later_on(tid, call, spec, node),
         _ => Triage::Done(Decision::Continue),
     }
 }
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
-    let Some((_, node)) = job.places.first().and_then(|p| match p {
-        super::resolve::Place::Roam(n) => Some((0, n)),
-        _ => None,
-    }) else {
+    let Some((_, node)) = single_node(job) else {
         return Ok(Decision::Continue);
     };
     let syncing = job.spec.family == Family::Sync;
@@ -92,12 +78,6 @@ pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec
             })
         })
         .collect()
-}
-
-fn fd_target(tid: Pid, fd: i32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))
-        .ok()
-        .map(|t| t.to_string_lossy().into_owned())
 }
 
 /// Whether `fd` was opened with write access (`flags:` in `/proc/TID/fdinfo/FD`, octal).

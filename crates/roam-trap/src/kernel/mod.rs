@@ -296,6 +296,22 @@ fn is_ordinary(errno: i32) -> bool {
     )
 }
 
+/// The roam node whose copy (a file of the data mirror) `fd` is open on.
+fn copy_behind(k: &Kernel, tid: Pid, fd: i32) -> Option<Node> {
+    let virt = resolve::fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t))?;
+    k.vfs().lookup(&virt).ok().flatten()
+}
+
+/// Defers a call about the copy of `node` to a worker.
+fn later_on(tid: Pid, call: Syscall, spec: &'static Spec, node: Node) -> Triage {
+    Triage::Later(Job {
+        tid,
+        call,
+        spec,
+        places: vec![Place::Roam(node)],
+    })
+}
+
 /// Spells out local names that the program reached through roam's skeleton.
 fn rewrite_locals(spec: &Spec, places: &[Place]) -> Decision {
     let args = spec
@@ -319,10 +335,12 @@ fn rewrite_to(arg: usize, p: &std::path::Path) -> Decision {
     Decision::Rewrite(vec![(arg, p.as_os_str().as_bytes().to_vec())])
 }
 
-/// The single roam node of a one-name call (every deferred family has exactly one name).
+/// The single roam node of a one-name call, with the register of its name.
 fn single_node(job: &Job) -> Option<(usize, &Node)> {
+    // Calls about a copy (close, read ...) have a node but no path register.
+    let arg = job.spec.paths.first().map_or(0, |p| p.path);
     match job.places.first()? {
-        Place::Roam(n) => Some((job.spec.paths[0].path, n)),
+        Place::Roam(n) => Some((arg, n)),
         _ => None,
     }
 }

@@ -8,7 +8,7 @@
 use nix::unistd::Pid;
 
 use super::table::Spec;
-use super::{Decision, Job, Kernel, Served, Triage};
+use super::{copy_behind, later_on, single_node, Decision, Job, Kernel, Served, Triage};
 use crate::platform::{memory, ptrace::Syscall};
 
 /// Bytes a read of unknown extent is assumed to want (readv/sendfile without counts).
@@ -16,28 +16,19 @@ const DEFAULT_SPAN: u64 = 1 << 20;
 
 pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -> Triage {
     let fd = call.args[spec.aux] as i32;
-    let Some(virt) = fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t)) else {
+    let Some(node) = copy_behind(k, tid, fd) else {
         return Triage::Done(Decision::Continue);
     };
-    let Some((off, len)) = wanted(tid, fd, &call) else {
-        return Triage::Done(Decision::Continue);
-    };
-    if !k.vfs().range_missing(&virt, off, len) {
-        return Triage::Done(Decision::Continue);
-    }
-    match k.vfs().lookup(&virt) {
-        Ok(Some(node)) => Triage::Later(Job {
-            tid,
-            call,
-            spec,
-            places: vec![super::resolve::Place::Roam(node)],
-        }),
+    match wanted(tid, fd, &call) {
+        Some((off, len)) if k.vfs().range_missing(node.virt(), off, len) => {
+            later_on(tid, call, spec, node)
+        }
         _ => Triage::Done(Decision::Continue),
     }
 }
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
-    let Some(super::resolve::Place::Roam(node)) = job.places.first() else {
+    let Some((_, node)) = single_node(job) else {
         return Ok(Decision::Continue);
     };
     let fd = job.call.args[job.spec.aux] as i32;
@@ -73,12 +64,6 @@ fn wanted(tid: Pid, fd: i32, call: &Syscall) -> Option<(u64, u64)> {
         }
         _ => return None,
     })
-}
-
-fn fd_target(tid: Pid, fd: i32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))
-        .ok()
-        .map(|t| t.to_string_lossy().into_owned())
 }
 
 /// The file position of an fd (`pos:` in `/proc/TID/fdinfo/FD`).

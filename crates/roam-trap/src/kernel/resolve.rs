@@ -176,7 +176,7 @@ fn link_target(link: &str) -> Option<String> {
         .map(|t| t.to_string_lossy().into_owned())
 }
 
-fn fd_target(tid: Pid, fd: i32) -> Option<String> {
+pub(super) fn fd_target(tid: Pid, fd: i32) -> Option<String> {
     link_target(&format!("/proc/{tid}/fd/{fd}"))
 }
 
