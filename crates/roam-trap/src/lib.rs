@@ -28,7 +28,13 @@ pub enum TrapError {
 
 /// Runs `argv` (program and arguments) with the current environment under roam and
 /// returns its exit status (128+N if it was killed by signal N).
-pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
+/// `t_write` is Ufo's T_write: how long after the last close a change is uploaded
+/// (0: inside `close`, whose error the upload's failure then is).
+pub fn run(
+    vfs: Arc<Vfs>,
+    argv: &[OsString],
+    t_write: std::time::Duration,
+) -> Result<i32, TrapError> {
     let program = find_program(
         argv.first()
             .ok_or_else(|| TrapError::Setup("no program given".into()))?,
@@ -50,7 +56,7 @@ pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
     tracer::tracer_signals().thread_block()?;
-    let kernel = Arc::new(kernel::Kernel::new(vfs));
+    let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
     let child = platform::launch::spawn(&program, &argv, &envp, &filter)?;
     tracer::Tracer::new(kernel, child)?.run()
 }

@@ -121,6 +121,11 @@ impl Tracer {
         }
         kernel.tracee_started(main);
         route_signals(main)?;
+        let deliverer = kernel.clone();
+        std::thread::Builder::new()
+            .name("roam-deliver".into())
+            .spawn(move || deliverer.deliver_later())
+            .map_err(|e| TrapError::Setup(format!("cannot start the delivery thread: {e}")))?;
         Ok(Tracer {
             kernel,
             main,
@@ -155,7 +160,7 @@ impl Tracer {
                     for d in self.deliveries.drain(..) {
                         let _ = d.join();
                     }
-                    self.kernel.flush_finished();
+                    self.kernel.flush_finished(true);
                     return Ok(self.main_status.unwrap_or(1));
                 }
                 Err(e) => return Err(e.into()),
@@ -236,7 +241,7 @@ impl Tracer {
             let kernel = self.kernel.clone();
             self.deliveries.retain(|d| !d.is_finished());
             self.deliveries
-                .push(std::thread::spawn(move || kernel.flush_finished()));
+                .push(std::thread::spawn(move || kernel.flush_finished(false)));
         }
     }
 

@@ -7,6 +7,7 @@
 //! dir = "/var/tmp/me/roam"   # default: $XDG_CACHE_HOME/roam or ~/.cache/roam
 //! t_read = 30                # seconds cached data and metadata are used without asking
 //! max_size = 10737418240     # bytes of file copies kept; least recently used go first
+//! t_write = 0                # seconds after the last close a change is uploaded (0: in close)
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -58,6 +59,9 @@ pub struct CacheSection {
     pub dir: Option<PathBuf>,
     /// Seconds (`30`) or a percentage of a file's age (`"10%"`).
     pub t_read: Option<Seconds>,
+    /// Ufo's T_write: seconds after the last close that a change is uploaded (default 0:
+    /// inside `close`, whose error it then is); repeated saves within it coalesce.
+    pub t_write: Option<u64>,
     /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
     pub max_size: Option<u64>,
 }
@@ -110,6 +114,10 @@ impl Config {
 
     pub fn max_cache_bytes(&self) -> u64 {
         self.cache.max_size.unwrap_or(DEFAULT_MAX_CACHE)
+    }
+
+    pub fn t_write(&self) -> Duration {
+        Duration::from_secs(self.cache.t_write.unwrap_or(0))
     }
 
     /// Ufo's T_read: the default and the per-glob rules.

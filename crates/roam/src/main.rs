@@ -82,9 +82,9 @@ fn main() {
 fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Run { mounts, program } => {
-            let vfs = open_vfs(&mounts)?;
-            let vfs = Arc::new(vfs);
-            let code = roam_trap::run(vfs.clone(), &program)?;
+            let vfs = Arc::new(open_vfs(&mounts)?);
+            let t_write = Config::load()?.t_write();
+            let code = roam_trap::run(vfs.clone(), &program, t_write)?;
             if let Err(e) = vfs.save_stats() {
                 tracing::warn!("could not save cache counters: {e}");
             }

@@ -445,7 +445,7 @@ fn an_upload_failure_is_the_error_of_close() {
     let o = m.sh(&format!("python3 -c \"{WRITE_2MB}\""));
     assert_eq!(stdout(&o), "No space left on device\n", "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("kept in roam's journal"),
+        stderr(&o).contains("keeps it journaled"),
         "{}",
         stderr(&o)
     );
@@ -518,4 +518,35 @@ fn t_read_rules_apply_per_glob() {
         ok(&m.sh_with(roam.env("ROAM_CONFIG", &conf), script)),
         "v1\nv1\nv1\nv2-longer\n"
     );
+}
+
+#[test]
+fn t_write_delays_and_coalesces_uploads() {
+    let m = Mount::new("file+cache");
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_write.toml");
+    fs::write(&conf, "[cache]\nt_write = 2\n").unwrap();
+    let script = "sh -c 'echo first > /w/f'; sh -c 'echo second > /w/f'; cat /w/f; \
+                  [ -e $B/f ] || echo not-yet; sleep 3; cat $B/f";
+    assert_eq!(
+        ok(&m.sh_with(roam.env("ROAM_CONFIG", &conf), script)),
+        "second\nnot-yet\nsecond\n"
+    );
+}
+
+#[test]
+fn a_failed_upload_is_retried_until_it_succeeds() {
+    let m = Mount::new("file+cache");
+    let _small = Tmpfs::mount(&m.backend(""), "3m");
+    write_file(&m.backend("filler"), &vec![0u8; 2 << 20], 0o644);
+    // The close fails (the server's disk is full); once space is freed, roam's retry lands.
+    let script = format!("python3 -c \"{WRITE_2MB}\"; rm $B/filler; sleep 2.5; wc -c < $B/big");
+    let o = m.sh(&script);
+    assert_eq!(
+        stdout(&o),
+        "No space left on device\n2000000\n",
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("tries again"), "{}", stderr(&o));
 }

@@ -29,12 +29,20 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     if !syncing && !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }
+    if !syncing && !k.t_write.is_zero() {
+        // T_write > 0: saves within T_write of each other become one upload.
+        k.later.schedule(node.virt(), k.t_write, 0);
+        return Ok(Decision::Continue);
+    }
+    k.later.cancel(node.virt());
     // An fsync'ing writer keeps its fd: the change stays journaled for its close.
     let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
     match flush_and_tell(k, node.virt(), &still_written) {
         Ok(()) => Ok(Decision::Continue),
         Err(e) => {
-            let why = format!("{e}; the change is kept in roam's journal");
+            // The program hears of it now; roam keeps trying in the background.
+            k.later.schedule(node.virt(), super::later::backoff(0), 1);
+            let why = format!("{e}; roam keeps it journaled and tries again");
             k.report
                 .error(job.tid, job.spec.name, node.virt(), e.errno(), &why);
             Ok(Decision::RunThenReturn(-(e.errno() as i64)))

@@ -11,6 +11,7 @@ mod close;
 mod dir;
 mod exec;
 mod inspect;
+mod later;
 mod mutate;
 mod open;
 mod read;
@@ -92,15 +93,21 @@ pub struct Kernel {
     /// an fd replaced by `dup2`), those are delivered once no writer is left. Key 0 holds
     /// the files of threads that ended.
     granted: std::sync::Mutex<std::collections::HashMap<Pid, std::collections::HashSet<String>>>,
+    /// Uploads left for later (T_write, retries).
+    later: later::Later,
+    /// Ufo's T_write: how long after the last close a change is uploaded (0: in `close`).
+    t_write: std::time::Duration,
 }
 
 impl Kernel {
-    pub fn new(vfs: Arc<Vfs>) -> Kernel {
+    pub fn new(vfs: Arc<Vfs>, t_write: std::time::Duration) -> Kernel {
         Kernel {
             resolver: Resolver::new(vfs),
             report: Reporter::default(),
             tracees: Default::default(),
             granted: Default::default(),
+            later: later::Later::default(),
+            t_write,
         }
     }
 
@@ -143,7 +150,7 @@ impl Kernel {
 
     /// Delivers every change whose last writer is gone (after a process exit, and at the end
     /// of the run); changes still being written wait for their writers. Says what failed.
-    pub fn flush_finished(&self) {
+    pub fn flush_finished(&self, at_end: bool) {
         let ended = self
             .granted
             .lock()
@@ -163,12 +170,21 @@ impl Kernel {
                 }
                 continue;
             }
+            if !at_end && !self.t_write.is_zero() {
+                self.later.schedule(&virt, self.t_write, 0);
+                continue;
+            }
+            self.later.cancel(&virt);
             let still_written = || !close::writers(self, &virt, None).is_empty();
             if let Err(e) = close::flush_and_tell(self, &virt, &still_written) {
-                self.report.once(
-                    format!("pending {virt}"),
-                    format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
-                );
+                if at_end {
+                    self.report.once(
+                        format!("pending {virt}"),
+                        format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
+                    );
+                } else {
+                    self.later.schedule(&virt, later::backoff(0), 1);
+                }
             }
         }
     }
