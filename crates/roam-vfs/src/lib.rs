@@ -34,7 +34,7 @@ pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use usage::{CacheReport, Stats};
-pub use write::Flushed;
+pub use write::{ConflictResolver, Flushed, KeepBoth, Resolution};
 
 use cache::{unix_secs, DiskCache};
 use mounts::Mounts;
@@ -79,6 +79,8 @@ pub struct Vfs {
     fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Large files being fetched in ranges.
     partials: partial::Partials,
+    /// Asked when an upload meets a remote change.
+    resolver: Box<dyn ConflictResolver>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -122,6 +124,7 @@ impl Vfs {
             }),
             fetch_locks: Mutex::new(HashMap::new()),
             partials: Mutex::new(HashMap::new()),
+            resolver: Box::new(KeepBoth),
         })
     }
 

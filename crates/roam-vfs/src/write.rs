@@ -16,6 +16,31 @@ use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
+/// What to do with a change that meets a remote version changed meanwhile (the hook where
+/// resolver extensions plug in: an ID3 tag merge, a three-way text merge ...).
+pub trait ConflictResolver: Send + Sync {
+    /// `copy` holds the local version; `remote` describes the server's current one.
+    fn resolve(&self, virt: &str, copy: &std::path::Path, remote: &Meta) -> Resolution;
+}
+
+/// A resolver's answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// Leave the remote version; upload the local one beside it (`NAME.roam-conflict-TIME`).
+    KeepBoth,
+    /// Upload this file (a merge of both) in place of the remote version.
+    Merged(std::path::PathBuf),
+}
+
+/// The default: never merge, keep both versions.
+pub struct KeepBoth;
+
+impl ConflictResolver for KeepBoth {
+    fn resolve(&self, _virt: &str, _copy: &std::path::Path, _remote: &Meta) -> Resolution {
+        Resolution::KeepBoth
+    }
+}
+
 /// What [`Vfs::flush`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Flushed {
@@ -27,6 +52,11 @@ pub enum Flushed {
 }
 
 impl Vfs {
+    /// Installs the resolver asked about conflicts (default: [`KeepBoth`]).
+    pub fn set_resolver(&mut self, resolver: Box<dyn ConflictResolver>) {
+        self.resolver = resolver;
+    }
+
     /// Whether writes may go to this node.
     pub fn writable(&self, node: &Node) -> bool {
         matches!(node, Node::Remote(r) if r.driver.writable())
@@ -209,7 +239,8 @@ impl Vfs {
             return Ok(Flushed::Clean);
         };
         let (current, conflict) = self.remote_now(r, &rec)?;
-        if conflict {
+        let merged = conflict && self.merge(r, &data, current.as_ref())?;
+        if conflict && !merged {
             let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
             self.upload(r, &beside, None)?;
             // The copy is the conflict file's now; the name itself is the remote's version.
@@ -271,6 +302,21 @@ impl Vfs {
     }
 
     /// Whether the remote changed since the change started from it.
+    /// Offers a conflict to the resolver; when it merges, the merged file becomes the copy
+    /// (and is uploaded over the remote version, which the merge took into account).
+    fn merge(&self, r: &Remote, copy: &std::path::Path, remote: Option<&Meta>) -> Result<bool> {
+        let Some(remote) = remote else {
+            return Ok(false);
+        };
+        match self.resolver.resolve(&r.virt, copy, remote) {
+            Resolution::KeepBoth => Ok(false),
+            Resolution::Merged(file) => {
+                std::fs::rename(&file, copy).map_err(|e| Error::cache(copy, e))?;
+                Ok(true)
+            }
+        }
+    }
+
     /// The remote version now (`None`: there is none), and whether it conflicts with the
     /// version the change started from.
     fn remote_now(&self, r: &Remote, rec: &Journal) -> Result<(Option<Meta>, bool)> {

@@ -374,3 +374,40 @@ fn sigterm_to_roam_reaches_the_program() {
     assert_eq!(line, "got TERM\n");
     assert_eq!(child.wait().unwrap().code(), Some(3));
 }
+
+#[test]
+fn a_slow_server_blocks_only_the_thread_that_asked() {
+    use std::io::BufRead;
+    let www = roam_testkit::Scratch::new("slow");
+    roam_testkit::write_file(&www.join("f.txt"), b"slow\n", 0o644);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("4")
+        .current_dir(&www.path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let slow = format!("/http/127.0.0.1:{}/f.txt", port.trim());
+    // 10,000 local stats, timed inside the program, alone and next to a 4 s remote read.
+    let stats = "python3 -c \"import os,time; t=time.time(); [os.stat('/tmp') for _ in range(10000)]; print(time.time()-t)\"";
+    let alone = Roam::new().sh(&[], stats);
+    let together = Roam::new().sh(&[], &format!("cat {slow} > /dev/null & {stats}; wait"));
+    let _ = server.kill();
+    let secs = |o: &std::process::Output| {
+        stdout(o)
+            .trim()
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{}", stderr(o)))
+    };
+    let (alone, together) = (secs(&alone), secs(&together));
+    assert!(
+        together < 2.0 * alone,
+        "10,000 stats took {together:.3}s next to a slow read, {alone:.3}s alone"
+    );
+}

@@ -1,0 +1,103 @@
+//! The conflict hook: a change that meets a remote version changed meanwhile is offered to
+//! the resolver; by default both versions are kept, a merging resolver replaces the remote
+//! one with its merge. Against a local directory served through the cache (`file+cache`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use roam_drivers::http::HttpConfig;
+use roam_drivers::Meta;
+use roam_vfs::{ConflictResolver, Consistency, Flushed, Resolution, TRead, Vfs, VfsConfig};
+
+fn vfs(root: &Path) -> Vfs {
+    let cfg = VfsConfig {
+        cache_dir: root.join("cache"),
+        consistency: Consistency::new(TRead::Fixed(Duration::from_secs(30)), vec![]),
+        mounts: vec![(
+            "/w".into(),
+            format!("file+cache://{}", root.join("srv").display()),
+        )],
+        max_cache_bytes: 1 << 30,
+        http: HttpConfig::default(),
+        tls: vec![],
+    };
+    Vfs::new(&cfg).unwrap()
+}
+
+/// Appends the remote version's lines after the local ones (a stand-in for a real merge).
+struct Concatenate(std::path::PathBuf);
+
+impl ConflictResolver for Concatenate {
+    fn resolve(&self, _virt: &str, copy: &Path, _remote: &Meta) -> Resolution {
+        let mut merged = std::fs::read(copy).unwrap();
+        merged.extend(std::fs::read(self.0.join("srv/f")).unwrap());
+        let out = self.0.join("merged");
+        std::fs::write(&out, merged).unwrap();
+        Resolution::Merged(out)
+    }
+}
+
+/// Changes /w/f locally while another client rewrites it; returns what the flush said.
+fn conflicting_change(v: &Vfs, root: &Path) -> Flushed {
+    let node = v.lookup("/w/f").unwrap().unwrap();
+    let copy = v
+        .open_for_write(&node, libc::O_WRONLY | libc::O_APPEND, 0o644)
+        .unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&copy)
+        .unwrap();
+    std::fs::write(&copy, b"base\nmine\n").unwrap();
+    std::fs::write(root.join("srv/f"), b"theirs\n").unwrap();
+    v.flush("/w/f", &|| false).unwrap()
+}
+
+fn setup(name: &str) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("roam-conflicts-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("srv")).unwrap();
+    std::fs::write(root.join("srv/f"), b"base\n").unwrap();
+    root
+}
+
+#[test]
+fn by_default_both_versions_are_kept() {
+    let root = setup("keep");
+    let v = vfs(&root);
+    assert!(matches!(
+        conflicting_change(&v, &root),
+        Flushed::Conflict(_)
+    ));
+    assert_eq!(
+        std::fs::read_to_string(root.join("srv/f")).unwrap(),
+        "theirs\n"
+    );
+    let beside: Vec<_> = std::fs::read_dir(root.join("srv"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("roam-conflict"))
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(beside[0].path()).unwrap(),
+        "base\nmine\n"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_resolver_can_merge_the_two_versions() {
+    let root = setup("merge");
+    let mut v = vfs(&root);
+    v.set_resolver(Box::new(Concatenate(root.clone())));
+    assert_eq!(conflicting_change(&v, &root), Flushed::Uploaded);
+    assert_eq!(
+        std::fs::read_to_string(root.join("srv/f")).unwrap(),
+        "base\nmine\ntheirs\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(root.join("srv")).unwrap().count(),
+        1,
+        "nothing kept beside"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
