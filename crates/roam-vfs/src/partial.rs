@@ -138,7 +138,16 @@ impl Vfs {
             return false;
         };
         let end = off.saturating_add(len).min(p.size);
-        let missing = !p.state.lock().unwrap().have.covers(off.min(end), end);
+        let mut st = p.state.lock().unwrap();
+        let missing = !st.have.covers(off.min(end), end);
+        // A reader moving through bytes already here pulls the stream's window along, so the
+        // stream never stops and restarts (which would halve its speed).
+        if let Some((pos, limit)) = st.stream {
+            if end + WINDOW > limit {
+                st.stream = Some((pos, end + WINDOW));
+                p.cond.notify_all();
+            }
+        }
         missing
     }
 
