@@ -6,6 +6,7 @@
 //! with names decoded (a space is a space, not `%20`). The namespace layer above turns the
 //! names programs use into driver paths; a driver turns them into requests.
 
+mod calendar;
 pub mod chirp;
 pub mod dav;
 mod error;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod local;
 pub mod s3;
 pub mod sftp;
+mod url;
 
 use std::fmt::Debug;
 use std::io::{Read, Write};
@@ -206,6 +208,16 @@ pub fn is_safe_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
 }
 
+/// Whether `path` is a driver path as the layer above promises it: `/`, or `/`-separated
+/// safe names. The drivers check anyway, because a `..` that slipped through would address
+/// a file outside the mount.
+pub(crate) fn is_driver_path(path: &str) -> bool {
+    path == "/"
+        || path
+            .strip_prefix('/')
+            .is_some_and(|rest| rest.split('/').all(is_safe_name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +228,19 @@ mod tests {
         assert!(is_safe_name("..a"));
         for bad in ["", ".", "..", "a/b", "/", "a\0b"] {
             assert!(!is_safe_name(bad), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn driver_paths_are_checked() {
+        for good in ["/", "/a", "/a b/c", "/a b/ü", "/..a", "/a/b c"] {
+            assert!(is_driver_path(good), "{good}");
+        }
+        let bad = [
+            "", "a", "//", "//a", "/a/", "/a/../b", "/.", "/./a", "/a\0", "/a\0b",
+        ];
+        for bad in bad {
+            assert!(!is_driver_path(bad), "{bad:?}");
         }
     }
 }

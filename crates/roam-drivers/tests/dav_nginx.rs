@@ -9,13 +9,13 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use roam_drivers::dav::DavDriver;
 use roam_drivers::http::{HttpClient, HttpConfig};
 use roam_drivers::{Driver, Error, Fetched, Kind, Listing, Meta, Validator};
 use roam_testkit::dav::nginx_dav;
-use roam_testkit::{mkdir, noise, write_file, Scratch, Server};
+use roam_testkit::{mkdir, noise, within_a_minute, write_file, Scratch, Server};
 
 /// The readable files of the generated tree: their paths under `www/` and their contents.
 const FILES: &[(&str, &[u8])] = &[
@@ -117,14 +117,6 @@ fn put(driver: &DavDriver, path: &str, data: &[u8]) -> Meta {
 
 fn errno<T: std::fmt::Debug>(result: Result<T, Error>) -> i32 {
     result.unwrap_err().errno()
-}
-
-fn within_a_minute(a: SystemTime, b: SystemTime) -> bool {
-    let gap = a
-        .duration_since(b)
-        .or_else(|_| b.duration_since(a))
-        .unwrap();
-    gap < Duration::from_secs(60)
 }
 
 fn sorted_names(listing: &Listing) -> Vec<&str> {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::{Driver, ErrorKind, Fetched, Kind, Meta, Validator};
-use roam_testkit::{free_port, ftp, noise, write_file, Scratch, Server};
+use roam_testkit::{free_port, ftp, mtime_of, noise, write_file, Scratch, Server};
 
 const USER: &str = "roamtest";
 /// With `:` and `@`, which the URL must carry percent-encoded.
@@ -148,10 +148,6 @@ fn fetch(driver: &FtpDriver, path: &str) -> (Vec<u8>, Meta) {
 
 fn kind_of<T: std::fmt::Debug>(result: roam_drivers::Result<T>) -> ErrorKind {
     result.unwrap_err().kind
-}
-
-fn mtime_of(path: &Path) -> SystemTime {
-    fs::metadata(path).unwrap().modified().unwrap()
 }
 
 fn unix_secs(t: SystemTime) -> u64 {

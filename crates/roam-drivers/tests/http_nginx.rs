@@ -8,11 +8,11 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver};
 use roam_drivers::{Driver, Fetched, Kind, Listing, Meta, Validator};
-use roam_testkit::{noise, write_file, Scratch, Server};
+use roam_testkit::{mtime_of, noise, within_a_minute, write_file, Scratch, Server};
 
 /// The readable files of the generated tree: their paths under `www/` and their contents.
 const FILES: &[(&str, &[u8])] = &[
@@ -94,14 +94,6 @@ fn fetch(driver: &HttpDriver, path: &str) -> (Vec<u8>, Meta) {
     }
 }
 
-fn within_a_minute(a: SystemTime, b: SystemTime) -> bool {
-    let gap = a
-        .duration_since(b)
-        .or_else(|_| b.duration_since(a))
-        .unwrap();
-    gap < Duration::from_secs(60)
-}
-
 /// The names in `www/dir`, sorted.
 fn dir_names() -> Vec<&'static str> {
     let files = FILES
@@ -119,10 +111,6 @@ fn sorted_names(listing: &Listing) -> Vec<&str> {
     let mut names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
     names.sort_unstable();
     names
-}
-
-fn mtime_of(path: &Path) -> SystemTime {
-    fs::metadata(path).unwrap().modified().unwrap()
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A fresh world-readable directory under /tmp, removed on drop. World-readable because
 /// nginx workers run as `nobody` when the tests run as root.
@@ -74,6 +74,21 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The modification time of the local file `path`.
+pub fn mtime_of(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+/// Whether two times lie within a minute of each other, either way round: servers round
+/// and clocks drift, so tests compare times only this loosely.
+pub fn within_a_minute(a: SystemTime, b: SystemTime) -> bool {
+    let gap = a
+        .duration_since(b)
+        .or_else(|_| b.duration_since(a))
+        .unwrap();
+    gap < Duration::from_secs(60)
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -118,7 +133,7 @@ impl Server {
         for _ in 0..5 {
             let port = free_port();
             let child = spawn_nginx(&nginx, www, run, port, extra);
-            if let Some(child) = nginx_ready(child, &run.join("nginx.pid")) {
+            if let Some(child) = pid_file_ready(child, &run.join("nginx.pid"), "nginx") {
                 return Server::running(child, port, run);
             }
         }
@@ -250,9 +265,10 @@ fn spawn_nginx(nginx: &Path, www: &Path, run: &Path, port: u16, extra: &NginxExt
         .expect("starting nginx")
 }
 
-/// Waits until nginx has written its pid to its pid file, which it does only once its port
-/// is bound; `None` if it exited first. The pid tells a stale file of an earlier attempt.
-fn nginx_ready(mut child: Child, pid_file: &Path) -> Option<Child> {
+/// `child` once it has written its pid to `pid_file`, which nginx and sshd do only after
+/// binding their port; `None` if it exited first (the port was taken). `what` names it in
+/// the failure. The pid tells a stale file of an earlier attempt.
+pub(crate) fn pid_file_ready(mut child: Child, pid_file: &Path, what: &str) -> Option<Child> {
     let pid = child.id().to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -262,7 +278,10 @@ fn nginx_ready(mut child: Child, pid_file: &Path) -> Option<Child> {
         if fs::read_to_string(pid_file).is_ok_and(|written| written.trim() == pid) {
             return Some(child);
         }
-        assert!(Instant::now() < deadline, "nginx did not start within 10 s");
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not start within 10 s"
+        );
         thread::sleep(Duration::from_millis(10));
     }
 }

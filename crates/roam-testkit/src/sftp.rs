@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{free_port, mkdir, required, write_file, Server};
+use crate::{free_port, mkdir, pid_file_ready, required, write_file, Server};
 
 /// A running sshd and the client's half of its keys.
 pub struct SshServer {
@@ -95,7 +95,10 @@ pub fn sshd(run: &Path) -> SshServer {
             .stderr(fs::File::create(run.join("error.log")).unwrap())
             .spawn()
             .expect("starting sshd");
-        if let Some(child) = ready(child, &run.join("sshd.pid")) {
+        // Readiness is not probed with a connection: sshd would fork a child for it, which
+        // could outlive a quick `stop` holding the listening socket, and a test's "nothing
+        // listens here" would then be reset instead.
+        if let Some(child) = pid_file_ready(child, &run.join("sshd.pid"), "sshd") {
             let host_key = public_half(&host_key);
             let known_hosts = run.join("known_hosts");
             fs::write(&known_hosts, format!("[127.0.0.1]:{port} {host_key}\n")).unwrap();
@@ -216,25 +219,6 @@ Subsystem sftp internal-sftp
         host_key = host_key.display(),
         run = run.display(),
     )
-}
-
-/// `child` once it has written its pid to `pid_file`, which sshd does only after binding
-/// its port; `None` if it exited first (the port was taken). Readiness is not probed with a
-/// connection: sshd would fork a child for it, which could outlive a quick `stop` holding
-/// the listening socket, and a test's "nothing listens here" would then be reset instead.
-fn ready(mut child: Child, pid_file: &Path) -> Option<Child> {
-    let pid = child.id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return None;
-        }
-        if fs::read_to_string(pid_file).is_ok_and(|written| written.trim() == pid) {
-            return Some(child);
-        }
-        assert!(Instant::now() < deadline, "sshd did not start within 10 s");
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Every process below `pid` (children, their children ...), from /proc.

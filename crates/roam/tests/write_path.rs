@@ -13,95 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{stderr, stdout, Roam};
-use roam_testkit::{noise, write_file, Scratch, Server};
+use roam_testkit::{noise, write_file, Scratch};
 
-/// A writable backend mounted at `/w` for a test: its files live in `srv/` of a scratch
-/// directory, served in place, through the cache, or by a real server.
-struct Mount {
-    url: String,
-    _server: Option<Server>,
-    _ssh: Option<roam_testkit::sftp::SshServer>,
-    /// Environment roam needs for this backend (e.g. `HOME` with an `.ssh` directory).
-    env: Vec<(String, String)>,
-    scratch: Scratch,
-}
-
-impl Mount {
-    fn new(kind: &str) -> Mount {
-        let scratch = Scratch::new("write");
-        let (srv, run) = (scratch.join("srv"), scratch.join("run"));
-        roam_testkit::mkdir(&srv);
-        let (url, server) = match kind {
-            "dav" => {
-                let s = roam_testkit::dav::nginx_dav(&srv, &run);
-                (format!("dav://{}", s.authority()), Some(s))
-            }
-            "chirp" => {
-                let s = Server::chirp(&srv, &run);
-                (s.chirp_url(), Some(s))
-            }
-            "ftp" => {
-                let s = roam_testkit::ftp::pyftpdlib(&srv, &run, "roam", "secret");
-                (format!("ftp://roam:secret@{}", s.authority()), Some(s))
-            }
-            "sftp" => return Mount::sftp(scratch),
-            scheme => (format!("{scheme}://{}", srv.display()), None),
-        };
-        Mount {
-            url,
-            _server: server,
-            _ssh: None,
-            env: Vec::new(),
-            scratch,
-        }
-    }
-
-    /// A second sshd; roam finds its key and host key where OpenSSH users keep them.
-    fn sftp(scratch: Scratch) -> Mount {
-        let ssh = roam_testkit::sftp::sshd(&scratch.join("run"));
-        let home = scratch.join("home");
-        let key = ssh.client_key.display().to_string();
-        write_file(
-            &home.join(".ssh/known_hosts"),
-            &fs::read(&ssh.known_hosts).unwrap(),
-            0o600,
-        );
-        let config = format!(
-            "Host roamtest\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {key}\n",
-            ssh.port
-        );
-        write_file(&home.join(".ssh/config"), config.as_bytes(), 0o600);
-        let url = format!("sftp://roamtest{}", scratch.join("srv").display());
-        let env = vec![("HOME".to_owned(), home.display().to_string())];
-        Mount {
-            url,
-            _server: None,
-            _ssh: Some(ssh),
-            env,
-            scratch,
-        }
-    }
-
-    /// The backend's own copy of `/w/REL`, read behind roam's back.
-    fn backend(&self, rel: &str) -> PathBuf {
-        self.scratch.join("srv").join(rel)
-    }
-
-    /// Runs `script` under roam with the backend at `/w` (and `$B` = the backend directory).
-    fn sh(&self, script: &str) -> Output {
-        self.sh_with(Roam::new(), script)
-    }
-
-    fn sh_with(&self, roam: Roam, script: &str) -> Output {
-        let mut roam = roam.env("B", self.backend(""));
-        for (k, v) in &self.env {
-            roam = roam.env(k, v);
-        }
-        let o = roam.sh(&["-m", &format!("/w={}", self.url)], script);
-        eprintln!("roam stderr: {}", stderr(&o));
-        o
-    }
-}
+use common::Backend as Mount;
 
 fn ok(o: &Output) -> String {
     assert!(o.status.success(), "failed ({:?}): {}", o.status, stderr(o));
@@ -444,11 +358,7 @@ fn an_upload_failure_is_the_error_of_close() {
     let _full = Tmpfs::mount(&m.backend(""), "1m");
     let o = m.sh(&format!("python3 -c \"{WRITE_2MB}\""));
     assert_eq!(stdout(&o), "No space left on device\n", "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("keeps it journaled"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("keeps it journaled"), "{}", stderr(&o));
 }
 
 #[test]

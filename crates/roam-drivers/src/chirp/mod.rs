@@ -26,10 +26,10 @@ use std::time::{Duration, SystemTime};
 use self::conn::{Conn, Failure, Reply};
 use self::pool::{Pool, Retry};
 use self::proto::{encode_path, is_plain_word, secs_of, Stat};
-use self::url::{is_driver_path, parent, Target};
+use self::url::{parent, Target};
 use crate::{
-    is_safe_name, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, is_safe_name, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta,
+    Result, Validator,
 };
 
 /// Mode asked for new directories (new files get it without the execute bits); the

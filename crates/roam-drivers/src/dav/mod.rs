@@ -18,7 +18,7 @@
 
 mod errors;
 mod members;
-mod multistatus;
+pub(crate) mod multistatus;
 
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::{self, Read, Write};
@@ -29,9 +29,11 @@ use ureq::{AsSendBody, Body, SendBody};
 
 use self::members::members;
 use self::multistatus::Resource;
-use crate::http::url::{is_driver_path, Base};
+use crate::http::url::Base;
 use crate::http::{read_page, HttpClient, HttpDriver};
-use crate::{Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator};
+use crate::{
+    is_driver_path, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+};
 
 /// The requests this driver sends itself (its reads go through the HTTP driver).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -57,7 +57,7 @@ pub(super) fn parse(xml: &str) -> Result<Vec<Resource>, String> {
 }
 
 /// The text an entity or character reference stands for (`&amp;`, `&#38;`).
-fn resolve(reference: &BytesRef) -> Result<String, String> {
+pub(crate) fn resolve(reference: &BytesRef) -> Result<String, String> {
     if let Some(ch) = reference.resolve_char_ref().map_err(|e| e.to_string())? {
         return Ok(ch.to_string());
     }

@@ -7,7 +7,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::time::{from_civil, month_number, parse_timeval, unix_secs, year_of};
+use super::time::{month_number, parse_timeval, year_of};
+use crate::calendar::{from_civil, unix_secs};
 use crate::{is_safe_name, DirEntry, Kind, Listing, Meta};
 
 /// Which command produced a listing.

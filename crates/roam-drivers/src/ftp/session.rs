@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use super::control::{Conn, Fault, Reply};
 use super::listing::{self, etag, Format};
 use super::time::parse_timeval;
+use crate::calendar::unix_secs;
 use crate::{Kind, Listing, Meta, Validator};
 
 /// Largest listing we read (it is parsed in memory): about two million LIST lines.
@@ -152,7 +153,7 @@ impl Stamp {
 }
 
 fn same_second(a: SystemTime, b: SystemTime) -> bool {
-    super::time::unix_secs(a) == super::time::unix_secs(b)
+    unix_secs(a) == unix_secs(b)
 }
 
 /// MDTM's time of `path`; `None` if the server will not say.

@@ -4,9 +4,8 @@
 
 use std::fmt;
 
-use percent_encoding::percent_decode_str;
-
-use crate::{is_safe_name, Error, ErrorKind, Result};
+use crate::url::{decode, origin, remote, ServerUrl};
+use crate::Result;
 
 const DEFAULT_PORT: u16 = 21;
 
@@ -33,42 +32,24 @@ impl Site {
     /// a password). The prefix is absolute on the server, not relative to the login
     /// directory, so that `/ftp/host/x` names the same file for every user.
     pub fn parse(url: &str) -> Result<Site> {
-        let invalid =
-            |why: &str| Error::new(ErrorKind::InvalidName, format!("{}: {why}", redact(url)));
-        let rest = url
-            .get(..6)
-            .filter(|scheme| scheme.eq_ignore_ascii_case("ftp://"))
-            .map(|_| &url[6..])
-            .ok_or_else(|| invalid("not an ftp:// URL"))?;
-        if rest.contains(['?', '#']) {
-            return Err(invalid("a mount URL takes no query or fragment"));
-        }
-        let (authority, prefix) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((userinfo, hostport)) => (Some(userinfo), hostport),
-            None => (None, authority),
-        };
-        let (host, port) = split_host_port(hostport).ok_or_else(|| invalid("bad host or port"))?;
-        let (user, password) = match userinfo {
+        let parts = ServerUrl::parse(url, "ftp", is_driver_path)?;
+        let (user, password) = match parts.userinfo {
             Some(info) => {
                 let (user, password) = match info.split_once(':') {
                     Some((u, p)) => (u, Some(p)),
                     None => (info, None),
                 };
-                (Some(decode(user)?), password.map(decode).transpose()?)
+                let user = decode(user, "ftp")?;
+                (Some(user), password.map(|p| decode(p, "ftp")).transpose()?)
             }
             None => (None, None),
         };
-        let prefix = decode(prefix.trim_end_matches('/'))?;
-        if !(prefix.is_empty() || is_driver_path(&prefix)) {
-            return Err(invalid("the path must be normalised"));
-        }
         Ok(Site {
-            host,
-            port,
+            host: parts.host,
+            port: parts.port.unwrap_or(DEFAULT_PORT),
             user,
             password,
-            prefix,
+            prefix: parts.prefix,
         })
     }
 
@@ -79,86 +60,27 @@ impl Site {
 
     /// `ftp://[user@]host[:port]`, which a server path completes into a URL.
     pub fn origin(&self) -> String {
-        let user = self
-            .user
-            .as_ref()
-            .map_or(String::new(), |u| format!("{u}@"));
-        let host = match self.host.contains(':') {
-            true => format!("[{}]", self.host),
-            false => self.host.clone(),
-        };
-        let port = match self.port {
-            DEFAULT_PORT => String::new(),
-            port => format!(":{port}"),
-        };
-        format!("ftp://{user}{host}{port}")
+        let port = Some(self.port).filter(|&p| p != DEFAULT_PORT);
+        origin("ftp", self.user.as_deref(), &self.host, port)
     }
 
     /// The absolute server path of a driver path.
     pub fn remote(&self, path: &str) -> String {
-        match (self.prefix.as_str(), path) {
-            ("", path) => path.to_owned(),
-            (prefix, "/") => prefix.to_owned(),
-            (prefix, path) => format!("{prefix}{path}"),
-        }
+        remote(&self.prefix, path)
     }
 }
 
-/// Whether `path` is a driver path as the layer above promises it: `/`, or `/`-separated
-/// safe names. Checked anyway: a `..` would address another file, and a CR or LF inside an
-/// FTP command would end it and start another one the server would obey.
+/// Whether `path` is a driver path (see [`crate::is_driver_path`]) that is also safe in
+/// an FTP command: a CR or LF inside one would end it and start another one the server
+/// would obey.
 pub(super) fn is_driver_path(path: &str) -> bool {
-    path == "/"
-        || path.strip_prefix('/').is_some_and(|rest| {
-            rest.split('/')
-                .all(|name| is_safe_name(name) && !name.contains(['\r', '\n']))
-        })
-}
-
-/// `host[:port]` or `[v6]:port`; `None` when empty or the port is not a number.
-fn split_host_port(text: &str) -> Option<(String, u16)> {
-    let (host, port) = match text.strip_prefix('[') {
-        Some(v6) => {
-            let (host, after) = v6.split_once(']')?;
-            (host, after.strip_prefix(':'))
-        }
-        None => match text.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (text, None),
-        },
-    };
-    let port = match port {
-        Some(p) => p.parse().ok().filter(|p| *p != 0)?,
-        None => DEFAULT_PORT,
-    };
-    (!host.is_empty()).then(|| (host.to_owned(), port))
-}
-
-fn decode(text: &str) -> Result<String> {
-    percent_decode_str(text)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidName,
-                "ftp URL: a percent-encoded part is not UTF-8",
-            )
-        })
-}
-
-/// `url` without its userinfo, for messages about a URL that could not be parsed.
-fn redact(url: &str) -> String {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
-    match url[start..end].rfind('@') {
-        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
-        None => url.to_owned(),
-    }
+    crate::is_driver_path(path) && !path.contains(['\r', '\n'])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     #[test]
     fn full_urls_parse() {

@@ -16,8 +16,10 @@ use ureq::config::RedirectAuthHeaders;
 use ureq::http::{HeaderMap, Response, StatusCode};
 use ureq::{Body, ResponseExt};
 
-use self::url::{is_driver_path, Base};
-use crate::{Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator};
+use self::url::Base;
+use crate::{
+    is_driver_path, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+};
 
 /// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
 /// index is about 120 MB.
@@ -207,7 +209,7 @@ pub(crate) fn is_dir_response(response: &Response<Body>) -> bool {
 
 /// The metadata a response's headers give; a size only for files, as a directory's
 /// "size" would be that of its index page.
-fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
+pub(crate) fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let mut meta = Meta::of_kind(kind);
     if kind == Kind::File {
@@ -219,7 +221,7 @@ fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
 }
 
 /// `If-None-Match` / `If-Modified-Since` for what the cache holds.
-fn conditional_headers(validator: Option<&Validator>) -> Vec<(&'static str, String)> {
+pub(crate) fn conditional_headers(validator: Option<&Validator>) -> Vec<(&'static str, String)> {
     let Some(validator) = validator else {
         return Vec::new();
     };
@@ -366,7 +368,7 @@ mod tests;
 
 /// Checks that a 206 reply starts where asked (`Content-Range: bytes START-END/SIZE`):
 /// bytes from elsewhere would be silently wrong data.
-fn check_range_start(response: &Response<Body>, offset: u64, url: &str) -> Result<()> {
+pub(crate) fn check_range_start(response: &Response<Body>, offset: u64, url: &str) -> Result<()> {
     let header = response
         .headers()
         .get("content-range")

@@ -7,7 +7,7 @@ use std::fmt;
 use base64::Engine;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use crate::{is_safe_name, Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Bytes escaped in a path component: all but RFC 3986 "unreserved" characters. Servers
 /// decode every escape before they map a path to a file, so escaping more than strictly
@@ -98,16 +98,6 @@ impl Base {
     }
 }
 
-/// Whether `path` is a driver path as the layer above promises it: `/`, or `/`-separated
-/// safe names. Checked anyway, because a `..` that slipped through would address a
-/// different file on the server.
-pub(crate) fn is_driver_path(path: &str) -> bool {
-    path == "/"
-        || path
-            .strip_prefix('/')
-            .is_some_and(|rest| rest.split('/').all(is_safe_name))
-}
-
 /// `url` without its `user:pass@`, for messages.
 pub(crate) fn redact(url: &str) -> String {
     let start = url.find("://").map_or(0, |i| i + 3);
@@ -165,16 +155,6 @@ mod tests {
         assert_eq!(base.url("/ü-._~"), "http://h/pre%20fix/%C3%BC-._~");
         assert_eq!(base.dir_url("/d"), "http://h/pre%20fix/d/");
         assert_eq!(base.dir_url("/"), "http://h/pre%20fix/");
-    }
-
-    #[test]
-    fn driver_paths_are_checked() {
-        for good in ["/", "/a", "/a b/c", "/..a"] {
-            assert!(is_driver_path(good), "{good}");
-        }
-        for bad in ["", "a", "//", "/a/", "/a/../b", "/.", "/a\0"] {
-            assert!(!is_driver_path(bad), "{bad:?}");
-        }
     }
 
     #[test]

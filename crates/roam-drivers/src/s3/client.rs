@@ -95,6 +95,11 @@ impl Reply {
         self.response.headers().get(name)?.to_str().ok()
     }
 
+    /// The HTTP response itself, for the helpers S3 shares with the HTTP driver.
+    pub fn response(&self) -> &Response<Body> {
+        &self.response
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }

@@ -36,15 +36,15 @@ mod xml;
 
 use std::io::{Read, Write};
 
-use self::client::{Client, Method, Reply, Req};
+use self::client::{Client, Method, Req};
 pub use self::config::{S3Config, DEFAULT_REGION};
 use self::endpoint::Endpoint;
 use self::listing::{list_all, list_first};
 use self::sign::{Credentials, Signer};
-use crate::http::url::is_driver_path;
-use crate::http::{copy_body, HttpClient};
+use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
+    Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -125,7 +125,10 @@ impl S3Driver {
         let reply = self.client.send(&Req::new(Method::Head, &key))?;
         match reply.status() {
             404 => Ok(None),
-            _ => Ok(Some(file_meta(&reply.success()?))),
+            _ => {
+                let reply = reply.success()?;
+                Ok(Some(meta_of(reply.response().headers(), Kind::File)))
+            }
         }
     }
 
@@ -238,49 +241,11 @@ fn credentials(config: &S3Config) -> Option<Credentials> {
     })
 }
 
-/// The metadata of an object from the headers of a `HEAD` or `GET`.
-fn file_meta(reply: &Reply) -> Meta {
-    let mut meta = Meta::of_kind(Kind::File);
-    meta.size = reply
-        .header("content-length")
-        .and_then(|v| v.trim().parse().ok());
-    meta.mtime = reply
-        .header("last-modified")
-        .and_then(|v| httpdate::parse_http_date(v).ok());
-    meta.etag = reply.header("etag").map(str::to_owned);
-    meta
-}
-
 /// `If-None-Match` / `If-Modified-Since` for what the cache holds.
-fn conditional<'a>(mut req: Req<'a>, validator: Option<&Validator>) -> Req<'a> {
-    let Some(validator) = validator else {
-        return req;
-    };
-    if let Some(etag) = &validator.etag {
-        req = req.header("if-none-match", etag.clone());
-    }
-    if let Some(mtime) = validator.mtime {
-        req = req.header("if-modified-since", httpdate::fmt_http_date(mtime));
-    }
-    req
-}
-
-/// Checks that a 206 reply starts at `offset` (`Content-Range: bytes START-END/SIZE`):
-/// bytes from elsewhere would be silently wrong data.
-fn check_range(reply: &Reply, offset: u64) -> Result<()> {
-    let header = reply.header("content-range").unwrap_or_default();
-    let start = header
-        .strip_prefix("bytes ")
-        .and_then(|range| range.split_once('-'))
-        .and_then(|(start, _)| start.trim().parse::<u64>().ok());
-    if start == Some(offset) {
-        return Ok(());
-    }
-    let why = format!(
-        "GET {}: asked for bytes from {offset}, got {header:?}",
-        reply.url()
-    );
-    Err(Error::new(ErrorKind::Io, why))
+fn conditional<'a>(req: Req<'a>, validator: Option<&Validator>) -> Req<'a> {
+    conditional_headers(validator)
+        .into_iter()
+        .fold(req, |req, (name, value)| req.header(name, value))
 }
 
 impl Driver for S3Driver {
@@ -350,7 +315,7 @@ impl Driver for S3Driver {
         let reply = reply
             .success()
             .map_err(|e| self.missing_file(Method::Get, path, e))?;
-        let mut meta = file_meta(&reply);
+        let mut meta = meta_of(reply.response().headers(), Kind::File);
         let url = reply.url().to_owned();
         let written = copy_body(reply.into_body().into_reader(), dest, &url)?;
         // What arrived is the truth; Content-Length only announced it.
@@ -376,7 +341,7 @@ impl Driver for S3Driver {
         match reply.status() {
             // The range starts at or past the end, where read(2) returns 0.
             416 => return Ok(0),
-            206 => check_range(&reply, offset)?,
+            206 => check_range_start(reply.response(), offset, reply.url())?,
             200 if offset == 0 => {}
             200 => {
                 let why = "the server ignored the byte range";

@@ -7,11 +7,12 @@
 
 use std::time::SystemTime;
 
-use quick_xml::escape::{escape, resolve_predefined_entity};
-use quick_xml::events::{BytesRef, Event};
+use quick_xml::escape::escape;
+use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use super::time::parse_iso8601;
+use crate::dav::multistatus::resolve;
 
 /// One object of a listing page.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -147,17 +148,6 @@ fn walk(xml: &str, mut on: impl FnMut(&[&str], Option<String>)) -> Result<(), St
 
 fn as_path(names: &[String]) -> Vec<&str> {
     names.iter().map(String::as_str).collect()
-}
-
-/// The text an entity or character reference stands for (`&amp;`, `&#38;`).
-fn resolve(reference: &BytesRef) -> Result<String, String> {
-    if let Some(ch) = reference.resolve_char_ref().map_err(|e| e.to_string())? {
-        return Ok(ch.to_string());
-    }
-    let name = reference.decode().map_err(|e| e.to_string())?;
-    resolve_predefined_entity(&name)
-        .map(str::to_owned)
-        .ok_or_else(|| format!("unknown entity &{name};"))
 }
 
 #[cfg(test)]

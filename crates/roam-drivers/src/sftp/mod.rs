@@ -43,9 +43,10 @@ use self::link::{Fault, Link};
 use self::meta::{meta_of, FileKind};
 use self::requests::Simple;
 use self::ssh_config::{Endpoint, Local};
-use self::url::{is_driver_path, Target};
+use self::url::Target;
 use crate::{
-    is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
+    Validator,
 };
 
 /// Timeouts, OpenSSH files and trust settings of the SFTP driver.
