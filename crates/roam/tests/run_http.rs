@@ -399,6 +399,7 @@ fn a_slow_server_blocks_only_the_thread_that_asked() {
     let alone = Roam::new().sh(&[], stats);
     let together = Roam::new().sh(&[], &format!("cat {slow} > /dev/null & {stats}; wait"));
     let _ = server.kill();
+    let _ = server.wait();
     let secs = |o: &std::process::Output| {
         stdout(o)
             .trim()
