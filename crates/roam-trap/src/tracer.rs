@@ -66,6 +66,14 @@ fn route_signals(main: Pid) -> nix::Result<()> {
     Ok(())
 }
 
+/// What a moment of polling found.
+enum Polled {
+    Status(nix::Result<WaitStatus>),
+    /// Finished jobs were carried out.
+    Worked,
+    Idle,
+}
+
 struct Done {
     tid: Pid,
     sp: u64,
@@ -145,16 +153,22 @@ impl Tracer {
     /// Serves every tracee until none is left; returns the first program's exit status.
     pub fn run(mut self) -> Result<i32, TrapError> {
         loop {
-            // With no job out, only a tracee can have news: wait for it in one system call
-            // (the common case, and the cheapest). Otherwise also watch the workers.
-            let flags = match self.in_flight {
-                0 => WaitPidFlag::__WALL,
-                _ => WaitPidFlag::WNOHANG | WaitPidFlag::__WALL,
+            let status = match self.poll() {
+                Polled::Status(s) => s,
+                Polled::Worked => continue,
+                // Nothing for a moment: sleep. With no job out only a tracee can have news,
+                // so one blocking waitpid will do; otherwise also watch the workers.
+                Polled::Idle if self.in_flight == 0 => {
+                    waitpid(None::<Pid>, Some(WaitPidFlag::__WALL))
+                }
+                Polled::Idle => {
+                    self.sleep()?;
+                    continue;
+                }
             };
-            match self.wait(flags) {
-                Ok(WaitStatus::StillAlive) => self.sleep()?,
+            match status {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
                 Ok(status) => self.on_status(status),
-                Err(Errno::EINTR) => {}
                 Err(Errno::ECHILD) => {
                     // Every program is gone: deliver what the last writers left behind.
                     for d in self.deliveries.drain(..) {
@@ -165,28 +179,37 @@ impl Tracer {
                 }
                 Err(e) => return Err(e.into()),
             }
-            while let Ok(d) = self.done.try_recv() {
-                self.in_flight -= 1;
-                self.apply(d.tid, d.sp, d.decision, d.sig);
-            }
         }
     }
 
-    /// `waitpid`, first polling for a moment: a tracee that was just resumed usually stops
-    /// again within microseconds, and a tracer that is still running then is reached
-    /// without the cost of waking a sleeping CPU (tens of µs in a virtual machine).
-    fn wait(&self, flags: WaitPidFlag) -> nix::Result<WaitStatus> {
-        if !flags.contains(WaitPidFlag::WNOHANG) {
-            let until = std::time::Instant::now() + SPIN;
-            while std::time::Instant::now() < until {
-                match waitpid(None::<Pid>, Some(flags | WaitPidFlag::WNOHANG)) {
-                    // Yield, not spin: on a shared CPU the tracee gets it at once.
-                    Ok(WaitStatus::StillAlive) => std::thread::yield_now(),
-                    other => return other,
-                }
+    /// Polls tracees and workers for a moment before the tracer sleeps: a tracee that was
+    /// just resumed usually stops again within microseconds, and a tracer still running
+    /// then is reached without the cost of waking a sleeping CPU (tens of µs in a VM).
+    fn poll(&mut self) -> Polled {
+        let until = std::time::Instant::now() + SPIN;
+        loop {
+            match waitpid(
+                None::<Pid>,
+                Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+            ) {
+                Ok(WaitStatus::StillAlive) => {}
+                other => return Polled::Status(other),
             }
+            let mut worked = false;
+            while let Ok(d) = self.done.try_recv() {
+                self.in_flight -= 1;
+                self.apply(d.tid, d.sp, d.decision, d.sig);
+                worked = true;
+            }
+            if worked {
+                return Polled::Worked;
+            }
+            if std::time::Instant::now() >= until {
+                return Polled::Idle;
+            }
+            // Yield, not spin: on a shared CPU the tracee gets it at once.
+            std::thread::yield_now();
         }
-        waitpid(None::<Pid>, Some(flags))
     }
 
     /// Blocks until a tracee stops, a job finishes, or roam gets a signal.
