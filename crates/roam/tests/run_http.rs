@@ -384,7 +384,7 @@ fn a_slow_server_blocks_only_the_thread_that_asked() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
     let mut server = std::process::Command::new("python3")
         .arg(&script)
-        .arg("4")
+        .arg("1")
         .current_dir(&www.path)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -394,19 +394,24 @@ fn a_slow_server_blocks_only_the_thread_that_asked() {
         .read_line(&mut port)
         .unwrap();
     let slow = format!("/http/127.0.0.1:{}/f.txt", port.trim());
-    // 10,000 local stats, timed inside the program, alone and next to a 4 s remote read.
+    // 10,000 local stats, timed inside the program, alone and next to a slow remote read
+    // (each answer takes 1 s, far longer than the stats). Best of 3: these machines are noisy.
     let stats = "python3 -c \"import os,time; t=time.time(); [os.stat('/tmp') for _ in range(10000)]; print(time.time()-t)\"";
-    let alone = Roam::new().sh(&[], stats);
-    let together = Roam::new().sh(&[], &format!("cat {slow} > /dev/null & {stats}; wait"));
-    let _ = server.kill();
-    let _ = server.wait();
-    let secs = |o: &std::process::Output| {
-        stdout(o)
+    let secs = |o: std::process::Output| {
+        stdout(&o)
             .trim()
             .parse::<f64>()
-            .unwrap_or_else(|_| panic!("{}", stderr(o)))
+            .unwrap_or_else(|_| panic!("{}", stderr(&o)))
     };
-    let (alone, together) = (secs(&alone), secs(&together));
+    let best = |script: &str| {
+        (0..3)
+            .map(|_| secs(Roam::new().sh(&[], script)))
+            .fold(f64::MAX, f64::min)
+    };
+    let alone = best(stats);
+    let together = best(&format!("cat {slow} > /dev/null & {stats}; wait"));
+    let _ = server.kill();
+    let _ = server.wait();
     assert!(
         together < 2.0 * alone,
         "10,000 stats took {together:.3}s next to a slow read, {alone:.3}s alone"
