@@ -14,6 +14,7 @@
 mod cache;
 mod consistency;
 mod error;
+mod listings;
 mod mounts;
 mod partial;
 pub mod path;
@@ -370,7 +371,16 @@ impl Vfs {
         if fresh {
             return Ok(self.cache.meta_path(&r.virt));
         }
-        let listing = r.driver.list(&r.path)?;
+        // A listing saved by an earlier run still within T_read, or a fresh one.
+        let (listing, age) =
+            match listings::load(self.cache.root(), &r.virt).filter(|(_, age)| *age < t_read) {
+                Some(saved) => saved,
+                None => {
+                    let listing = r.driver.list(&r.path)?;
+                    listings::save(self.cache.root(), &r.virt, &listing);
+                    (listing, Duration::ZERO)
+                }
+            };
         let dir = self.cache.put_dir(&r.virt)?;
         for e in &listing.entries {
             self.cache.put_stub(&join(&r.virt, &e.name), &e.meta)?;
@@ -392,11 +402,13 @@ impl Vfs {
                 .collect(),
             complete: listing.complete,
         };
-        self.state
-            .lock()
-            .unwrap()
-            .listings
-            .insert(r.virt.clone(), (Arc::new(index), Instant::now()));
+        self.state.lock().unwrap().listings.insert(
+            r.virt.clone(),
+            (
+                Arc::new(index),
+                Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            ),
+        );
         Ok(dir)
     }
 

@@ -470,6 +470,8 @@ impl Vfs {
         st.attrs.remove(virt);
         st.listings.remove(split_name(virt).0);
         st.listings.remove(virt);
+        crate::listings::drop(self.cache.root(), split_name(virt).0);
+        crate::listings::drop(self.cache.root(), virt);
     }
 
     fn forget_all(&self, virt: &str) -> Result<()> {

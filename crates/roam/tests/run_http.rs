@@ -260,7 +260,15 @@ fn the_cache_is_private_and_reused_within_t_read() {
             .filter(|l| l.contains("GET /counted/once.txt "))
             .count()
     };
+    let listings = || {
+        fx.server
+            .access_log()
+            .lines()
+            .filter(|l| l.contains("GET /counted/ "))
+            .count()
+    };
     let before = gets();
+    let listed_before = listings();
     for _ in 0..2 {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
             .env("ROAM_CACHE_DIR", &cache)
@@ -275,6 +283,7 @@ fn the_cache_is_private_and_reused_within_t_read() {
         1,
         "the second run must reuse the cached copy"
     );
+    assert_eq!(listings() - listed_before, 1, "and the listing it saved");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
