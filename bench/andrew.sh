@@ -16,34 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 FILES=${FILES:-300}
-ROAM=${ROAM:-target/release/roam}
-[ -x "$ROAM" ] || cargo build --release -p roam >&2
-ROAM=$(realpath "$ROAM")
+. bench/lib.sh
+roam_binary
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/roam-andrew.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$work/mnt"
 
-# The tree: FILES-1 C files in 10 directories plus a Makefile, each file a few functions.
-python3 - "$work/src" "$FILES" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-objs = []
-for i in range(n - 2):
-    d = os.path.join(root, f"m{i % 10}")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f"f{i}.c"), "w") as f:
-        f.write('#include "common.h"\n')
-        for k in range(8):
-            f.write(f"int f{i}_{k}(int x) {{ int s = 0; for (int j = 0; j < x; j++) s += j * {k + 1}; return s + {i}; }}\n")
-    objs.append(f"m{i % 10}/f{i}.o")
-with open(os.path.join(root, "common.h"), "w") as f:
-    f.write("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n")
-with open(os.path.join(root, "main.c"), "w") as f:
-    f.write('#include "common.h"\nint main(void) { puts("built"); return 0; }\n')
-with open(os.path.join(root, "Makefile"), "w") as f:
-    f.write("CFLAGS = -O1 -I.\nOBJS = main.o " + " ".join(objs) + "\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n")
-PY
+c_tree "$work/src" "$FILES"
 
 # One run of the five phases in directory $2 (as seen by the program), timed inside the
 # traced shell so tool start-up is not counted. Prints "copy list scan make delete".
@@ -75,7 +55,6 @@ for r in $(seq "$RUNS"); do
     rm -rf "$work/dst" "$work/mnt"/* "$work/cache"
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 echo "| config | copy | list | scan | make -j2 | delete | total | vs native |"
 echo "|---|---|---|---|---|---|---|---|"
 native_total=

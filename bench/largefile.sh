@@ -9,26 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
-ROAM=${ROAM:-target/release/roam}
-[ -x "$ROAM" ] || cargo build --release -p roam >&2
-ROAM=$(realpath "$ROAM")
-command -v nginx >/dev/null || { echo "nginx is required (Debian: nginx-light)" >&2; exit 1; }
+. bench/lib.sh
+roam_binary
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/roam-largefile.XXXXXX")
-trap 'kill $(cat "$work/run/nginx.pid" 2>/dev/null) 2>/dev/null; rm -rf "$work"' EXIT
-mkdir -p "$work/www" "$work/run"
+trap 'stop_nginx "$work"; rm -rf "$work"' EXIT
+mkdir -p "$work/www"
 head -c "${SIZE_MB}M" /dev/urandom > "$work/www/big.bin"
-chmod -R a+rX "$work"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/run/nginx.conf" <<CONF
-daemon on; pid $work/run/nginx.pid; error_log $work/run/error.log; worker_processes 1;
-events { worker_connections 64; }
-http { access_log $work/run/access.log; client_body_temp_path $work/run/cb; proxy_temp_path $work/run/p;
-  fastcgi_temp_path $work/run/f; uwsgi_temp_path $work/run/u; scgi_temp_path $work/run/s;
-  server { listen 127.0.0.1:$port; root $work/www; } }
-CONF
-nginx -p "$work/run" -c "$work/run/nginx.conf"
-sleep 0.3
+start_nginx "$work"
+port=$PORT
 url=http://127.0.0.1:$port/big.bin
 path=/http/127.0.0.1:$port/big.bin
 export ROAM_CONFIG=$work/none.toml
@@ -44,7 +33,6 @@ measure() {
     t0=$(date +%s.%N); "$@" > /dev/null; t1=$(date +%s.%N)
     echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}') $(sent)"
 }
-median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 declare -A rows=(
     ["roam: head -c 1000"]="$ROAM run -- head -c 1000 $path"

@@ -9,27 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 FILES=${FILES:-300}
-ROAM=${ROAM:-target/release/roam}
-[ -x "$ROAM" ] || cargo build --release -p roam >&2
-ROAM=$(realpath "$ROAM")
-command -v nginx >/dev/null || { echo "nginx is required (Debian: nginx-light)" >&2; exit 1; }
+. bench/lib.sh
+roam_binary
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/roam-remote.XXXXXX")
-trap 'kill $(cat "$work/run/nginx.pid" 2>/dev/null) 2>/dev/null; rm -rf "$work"' EXIT
-mkdir -p "$work/www/src" "$work/run"
-python3 - "$work/www/src" "$FILES" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n - 2):
-    d = os.path.join(root, f"m{i % 10}")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f"f{i}.c"), "w") as f:
-        f.write('#include "common.h"\n')
-        for k in range(8):
-            f.write(f"int f{i}_{k}(int x) {{ int s = 0; for (int j = 0; j < x; j++) s += j * {k + 1}; return s + {i}; }}\n")
-with open(os.path.join(root, "common.h"), "w") as f:
-    f.write("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n")
-PY
+trap 'stop_nginx "$work"; rm -rf "$work"' EXIT
+mkdir -p "$work/www/src"
+c_tree "$work/www/src" "$FILES"
 # Builds objects in the current directory from sources wherever the Makefile says.
 cat > "$work/Makefile" <<'MK'
 SRCS := $(shell cd $(SRC) && find . -name '*.c')
@@ -39,17 +25,8 @@ all: $(OBJS)
 %.o: %.c
 	$(CC) -O1 -I$(SRC) -c $< -o $@
 MK
-chmod -R a+rX "$work"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/run/nginx.conf" <<CONF
-daemon on; pid $work/run/nginx.pid; error_log $work/run/error.log; worker_processes 1;
-events { worker_connections 64; }
-http { access_log off; client_body_temp_path $work/run/cb; proxy_temp_path $work/run/p;
-  fastcgi_temp_path $work/run/f; uwsgi_temp_path $work/run/u; scgi_temp_path $work/run/s;
-  server { listen 127.0.0.1:$port; root $work/www; autoindex on; } }
-CONF
-nginx -p "$work/run" -c "$work/run/nginx.conf"
-sleep 0.3
+start_nginx "$work"
+port=$PORT
 export ROAM_CONFIG=$work/none.toml
 
 # The phases, timed inside the (traced) shell: list, scan, iostone, build. $1 = tree.
@@ -77,7 +54,6 @@ for r in $(seq "$RUNS"); do
     "$ROAM" run -m "/remote=http://127.0.0.1:$port" -- sh -c "$phases" sh "$remote" "$work/obj" "$work/Makefile" >> "$work/cached.tsv"
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 echo "| tree | list | scan | iostone | make -j2 | total | vs local |"
 echo "|---|---|---|---|---|---|---|"
 local_total=

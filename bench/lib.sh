@@ -1,0 +1,57 @@
+# Shared pieces of the bench/ scripts (sourced, not run): the roam binary, medians, the
+# generated C tree, and an nginx on loopback.
+
+# Sets ROAM to an absolute path of roam (default target/release/roam, built if missing).
+roam_binary() {
+    ROAM=${ROAM:-target/release/roam}
+    [ -x "$ROAM" ] || cargo build --release -p roam >&2
+    ROAM=$(realpath "$ROAM")
+}
+
+# The median of the numbers on stdin, one a line.
+median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+
+# c_tree DIR FILES: FILES-2 C files in 10 directories, a common header, main.c and a
+# Makefile building `prog` (an Andrew-like source tree).
+c_tree() {
+    python3 - "$1" "$2" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+objs = []
+for i in range(n - 2):
+    d = os.path.join(root, f"m{i % 10}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i}.c"), "w") as f:
+        f.write('#include "common.h"\n')
+        for k in range(8):
+            f.write(f"int f{i}_{k}(int x) {{ int s = 0; for (int j = 0; j < x; j++) s += j * {k + 1}; return s + {i}; }}\n")
+    objs.append(f"m{i % 10}/f{i}.o")
+with open(os.path.join(root, "common.h"), "w") as f:
+    f.write("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n")
+with open(os.path.join(root, "main.c"), "w") as f:
+    f.write('#include "common.h"\nint main(void) { puts("built"); return 0; }\n')
+with open(os.path.join(root, "Makefile"), "w") as f:
+    f.write("CFLAGS = -O1 -I.\nOBJS = main.o " + " ".join(objs) + "\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n")
+PY
+}
+
+# start_nginx WORK: serves WORK/www on a free loopback port (set in PORT), state and
+# access log in WORK/run; stop it with stop_nginx WORK.
+start_nginx() {
+    command -v nginx >/dev/null || { echo "nginx is required (Debian: nginx-light)" >&2; exit 1; }
+    local w=$1
+    mkdir -p "$w/run"
+    chmod -R a+rX "$w"
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cat > "$w/run/nginx.conf" <<CONF
+daemon on; pid $w/run/nginx.pid; error_log $w/run/error.log; worker_processes 1;
+events { worker_connections 64; }
+http { access_log $w/run/access.log; client_body_temp_path $w/run/cb; proxy_temp_path $w/run/p;
+  fastcgi_temp_path $w/run/f; uwsgi_temp_path $w/run/u; scgi_temp_path $w/run/s;
+  server { listen 127.0.0.1:$PORT; root $w/www; autoindex on; } }
+CONF
+    nginx -p "$w/run" -c "$w/run/nginx.conf"
+    sleep 0.3
+}
+
+stop_nginx() { kill "$(cat "$1/run/nginx.pid" 2>/dev/null)" 2>/dev/null || true; }
