@@ -72,7 +72,7 @@ fn roam_interpreter(
         Some((i, a)) => (i, Some(a.trim().to_owned()).filter(|a| !a.is_empty())),
         None => (line, None),
     };
-    match k.resolver.resolve(tid, None, interp.as_bytes()) {
+    match k.resolver.resolve(tid, None, interp.as_bytes(), true) {
         super::resolve::Place::Roam(node) => Some(((interp.to_owned(), arg), node)),
         _ => None,
     }

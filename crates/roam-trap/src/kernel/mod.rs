@@ -271,6 +271,7 @@ impl Kernel {
     /// Reads and resolves every path argument of a call.
     fn places(&self, tid: Pid, spec: &Spec, call: &Syscall) -> Result<Vec<Place>, i32> {
         let mut places = Vec::with_capacity(spec.paths.len());
+        let follow = table::follows_last(spec, &call.args);
         for pa in spec.paths {
             let addr = call.args[pa.path];
             let raw = if addr == 0 {
@@ -279,7 +280,7 @@ impl Kernel {
                 memory::read_cstr(tid, addr).map_err(|e| e as i32)?
             };
             let dirfd = pa.dirfd.map(|i| call.args[i] as i32);
-            places.push(self.resolver.resolve(tid, dirfd, &raw));
+            places.push(self.resolver.resolve(tid, dirfd, &raw, follow));
         }
         Ok(places)
     }

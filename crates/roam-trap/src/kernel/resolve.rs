@@ -5,11 +5,16 @@
 //! The tracee's cwd and dirfds are read from `/proc/TID/{cwd,fd/N}`: the kernel keeps them
 //! (including `CLONE_FS`/`CLONE_FILES` sharing), and a real path inside roam's skeleton maps
 //! straight back to its virtual name. So roam keeps no per-process path state to go stale.
+//!
+//! A local name that the kernel cannot resolve may still lead into roam through a local
+//! symlink (`ln -s /http/host/dir ~/data`, Ufo §5.1): such names are walked here, link by
+//! link, only after a cheap check says the kernel would fail on them.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use nix::unistd::Pid;
-use roam_vfs::path::{join, looks_like_url, normalize, url_to_virtual};
+use roam_vfs::path::{join, looks_like_url, normalize, split_name, url_to_virtual};
 use roam_vfs::{Node, Vfs};
 
 /// What one name argument means.
@@ -51,8 +56,9 @@ impl Resolver {
         &self.vfs
     }
 
-    /// What `raw`, relative to `dirfd` (or the cwd), names for thread `tid`.
-    pub fn resolve(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8]) -> Place {
+    /// What `raw`, relative to `dirfd` (or the cwd), names for thread `tid`; `follow` says
+    /// whether the call follows a symlink in the last component.
+    pub fn resolve(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8], follow: bool) -> Place {
         if raw.is_empty() {
             return self.resolve_fd_itself(tid, dirfd);
         }
@@ -63,7 +69,13 @@ impl Resolver {
             };
         }
         if raw[0] == b'/' {
-            return self.resolve_absolute(tid, raw);
+            return match self.resolve_absolute(tid, raw) {
+                Place::Native => match std::str::from_utf8(raw) {
+                    Ok(s) => self.through_local_links(s, follow),
+                    Err(_) => Place::Native,
+                },
+                place => place,
+            };
         }
         let Ok(rel) = std::str::from_utf8(raw) else {
             return Place::Native;
@@ -78,7 +90,7 @@ impl Resolver {
                 if self.may_be_roam(v.as_bytes()) {
                     self.place_of(&v, false)
                 } else {
-                    Place::Native
+                    self.through_local_links(&format!("{base}/{rel}"), follow)
                 }
             }
         }
@@ -142,6 +154,67 @@ impl Resolver {
         }
     }
 
+    /// A local name the kernel resolves itself, unless it fails there and a local symlink
+    /// on the way leads into roam.
+    fn through_local_links(&self, path: &str, follow: bool) -> Place {
+        match local_errno(path, follow) {
+            Some(libc::ENOENT | libc::ENOTDIR) => {}
+            _ => return Place::Native,
+        }
+        // Most failures are programs probing for names in existing directories: then only
+        // a link in the last component could lead into roam.
+        let (parent, _) = split_name(path);
+        if local_errno(parent, true).is_none() && !(follow && is_symlink(path)) {
+            return Place::Native;
+        }
+        match self.walk_links(path, follow) {
+            Some(virt) => match self.vfs.lookup(&virt) {
+                Ok(Some(node)) => Place::Roam(node),
+                _ => Place::Native,
+            },
+            None => Place::Native,
+        }
+    }
+
+    /// Resolves `path` component by component as the kernel would, following local
+    /// symlinks; the normalised virtual name if it enters roam on the way.
+    fn walk_links(&self, path: &str, follow: bool) -> Option<String> {
+        let mut todo: VecDeque<String> = components(path).collect();
+        let mut cur = String::from("/");
+        let mut links = 0;
+        while let Some(name) = todo.pop_front() {
+            if name == ".." {
+                cur = split_name(&cur).0.to_owned();
+                continue;
+            }
+            let next = join(&cur, &name);
+            if self.may_be_roam(next.as_bytes()) {
+                let rest: Vec<String> = todo.into_iter().collect();
+                return Some(normalize(&join(&next, &rest.join("/"))));
+            }
+            let last = todo.is_empty();
+            match std::fs::symlink_metadata(&next) {
+                Ok(m) if m.file_type().is_symlink() && (follow || !last) => {
+                    links += 1;
+                    let target = std::fs::read_link(&next).ok()?;
+                    let target = target.to_str()?;
+                    if links > MAX_LINKS {
+                        return None;
+                    }
+                    if target.starts_with('/') {
+                        cur = String::from("/");
+                    }
+                    for c in components(target).collect::<Vec<_>>().into_iter().rev() {
+                        todo.push_front(c);
+                    }
+                }
+                Ok(_) => cur = next,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
     fn may_be_roam(&self, path: &[u8]) -> bool {
         self.quick.iter().any(|q| path.starts_with(q))
     }
@@ -168,6 +241,34 @@ impl Resolver {
             _ => None,
         }
     }
+}
+
+/// The kernel's own limit on symlinks in one resolution.
+const MAX_LINKS: u32 = 40;
+
+/// The non-empty, non-`.` components of a path.
+fn components(path: &str) -> impl Iterator<Item = String> + '_ {
+    path.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_owned)
+}
+
+/// Why the kernel would fail to resolve the local `path` (None: it exists).
+fn local_errno(path: &str, follow: bool) -> Option<i32> {
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    let c = std::ffi::CString::new(path).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c` is a valid C string and `st` a buffer of the size fstatat writes.
+    let rc = unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), st.as_mut_ptr(), flags) };
+    (rc != 0).then(|| {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    })
+}
+
+fn is_symlink(path: &str) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 fn link_target(link: &str) -> Option<String> {

@@ -188,6 +188,49 @@ pub fn lookup(nr: i64) -> Option<&'static Spec> {
     TABLE.iter().find(|s| s.nr == nr)
 }
 
+/// Whether a call follows a symlink in the last component of its names (argument
+/// registers `args`); calls that act on a link itself (lstat, unlink, rename ...) do not.
+pub fn follows_last(spec: &Spec, args: &[u64; 6]) -> bool {
+    let has = |r: usize, bit: i32| (args[r] as i32) & bit != 0;
+    let open_follows = |flags: u64| {
+        let f = flags as i32;
+        f & libc::O_NOFOLLOW == 0
+            && f & (libc::O_CREAT | libc::O_EXCL) != libc::O_CREAT | libc::O_EXCL
+    };
+    match spec.nr {
+        libc::SYS_lstat
+        | libc::SYS_lgetxattr
+        | libc::SYS_llistxattr
+        | libc::SYS_lsetxattr
+        | libc::SYS_lremovexattr
+        | libc::SYS_lchown
+        | libc::SYS_readlink
+        | libc::SYS_readlinkat
+        | libc::SYS_rmdir
+        | libc::SYS_unlink
+        | libc::SYS_unlinkat
+        | libc::SYS_rename
+        | libc::SYS_renameat
+        | libc::SYS_renameat2
+        | libc::SYS_link
+        | libc::SYS_symlink
+        | libc::SYS_symlinkat
+        | libc::SYS_mkdir
+        | libc::SYS_mkdirat
+        | libc::SYS_mknod
+        | libc::SYS_mknodat => false,
+        libc::SYS_linkat => has(4, libc::AT_SYMLINK_FOLLOW),
+        libc::SYS_newfstatat | libc::SYS_utimensat | libc::SYS_fchmodat2 | libc::SYS_faccessat2 => {
+            !has(3, libc::AT_SYMLINK_NOFOLLOW)
+        }
+        libc::SYS_statx => !has(2, libc::AT_SYMLINK_NOFOLLOW),
+        libc::SYS_fchownat => !has(4, libc::AT_SYMLINK_NOFOLLOW),
+        libc::SYS_open => open_follows(args[1]),
+        libc::SYS_openat => open_follows(args[2]),
+        _ => true,
+    }
+}
+
 /// Numbers the seccomp filter always traps.
 pub fn traced_numbers() -> Vec<i64> {
     TABLE
