@@ -48,17 +48,77 @@ pub fn run(
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    let filter = platform::seccomp::filter(
-        &kernel::table::traced_numbers(),
-        &kernel::table::gated_numbers(),
-    );
+    let filter = roam_filter();
 
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
     tracer::tracer_signals().thread_block()?;
     let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
     let child = platform::launch::spawn(&program, &argv, &envp, &filter)?;
-    tracer::Tracer::new(kernel, child)?.run()
+    let tracer = tracer::Tracer::new(kernel, child)?;
+    tracer::route_signals(child)?;
+    tracer.run()
+}
+
+/// The filter every tracee runs under.
+fn roam_filter() -> Vec<platform::seccomp::Insn> {
+    platform::seccomp::filter(
+        &kernel::table::traced_numbers(),
+        &kernel::table::gated_numbers(),
+    )
+}
+
+/// A handle on an attached process tree, for `roam detach`.
+#[derive(Clone)]
+pub struct Detacher(Arc<kernel::Kernel>);
+
+impl Detacher {
+    /// Gives the tree's names back to the kernel and delivers pending changes; returns
+    /// those still being written (their last close delivers them).
+    pub fn detach(&self) -> Vec<String> {
+        self.0.detach()
+    }
+}
+
+/// Takes over the running process tree rooted at `root` (all threads, later children)
+/// and serves it until every process in it has ended. `ready` is told the number of
+/// threads taken over once the filter is in place, with a handle for detaching.
+pub fn attach(
+    vfs: Arc<Vfs>,
+    root: i32,
+    t_write: std::time::Duration,
+    ready: impl FnOnce(Detacher, usize),
+) -> Result<i32, TrapError> {
+    use platform::attach as a;
+    let root = nix::unistd::Pid::from_raw(root);
+    let filter = roam_filter();
+    tracer::tracer_signals().thread_block()?;
+    let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
+    let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;
+    let mut done = std::collections::BTreeSet::new();
+    // Processes forked while roam installs its filter inherit it or are found unfiltered
+    // by the next pass.
+    loop {
+        let todo: Vec<_> = a::processes(root)
+            .into_iter()
+            .filter(|p| !done.contains(p) && (done.is_empty() || !a::is_filtered(*p)))
+            .collect();
+        if todo.is_empty() {
+            break;
+        }
+        for pid in todo {
+            let got =
+                a::install_filter(pid, &filter).map_err(|e| TrapError::Setup(e.to_string()))?;
+            tids.extend(got.new_tracees);
+            done.insert(pid);
+        }
+    }
+    let tracer = tracer::Tracer::new(kernel.clone(), root)?;
+    for tid in &tids {
+        kernel.tracee_started(*tid);
+    }
+    ready(Detacher(kernel), tids.len());
+    tracer.run()
 }
 
 fn to_cstrings(items: impl Iterator<Item = OsString>) -> Result<Vec<CString>, TrapError> {

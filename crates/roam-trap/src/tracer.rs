@@ -47,7 +47,7 @@ extern "C" fn forward_to_program(sig: libc::c_int) {
 /// SIGTERM/SIGHUP sent to roam are meant for the program: forwarded. SIGINT/SIGQUIT from
 /// the terminal reach the program through its process group already: ignored by roam,
 /// which ends when the program does.
-fn route_signals(main: Pid) -> nix::Result<()> {
+pub fn route_signals(main: Pid) -> nix::Result<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler};
     MAIN_PID.store(main.as_raw(), std::sync::atomic::Ordering::Relaxed);
     let forward = SigAction::new(
@@ -128,7 +128,6 @@ impl Tracer {
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
         kernel.tracee_started(main);
-        route_signals(main)?;
         let deliverer = kernel.clone();
         std::thread::Builder::new()
             .name("roam-deliver".into())

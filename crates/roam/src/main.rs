@@ -1,6 +1,7 @@
 //! `roam`: the command line. A thin layer that reads configuration and wires the namespace
 //! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`).
 
+mod attach;
 mod config;
 
 use std::ffi::OsString;
@@ -40,6 +41,20 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// Take over the running process PID and its descendants (all threads, later
+    /// children): from now on they see the namespace too.
+    Attach {
+        /// Mount URL at LOCAL (as for `run`).
+        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+        mounts: Vec<String>,
+        /// Stay in the foreground until the process tree ends.
+        #[arg(long)]
+        foreground: bool,
+        pid: i32,
+    },
+    /// Release a process taken over by `roam attach`: it keeps running and its open files
+    /// stay valid; changes are uploaded first.
+    Detach { pid: i32 },
     /// Show pending uploads, what the cache holds and its counters.
     Status,
     /// Manage the cache: `stat` (same as status), `clean` (drop copies not being written).
@@ -90,6 +105,12 @@ fn dispatch(command: Command) -> Result<i32> {
             }
             Ok(code)
         }
+        Command::Attach {
+            mounts,
+            foreground,
+            pid,
+        } => attach::attach(&mounts, pid, foreground),
+        Command::Detach { pid } => attach::detach(pid),
         Command::Status
         | Command::Cache {
             action: CacheAction::Stat,

@@ -626,3 +626,27 @@ fn io_uring_setup_is_enosys_under_roam() {
         );
     }
 }
+
+#[test]
+fn a_close_in_a_multithreaded_program_uploads_at_once() {
+    // Every thread of a process shows the fd being closed; only another fd table holding
+    // the file open may delay the upload.
+    let dir = Scratch::new("mt-close");
+    let srv = dir.join("srv");
+    roam_testkit::mkdir(&srv);
+    let script = "import os, threading, time\n\
+                  stop = False\n\
+                  def spin():\n    while not stop: time.sleep(0.001)\n\
+                  ts = [threading.Thread(target=spin, daemon=True) for _ in range(3)]\n\
+                  [t.start() for t in ts]\n\
+                  with open('/w/f.txt', 'w') as f: f.write('written\\n')\n\
+                  print(open(os.environ['SRV'] + '/f.txt').read(), end='')\n\
+                  stop = True\n\
+                  [t.join() for t in ts]\n";
+    let mount = format!("/w=file+cache://{}", srv.display());
+    let out = Roam::new()
+        .env("SRV", &srv)
+        .cli(&["run", "-m", &mount, "--", "python3", "-c", script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "written\n", "uploaded when close returned");
+}

@@ -66,7 +66,7 @@ pub(super) fn flush_and_tell(
 }
 
 /// The traced threads that hold `virt`'s copy open for writing (other than the fd being
-/// closed). Threads sharing an fd table all show it.
+/// closed, which every thread sharing the closer's fd table shows too).
 pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec<Pid> {
     let data = k.vfs().data_path(virt);
     let tracees: Vec<Pid> = k.tracees.lock().unwrap().iter().copied().collect();
@@ -80,12 +80,20 @@ pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec
                 let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
                     return false;
                 };
-                Some((tid, fd)) != except
+                !except.is_some_and(|(t, f)| f == fd && same_fd_table(t, tid))
                     && std::fs::read_link(e.path()).is_ok_and(|t| t == data)
                     && fd_writable(tid, fd)
             })
         })
         .collect()
+}
+
+/// Whether threads `a` and `b` share one fd table (`kcmp(KCMP_FILES)`; a tracer may ask).
+fn same_fd_table(a: Pid, b: Pid) -> bool {
+    const KCMP_FILES: libc::c_long = 2;
+    // SAFETY: kcmp only compares kernel objects of the two tasks.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, a.as_raw(), b.as_raw(), KCMP_FILES, 0, 0) };
+    a == b || r == 0
 }
 
 /// Whether `fd` was opened with write access (`flags:` in `/proc/TID/fdinfo/FD`, octal).

@@ -97,6 +97,9 @@ pub struct Kernel {
     later: later::Later,
     /// Ufo's T_write: how long after the last close a change is uploaded (0: in `close`).
     t_write: std::time::Duration,
+    /// Set by `roam detach`: names are the kernel's again; roam still serves the fds it
+    /// gave out (reads of files arriving in ranges, the last close of a written file).
+    detached: std::sync::atomic::AtomicBool,
 }
 
 impl Kernel {
@@ -108,7 +111,18 @@ impl Kernel {
             granted: Default::default(),
             later: later::Later::default(),
             t_write,
+            detached: Default::default(),
         }
+    }
+
+    /// Gives the tracees' names back to the kernel (`roam detach`) and delivers every change
+    /// no program is still writing; returns the changes still pending (their writers'
+    /// closes deliver them).
+    pub fn detach(&self) -> Vec<String> {
+        self.detached
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.flush_finished(true);
+        self.vfs().dirty()
     }
 
     /// Waits until the copy of `virt` is whole (an fd on it could not be watched), telling
@@ -206,11 +220,14 @@ impl Kernel {
             return Triage::Done(Decision::Continue);
         };
         match spec.family {
+            Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
+            Family::Read => return read::triage(self, tid, spec, call),
+            _ if self.detached.load(std::sync::atomic::Ordering::Relaxed) => {
+                return Triage::Done(Decision::Continue)
+            }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
-            Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
-            Family::Read => return read::triage(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
                     return Triage::Done(d);

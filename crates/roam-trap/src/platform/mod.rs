@@ -1,6 +1,7 @@
 //! The platform: *how* system calls are caught (gVisor's split). Today: ptrace with a
 //! seccomp-BPF filter. The kernel module decides what each caught call *means*.
 
+pub mod attach;
 pub mod inject;
 pub mod launch;
 pub mod memory;

@@ -150,6 +150,12 @@ impl Roam {
         self.cmd.output().expect("running roam")
     }
 
+    /// `roam ARGS...` (any subcommand).
+    pub fn cli(mut self, args: &[&str]) -> Output {
+        self.cmd.args(args);
+        self.cmd.output().expect("running roam")
+    }
+
     /// `roam run -- PROGRAM ARGS...`.
     pub fn run(mut self, argv: &[&str]) -> Output {
         self.cmd.arg("run").arg("--").args(argv);

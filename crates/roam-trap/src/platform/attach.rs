@@ -1,0 +1,362 @@
+//! Taking over a running process tree (`roam attach`, Ufo's `ufo -pid`). Every thread of
+//! every process in the tree is seized; then one thread of each process is interrupted and
+//! made to install roam's seccomp filter for all its threads (`SECCOMP_FILTER_FLAG_TSYNC`):
+//! roam points it at a `syscall` instruction of its vDSO with the registers of
+//! `prctl(PR_SET_NO_NEW_PRIVS)` and `seccomp(2)`, and then puts its own registers back, as
+//! the kernel would have left them (an interrupted call is restarted).
+//!
+//! A seccomp filter cannot be removed, so a process stays filtered after `roam detach`; its
+//! trapped calls then cost one ptrace stop each (see docs/SYSCALLS.md).
+
+use std::collections::BTreeSet;
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use super::memory;
+use super::seccomp::Insn;
+
+/// What went wrong while taking over a process.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("no process {0}")]
+    NoProcess(Pid),
+    #[error("cannot trace {pid}: {errno} (tracing another user's process, or one that is not your descendant under yama ptrace_scope ≥ 1, needs CAP_SYS_PTRACE)")]
+    Denied { pid: Pid, errno: Errno },
+    #[error("{pid}: {what}: {errno}")]
+    Sys {
+        pid: Pid,
+        what: &'static str,
+        errno: Errno,
+    },
+    #[error("{0} has no `syscall` instruction roam can borrow (no vDSO)")]
+    NoSyscallInsn(Pid),
+    #[error("{0} ended while roam was attaching")]
+    Gone(Pid),
+}
+
+fn sys(pid: Pid, what: &'static str) -> impl Fn(Errno) -> AttachError {
+    move |errno| AttachError::Sys { pid, what, errno }
+}
+
+/// Options for a seized process: those of `roam run` without `EXITKILL` — the process was
+/// there before roam and must not die with it.
+fn options() -> ptrace::Options {
+    super::ptrace::options() - ptrace::Options::PTRACE_O_EXITKILL
+}
+
+/// The processes of the tree rooted at `root` (the root first).
+pub fn processes(root: Pid) -> Vec<Pid> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        for tid in threads(out[i]) {
+            let path = format!("/proc/{}/task/{tid}/children", out[i]);
+            let kids = std::fs::read_to_string(path).unwrap_or_default();
+            out.extend(
+                kids.split_whitespace()
+                    .filter_map(|s| s.parse().ok().map(Pid::from_raw)),
+            );
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The threads of process `pid`.
+pub fn threads(pid: Pid) -> Vec<Pid> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok().map(Pid::from_raw))
+        .collect()
+}
+
+/// Seizes every thread of the tree until a pass finds none new (threads and children
+/// created meanwhile are either seen by the next pass or attached by the kernel).
+pub fn seize_tree(root: Pid) -> Result<BTreeSet<Pid>, AttachError> {
+    if !std::path::Path::new(&format!("/proc/{root}")).exists() {
+        return Err(AttachError::NoProcess(root));
+    }
+    let mut seized = BTreeSet::new();
+    loop {
+        let mut new = 0;
+        for pid in processes(root) {
+            for tid in threads(pid) {
+                if seized.contains(&tid) {
+                    continue;
+                }
+                match ptrace::seize(tid, options()) {
+                    Ok(()) => {}
+                    // Ended meanwhile.
+                    Err(Errno::ESRCH) => continue,
+                    // A child forked meanwhile, which the kernel attached to roam already.
+                    Err(Errno::EPERM) if traced_by_me(tid) => {}
+                    Err(errno) => return Err(AttachError::Denied { pid: tid, errno }),
+                }
+                seized.insert(tid);
+                new += 1;
+            }
+        }
+        if new == 0 {
+            return Ok(seized);
+        }
+    }
+}
+
+/// Whether process `pid` already runs under a seccomp filter.
+pub fn is_filtered(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
+    })
+}
+
+/// What installing a filter saw besides: new tracees (children attached by the kernel
+/// meanwhile).
+#[derive(Default)]
+pub struct Installed {
+    pub new_tracees: Vec<Pid>,
+}
+
+/// Makes seized thread `tid` install `filter` for every thread of its process.
+pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Installed, AttachError> {
+    let mut seen = Installed::default();
+    ptrace::interrupt(tid).map_err(sys(tid, "PTRACE_INTERRUPT"))?;
+    let mut held = wait_for(tid, &mut seen, Want::EventStop)?;
+    let saved = ptrace::getregs(tid).map_err(sys(tid, "PTRACE_GETREGS"))?;
+    let insn = syscall_insn(tid, &saved)?;
+    // The filter and its `sock_fprog`, below the red zone of the thread's stack.
+    let prog_bytes = insns_bytes(filter);
+    let prog_at = (saved.rsp - 128 - prog_bytes.len() as u64) & !15;
+    let fprog_at = prog_at - 16;
+    let mut fprog = Vec::with_capacity(16);
+    fprog.extend_from_slice(&(filter.len() as u64).to_ne_bytes());
+    fprog.extend_from_slice(&prog_at.to_ne_bytes());
+    memory::write(tid, prog_at, &prog_bytes).map_err(sys(tid, "writing the filter"))?;
+    memory::write(tid, fprog_at, &fprog).map_err(sys(tid, "writing the filter"))?;
+    let mut base = saved;
+    base.rsp = fprog_at & !15;
+    base.rip = insn;
+    let mut call =
+        |nr: i64, args: [u64; 3]| run_syscall(tid, &base, nr, args, &mut seen, &mut held);
+    // Without CAP_SYS_ADMIN a filter needs no_new_privs; TSYNC spreads it to every thread.
+    if !is_root(tid) {
+        let r = call(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0])?;
+        Errno::result(r).map_err(sys(tid, "prctl(PR_SET_NO_NEW_PRIVS)"))?;
+    }
+    let r = call(
+        libc::SYS_seccomp,
+        [
+            libc::SECCOMP_SET_MODE_FILTER as u64,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            fprog_at,
+        ],
+    )?;
+    if r != 0 {
+        // TSYNC answers with the id of a thread it could not synchronise.
+        let errno = if r > 0 {
+            Errno::EBUSY
+        } else {
+            Errno::from_raw(-r as i32)
+        };
+        return Err(AttachError::Sys {
+            pid: tid,
+            what: "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)",
+            errno,
+        });
+    }
+    ptrace::setregs(tid, as_the_kernel_would_resume(saved)).map_err(sys(tid, "PTRACE_SETREGS"))?;
+    super::ptrace::resume(tid, held).map_err(sys(tid, "PTRACE_CONT"))?;
+    Ok(seen)
+}
+
+#[derive(PartialEq)]
+enum Want {
+    EventStop,
+    SyscallStop,
+}
+
+/// Waits for the next stop of `tid` of the kind wanted, resuming it past others: new
+/// tracees are noted, a signal is held (delivered when roam is done with the thread).
+fn wait_for(tid: Pid, seen: &mut Installed, want: Want) -> Result<i32, AttachError> {
+    let mut held = 0;
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL)).map_err(sys(tid, "waitpid"))? {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP) if want == Want::EventStop => {
+                return Ok(held)
+            }
+            WaitStatus::PtraceSyscall(_) if want == Want::SyscallStop => return Ok(held),
+            WaitStatus::PtraceEvent(_, _, event) => {
+                if matches!(
+                    event,
+                    libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE
+                ) {
+                    if let Ok(child) = ptrace::getevent(tid) {
+                        seen.new_tracees.push(Pid::from_raw(child as i32));
+                    }
+                }
+                resume_for(tid, &want)?;
+            }
+            WaitStatus::Stopped(_, sig) => {
+                held = sig as i32;
+                resume_for(tid, &want)?;
+            }
+            WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                return Err(AttachError::Gone(tid))
+            }
+            _ => resume_for(tid, &want)?,
+        }
+    }
+}
+
+fn resume_for(tid: Pid, want: &Want) -> Result<(), AttachError> {
+    match want {
+        Want::EventStop => ptrace::cont(tid, None),
+        Want::SyscallStop => ptrace::syscall(tid, None),
+    }
+    .map_err(sys(tid, "resuming"))
+}
+
+/// Runs system call `nr` in stopped thread `tid` from registers `base` (pointing at a
+/// `syscall` instruction); returns its raw result. The thread stays stopped after it.
+fn run_syscall(
+    tid: Pid,
+    base: &libc::user_regs_struct,
+    nr: i64,
+    args: [u64; 3],
+    seen: &mut Installed,
+    held: &mut i32,
+) -> Result<i64, AttachError> {
+    let mut regs = *base;
+    regs.rax = nr as u64;
+    // Not in a call: the kernel must not try to restart anything on the way out.
+    regs.orig_rax = u64::MAX;
+    (regs.rdi, regs.rsi, regs.rdx) = (args[0], args[1], args[2]);
+    ptrace::setregs(tid, regs).map_err(sys(tid, "PTRACE_SETREGS"))?;
+    for _ in 0..2 {
+        // Entry stop, then exit stop.
+        ptrace::syscall(tid, None).map_err(sys(tid, "PTRACE_SYSCALL"))?;
+        let sig = wait_for(tid, seen, Want::SyscallStop)?;
+        if sig != 0 {
+            *held = sig;
+        }
+    }
+    Ok(ptrace::getregs(tid)
+        .map_err(sys(tid, "PTRACE_GETREGS"))?
+        .rax as i64)
+}
+
+/// The registers of an interrupted thread as the kernel's signal path would resume it
+/// when no handler runs: an interrupted call is restarted.
+fn as_the_kernel_would_resume(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
+    const ERESTARTSYS: i64 = 512;
+    const ERESTARTNOINTR: i64 = 513;
+    const ERESTARTNOHAND: i64 = 514;
+    const ERESTART_RESTARTBLOCK: i64 = 516;
+    if (regs.orig_rax as i64) >= 0 {
+        match -(regs.rax as i64) {
+            ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => {
+                regs.rax = regs.orig_rax;
+                regs.rip -= 2;
+            }
+            ERESTART_RESTARTBLOCK => {
+                regs.rax = libc::SYS_restart_syscall as u64;
+                regs.rip -= 2;
+            }
+            _ => {}
+        }
+    }
+    regs.orig_rax = u64::MAX;
+    regs
+}
+
+/// The address of a `syscall` instruction in `tid`'s vDSO (or the one the thread is in).
+fn syscall_insn(tid: Pid, regs: &libc::user_regs_struct) -> Result<u64, AttachError> {
+    let is_syscall = |at: u64| {
+        let mut b = [0u8; 2];
+        memory::read(tid, at, &mut b).is_ok_and(|n| n == 2) && b == [0x0f, 0x05]
+    };
+    if (regs.orig_rax as i64) >= 0 && is_syscall(regs.rip - 2) {
+        return Ok(regs.rip - 2);
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{tid}/maps")).unwrap_or_default();
+    let range = maps.lines().find(|l| l.ends_with("[vdso]")).and_then(|l| {
+        let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+        Some((
+            u64::from_str_radix(lo, 16).ok()?,
+            u64::from_str_radix(hi, 16).ok()?,
+        ))
+    });
+    let (lo, hi) = range.ok_or(AttachError::NoSyscallInsn(tid))?;
+    let mut vdso = vec![0u8; (hi - lo) as usize];
+    let n = memory::read(tid, lo, &mut vdso).map_err(sys(tid, "reading the vDSO"))?;
+    vdso[..n]
+        .windows(2)
+        .position(|w| w == [0x0f, 0x05])
+        .map(|i| lo + i as u64)
+        .ok_or(AttachError::NoSyscallInsn(tid))
+}
+
+fn insns_bytes(prog: &[Insn]) -> Vec<u8> {
+    prog.iter()
+        .flat_map(|i| {
+            let mut b = Vec::with_capacity(8);
+            b.extend_from_slice(&i.code.to_ne_bytes());
+            b.push(i.jt);
+            b.push(i.jf);
+            b.extend_from_slice(&i.k.to_ne_bytes());
+            b
+        })
+        .collect()
+}
+
+fn traced_by_me(tid: Pid) -> bool {
+    let me = std::process::id().to_string();
+    std::fs::read_to_string(format!("/proc/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .is_some_and(|t| t.trim() == me)
+    })
+}
+
+/// Whether the process runs as root (then it may install a filter without no_new_privs).
+fn is_root(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regs(rax: i64, orig: i64, rip: u64) -> libc::user_regs_struct {
+        // SAFETY: an all-zero register set is a valid value of this plain C struct.
+        let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        (r.rax, r.orig_rax, r.rip) = (rax as u64, orig as u64, rip);
+        r
+    }
+
+    #[test]
+    fn interrupted_calls_are_restarted_as_the_kernel_would() {
+        let r = as_the_kernel_would_resume(regs(-512, libc::SYS_read, 0x1002));
+        assert_eq!(
+            (r.rax, r.rip, r.orig_rax),
+            (libc::SYS_read as u64, 0x1000, u64::MAX)
+        );
+        let r = as_the_kernel_would_resume(regs(-516, libc::SYS_nanosleep, 0x1002));
+        assert_eq!((r.rax, r.rip), (libc::SYS_restart_syscall as u64, 0x1000));
+        // A finished call (or user code) is left as it was.
+        let r = as_the_kernel_would_resume(regs(5, libc::SYS_read, 0x1002));
+        assert_eq!((r.rax, r.rip), (5, 0x1002));
+        let r = as_the_kernel_would_resume(regs(-512, -1, 0x1002));
+        assert_eq!((r.rax as i64, r.rip), (-512, 0x1002));
+    }
+}
