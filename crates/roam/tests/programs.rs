@@ -650,3 +650,18 @@ fn a_close_in_a_multithreaded_program_uploads_at_once() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "written\n", "uploaded when close returned");
 }
+
+#[test]
+fn a_debugger_inside_roam_is_refused_with_a_reason() {
+    let out = Roam::new().run(&["strace", "-f", "true"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("Operation not permitted"),
+        "strace sees EPERM: {err}"
+    );
+    assert!(
+        err.contains("roam: strace: ptrace(PTRACE_") && err.contains("refused (EPERM)"),
+        "roam says why: {err}"
+    );
+}

@@ -227,6 +227,7 @@ impl Kernel {
             }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
+            Family::Ptrace => return Triage::Done(self.refuse_ptrace(tid, &call)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
@@ -283,6 +284,24 @@ impl Kernel {
             _ => Ok(Decision::Continue),
         };
         result.unwrap_or_else(|(node, err)| self.fail_on(job.tid, job.spec, &node, &err))
+    }
+
+    /// A tracee asks to trace (or be traced): only requests that start tracing are refused
+    /// (the kernel would refuse the rest too, as nothing else can be traced here).
+    fn refuse_ptrace(&self, tid: Pid, call: &Syscall) -> Decision {
+        let request = call.args[0] as libc::c_uint;
+        let name = match request {
+            libc::PTRACE_TRACEME => "PTRACE_TRACEME",
+            libc::PTRACE_ATTACH => "PTRACE_ATTACH",
+            libc::PTRACE_SEIZE => "PTRACE_SEIZE",
+            _ => return Decision::Continue,
+        };
+        let program = std::fs::read_to_string(format!("/proc/{tid}/comm")).unwrap_or_default();
+        self.report.once(
+            format!("ptrace {}", program.trim()),
+            format!("{}: ptrace({name}) refused (EPERM): roam is the tracer of every process it runs and does not pass debugger requests along yet (docs/SYSCALLS.md)", program.trim()),
+        );
+        Decision::fail(libc::EPERM)
     }
 
     /// Reads and resolves every path argument of a call.

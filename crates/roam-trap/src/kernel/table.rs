@@ -25,6 +25,9 @@ pub enum Family {
     Unsupported,
     /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
     NoUring,
+    /// ptrace: roam is every tracee's tracer, so a debugger's requests to trace cannot be
+    /// honoured yet: EPERM, with a message saying why.
+    Ptrace,
     /// close: the last writer's close of a changed remote file uploads it.
     Close,
     /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
@@ -161,6 +164,7 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_fspick, Unsupported, [at(0, 1)]),
     spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
     spec!(SYS_io_uring_setup, NoUring, []),
+    spec!(SYS_ptrace, Ptrace, []),
     // Roam's copies (files being written, large files arriving in ranges) are opened at
     // watched fd numbers; only calls on those need roam.
     gated!(SYS_close, Close, 0),
