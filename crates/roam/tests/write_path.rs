@@ -368,6 +368,11 @@ fn a_full_cache_disk_is_enospc_for_the_program() {
     let _full = Tmpfs::mount(&roam.cache.join("c"), "1m");
     let o = m.sh_with(roam, &format!("python3 -c \"{WRITE_2MB}\""));
     assert_eq!(stdout(&o), "No space left on device\n", "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cache disk at") && stderr(&o).contains("is full"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -35,6 +35,7 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     }
     k.later.cancel(node.virt());
+    warn_if_cache_full(k);
     // An fsync'ing writer keeps its fd: the change stays journaled for its close.
     let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
     match flush_and_tell(k, node.virt(), &still_written) {
@@ -47,6 +48,18 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
                 .error(job.tid, job.spec.name, node.virt(), e.errno(), &why);
             Ok(Decision::RunThenReturn(-(e.errno() as i64)))
         }
+    }
+}
+
+/// A program's writes to its copy fail with ENOSPC (from the kernel, unseen by roam) when
+/// the cache's disk is full: say so where the user looks, once.
+fn warn_if_cache_full(k: &Kernel) {
+    let root = k.vfs().cache_root();
+    if nix::sys::statvfs::statvfs(root).is_ok_and(|s| s.blocks_available() == 0) {
+        k.report.once(
+            "cache full".into(),
+            format!("the cache disk at {} is full: programs' writes there fail with ENOSPC (free space, or set [cache] dir in roam.toml)", root.display()),
+        );
     }
 }
 
