@@ -182,7 +182,12 @@ impl DiskCache {
     pub fn put_stub(&self, virt: &str, meta: &Meta) -> Result<PathBuf> {
         let p = self.meta_path(virt);
         match meta.kind {
-            Kind::Dir => ensure_dir(&p)?,
+            Kind::Dir => {
+                ensure_dir(&p)?;
+                if meta.mtime.is_some() {
+                    self.set_dir_mtime(virt, meta.mtime)?;
+                }
+            }
             Kind::File if stub_matches(&p, meta) => set_mode_in_place(&p, meta.mode)?,
             Kind::File => {
                 let tmp = self.tmp_name();
@@ -202,6 +207,7 @@ impl DiskCache {
                 if fs::read_link(&p).ok().as_deref() != Some(Path::new(target)) {
                     let tmp = self.tmp_name();
                     std::os::unix::fs::symlink(target, &tmp).map_err(|e| Error::cache(&tmp, e))?;
+                    set_link_mtime(&tmp, meta.mtime);
                     self.install(&tmp, &p)?;
                 }
             }
@@ -214,6 +220,11 @@ impl DiskCache {
         let p = self.meta_path(virt);
         let f = File::open(&p).map_err(|e| Error::cache(&p, e))?;
         set_times(&f, mtime, &p)
+    }
+
+    /// The mtime a skeleton directory shows now.
+    pub fn dir_mtime(&self, virt: &str) -> Option<SystemTime> {
+        fs::metadata(self.meta_path(virt)).ok()?.modified().ok()
     }
 
     /// Removes skeleton entries of `virt` whose names are not in `keep`.
@@ -579,6 +590,31 @@ fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
     let t = mtime.unwrap_or(UNIX_EPOCH);
     f.set_times(FileTimes::new().set_modified(t).set_accessed(t))
         .map_err(|e| Error::cache(p, e))
+}
+
+/// Gives a symlink stub the remote mtime (`lstat` shows it); best effort.
+fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(secs) = mtime.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) else {
+        return;
+    };
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return;
+    };
+    let ts = libc::timespec {
+        tv_sec: secs.as_secs() as libc::time_t,
+        tv_nsec: secs.subsec_nanos() as libc::c_long,
+    };
+    let times = [ts, ts];
+    // SAFETY: a valid C string and two timespecs, as utimensat(2) expects.
+    unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
 }
 
 /// A stub is still right when its size, mtime (to the second) and kind agree.

@@ -382,6 +382,8 @@ impl Vfs {
                 }
             };
         let dir = self.cache.put_dir(&r.virt)?;
+        // The mtime the parent's listing gave it, unless its own stat says otherwise.
+        let prior = self.cache.dir_mtime(&r.virt);
         for e in &listing.entries {
             self.cache.put_stub(&join(&r.virt, &e.name), &e.meta)?;
         }
@@ -392,7 +394,8 @@ impl Vfs {
         let dir_mtime = self
             .fresh_attr(&r.virt)
             .and_then(|m| m.ok())
-            .and_then(|m| m.mtime);
+            .and_then(|m| m.mtime)
+            .or(prior);
         self.cache.set_dir_mtime(&r.virt, dir_mtime)?;
         let index = DirIndex {
             entries: listing

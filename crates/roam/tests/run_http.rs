@@ -29,6 +29,8 @@ fn listings_match_the_local_copy() {
         // Names, sizes and times (the mode of an HTTP file is not known; see SEMANTICS.md).
         "ls -l {}/dir/sub {} | grep '^-' | awk '{print $5, $6, $7, $8, $9}'",
         "ls -la --time-style=+%Y-%m-%dT%H:%M {}/dir | grep '^-' | awk '{print $5, $6, $7}'",
+        // Directories show their own mtimes too.
+        "ls -l --time-style=+%Y-%m-%dT%H:%M {} {}/dir | grep '^d' | awk '{print $6, $7}'",
         "find {} | sort",
         "find {} -type f -name '*.c' | sort",
         "stat -c '%n %s %F' {}/big.bin {}/dir {}/dir/sub/deep.txt",

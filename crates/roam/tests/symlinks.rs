@@ -110,3 +110,30 @@ fn a_link_loop_is_eloop_not_a_hang() {
         stderr(&out)
     );
 }
+
+#[test]
+fn relative_links_inside_a_remote_tree_resolve_there() {
+    let script = "cd {} && cat link dirlink/deep.txt sub/up && ls dirlink && readlink link sub/up \
+                  && ls -l --time-style=+%Y-%m-%dT%H:%M:%S . sub | awk '{print $1, $5, $6, $7, $8, $9}'";
+    for scheme in ["file+cache", "sftp"] {
+        let backend = common::Backend::serving(scheme, |dir| {
+            roam_testkit::write_file(&dir.join("sub/deep.txt"), b"deep\n", 0o644);
+            symlink("sub/deep.txt", dir.join("link")).unwrap();
+            symlink("sub", dir.join("dirlink")).unwrap();
+            symlink("../link", dir.join("sub/up")).unwrap();
+        });
+        let srv = backend.backend("");
+        let native = Command::new("sh")
+            .args(["-c", &script.replace("{}", &srv.to_string_lossy())])
+            .output()
+            .unwrap();
+        assert!(native.status.success(), "{}", stderr(&native));
+        let out = backend.sh(&script.replace("{}", "/w"));
+        assert!(out.status.success(), "{scheme}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            stdout(&native),
+            "{scheme}: kinds, sizes, times, targets"
+        );
+    }
+}
