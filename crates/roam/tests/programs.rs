@@ -665,3 +665,28 @@ fn a_debugger_inside_roam_is_refused_with_a_reason() {
         "roam says why: {err}"
     );
 }
+
+#[test]
+fn an_interactive_shell_has_job_control() {
+    // Ctrl-Z stops a job, `jobs` lists it, `fg` resumes it, Ctrl-C ends it (status 130),
+    // through a pseudo-terminal, natively and under roam.
+    let driver = fixtures().join("jobctl.py");
+    let shell = ["bash", "--norc", "-i"];
+    let cache = Scratch::new("jobctl");
+    let native = Command::new("python3")
+        .arg(&driver)
+        .args(shell)
+        .output()
+        .unwrap();
+    assert!(native.status.success(), "natively: {}", stderr(&native));
+    let roamed = Command::new("python3")
+        .arg(&driver)
+        .arg(env!("CARGO_BIN_EXE_roam"))
+        .args(["run", "--"])
+        .args(shell)
+        .env("ROAM_CACHE_DIR", cache.join("c"))
+        .env("ROAM_CONFIG", cache.join("none.toml"))
+        .output()
+        .unwrap();
+    assert!(roamed.status.success(), "under roam: {}", stderr(&roamed));
+}
