@@ -25,21 +25,9 @@ mkdir -p "$work/src" "$work/mnt"
 
 c_tree "$work/src" "$FILES"
 
-# One run of the five phases in directory $2 (as seen by the program), timed inside the
-# traced shell so tool start-up is not counted. Prints "copy list scan make delete".
-phases='
-t() { date +%s.%N; }
-a=$(t); cp -r "$1" "$2"; b=$(t)
-ls -lR "$2" > /dev/null; c=$(t)
-grep -r -c int "$2" > /dev/null; cat $(find "$2" -name "*.c") | wc -c > /dev/null; d=$(t)
-make -s -j2 -C "$2" > /dev/null; e=$(t)
-rm -rf "$2"; f=$(t)
-echo "$a $b $c $d $e $f" | awk "{printf \"%.3f %.3f %.3f %.3f %.3f\n\", \$2-\$1, \$3-\$2, \$4-\$3, \$5-\$4, \$6-\$5}"
-'
-
 run() { # NAME, then the command prefix words
     local name=$1; shift
-    "$@" sh -c "$phases" sh "$work/src" "$DEST" 2>>"$work/err.log" | tail -1 >> "$work/$name.tsv" \
+    "$@" sh -c "$ANDREW_PHASES" sh "$work/src" "$DEST" 2>>"$work/err.log" | tail -1 >> "$work/$name.tsv" \
         || echo "NOTE: $name failed (see $work/err.log)" >&2
 }
 

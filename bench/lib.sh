@@ -35,6 +35,21 @@ with open(os.path.join(root, "Makefile"), "w") as f:
 PY
 }
 
+# One run of the Andrew-like phases (copy tree $1 to $2, list, scan, make -j2, delete), timed
+# inside the (traced) shell so tool start-up is not counted: `sh -c "$ANDREW_PHASES" sh SRC DST`.
+# Prints "copy list scan make delete" in seconds, then "ok" or the phases that failed
+# (make fails too when the built program does not run).
+ANDREW_PHASES='
+t() { date +%s.%N; }
+failed=
+a=$(t); cp -r "$1" "$2" || failed=${failed}copy,; b=$(t)
+ls -lR "$2" > /dev/null || failed=${failed}list,; c=$(t)
+{ grep -r -c int "$2" > /dev/null && cat $(find "$2" -name "*.c") | wc -c > /dev/null; } || failed=${failed}scan,; d=$(t)
+{ make -s -j2 -C "$2" > /dev/null && "$2/prog" > /dev/null; } || failed=${failed}make,; e=$(t)
+rm -rf "$2" || failed=${failed}delete,; f=$(t)
+echo "$a $b $c $d $e $f ${failed:-ok}" | awk "{printf \"%.3f %.3f %.3f %.3f %.3f %s\n\", \$2-\$1, \$3-\$2, \$4-\$3, \$5-\$4, \$6-\$5, \$7}"
+'
+
 # start_nginx WORK: serves WORK/www on a free loopback port (set in PORT), state and
 # access log in WORK/run; stop it with stop_nginx WORK.
 start_nginx() {

@@ -595,3 +595,21 @@ fn a_silent_server_times_out() {
     drop(d);
     silent.join().unwrap();
 }
+
+#[test]
+fn a_full_disk_is_enospc_and_leaves_nothing_behind() {
+    let scratch = Scratch::new("chirp-full");
+    let root = scratch.join("root");
+    let _full = roam_testkit::Tmpfs::mount(&root, "1m");
+    write_file(&root.join("kept.txt"), b"kept", 0o644);
+    let server = Server::chirp(&root, &scratch.join("run"));
+    let d = ChirpDriver::new(ChirpConfig::default(), &server.chirp_url()).unwrap();
+    let two_mib = noise(2 << 20, 9);
+    let err = d
+        .put("/big.bin", &mut &two_mib[..], two_mib.len() as u64)
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{}", err.message);
+    assert!(!root.join("big.bin").exists());
+    assert_eq!(errno(d.stat("/big.bin")), libc::ENOENT);
+    assert_eq!(fs::read(root.join("kept.txt")).unwrap(), b"kept");
+}

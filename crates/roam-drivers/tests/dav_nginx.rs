@@ -5,6 +5,8 @@
 //! nginx and libnginx-mod-http-dav-ext are required: a machine without them fails these
 //! tests (CI installs them) rather than skipping them silently.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -12,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use roam_drivers::dav::DavDriver;
-use roam_drivers::http::{HttpClient, HttpConfig};
+use roam_drivers::http::HttpClient;
 use roam_drivers::{Driver, Error, Fetched, Kind, Listing, Meta, Validator};
 use roam_testkit::dav::nginx_dav;
 use roam_testkit::{mkdir, noise, within_a_minute, write_file, Scratch, Server};
@@ -90,10 +92,7 @@ fn big_contents() -> Vec<u8> {
 }
 
 fn client() -> HttpClient {
-    HttpClient::new(&HttpConfig {
-        connect_timeout: Duration::from_secs(5),
-        read_timeout: Duration::from_secs(10),
-    })
+    common::http_client(Duration::from_secs(10))
 }
 
 fn fetch(driver: &DavDriver, path: &str) -> (Vec<u8>, Meta) {
@@ -602,4 +601,42 @@ fn a_stopped_server_is_unreachable() {
         errno(driver.read_range("/dir/big.bin", 0, 1, &mut sink)),
         libc::EHOSTUNREACH
     );
+}
+
+#[test]
+fn a_silent_server_times_out() {
+    let silent = roam_testkit::Silent::start();
+    let client = common::http_client(Duration::from_millis(300));
+    let d = DavDriver::new(client, &silent.url()).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(errno(d.stat("/x")), libc::ETIMEDOUT);
+    assert_eq!(errno(d.put("/x", &mut &b"data"[..], 4)), libc::ETIMEDOUT);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_full_disk_is_eio_and_keeps_the_old_file() {
+    // nginx answers a PUT that fills its disk with 500 (it has no 507 Insufficient
+    // Storage): the driver can only say EIO, but must leave the old file and no temporary.
+    let scratch = Scratch::new("dav-full");
+    let www = scratch.join("www");
+    let _full = roam_testkit::Tmpfs::mount(&www, "1m");
+    write_file(&www.join("kept.txt"), b"kept", 0o644);
+    let server = nginx_dav(&www, &scratch.join("run"));
+    let d = DavDriver::new(client(), &server.url()).unwrap();
+    let two_mib = noise(2 << 20, 9);
+    assert_eq!(
+        errno(d.put("/kept.txt", &mut &two_mib[..], two_mib.len() as u64)),
+        libc::EIO
+    );
+    // nginx itself leaves the body it was receiving (`NAME.0000000002`, hidden from
+    // listings as a dotfile); no name roam chose survives.
+    let mut names: Vec<String> = fs::read_dir(&www)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.rsplit_once('.').is_none_or(|(_, seq)| seq.len() != 10))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["kept.txt"]);
+    assert_eq!(fs::read(www.join("kept.txt")).unwrap(), b"kept");
 }

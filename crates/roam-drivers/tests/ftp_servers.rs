@@ -775,3 +775,23 @@ fn retries_reads_once_and_writes_never() {
     driver.mkdir("/new").unwrap();
     assert_eq!(sessions.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn a_full_disk_on_vsftpd_is_eio_and_keeps_the_old_file() {
+    // vsftpd answers a STOR that fills its disk with 451 ("Failure writing to local
+    // file"), not RFC 959's 452: so EIO, with the old contents intact.
+    let scratch = Scratch::new("ftp-full");
+    let root = scratch.join("root");
+    let public = root.join("pub");
+    let _full = roam_testkit::Tmpfs::mount(&public, "1m");
+    write_file(&public.join("kept.txt"), b"kept", 0o644);
+    let server = ftp::vsftpd(&root, &scratch.join("run"));
+    let d = FtpDriver::new(config(), &format!("ftp://{}/pub", server.authority())).unwrap();
+    let two_mib = noise(2 << 20, 9);
+    let err = d
+        .put("/kept.txt", &mut &two_mib[..], two_mib.len() as u64)
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{}", err.message);
+    assert_eq!(fs::read(public.join("kept.txt")).unwrap(), b"kept");
+    assert_no_temporaries(&public);
+}

@@ -5,12 +5,14 @@
 //! nginx and python3 are required: a machine without them fails these tests (CI installs
 //! them) rather than skipping them silently.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver};
+use roam_drivers::http::{HttpClient, HttpDriver};
 use roam_drivers::{Driver, Fetched, Kind, Listing, Meta, Validator};
 use roam_testkit::{mtime_of, noise, within_a_minute, write_file, Scratch, Server};
 
@@ -80,10 +82,7 @@ fn big_contents() -> Vec<u8> {
 }
 
 fn client() -> HttpClient {
-    HttpClient::new(&HttpConfig {
-        connect_timeout: Duration::from_secs(5),
-        read_timeout: Duration::from_secs(10),
-    })
+    common::http_client(Duration::from_secs(10))
 }
 
 fn fetch(driver: &HttpDriver, path: &str) -> (Vec<u8>, Meta) {
@@ -363,4 +362,15 @@ fn python_http_server() {
         driver.stat("/dir/missing").unwrap_err().errno(),
         libc::ENOENT
     );
+}
+
+#[test]
+fn a_silent_server_times_out() {
+    let silent = roam_testkit::Silent::start();
+    let client = common::http_client(Duration::from_millis(300));
+    let d = HttpDriver::new(client, &silent.url()).unwrap();
+    let started = std::time::Instant::now();
+    let err = d.stat("/x").unwrap_err();
+    assert_eq!(err.errno(), libc::ETIMEDOUT, "{}", err.message);
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

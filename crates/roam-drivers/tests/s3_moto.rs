@@ -7,9 +7,11 @@
 //! moto is required: a machine without it fails these tests (CI runs
 //! `pip install 'moto[server]'`) rather than skipping them silently.
 
+mod common;
+
 use std::time::Duration;
 
-use roam_drivers::http::{HttpClient, HttpConfig};
+use roam_drivers::http::HttpClient;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::{Driver, Error, ErrorKind, Fetched, Kind, Meta, Validator};
 use roam_testkit::s3::{create_bucket, enforce_auth, moto, put_object, Credentials};
@@ -81,10 +83,7 @@ impl World {
 }
 
 fn client() -> HttpClient {
-    HttpClient::new(&HttpConfig {
-        connect_timeout: Duration::from_secs(5),
-        read_timeout: Duration::from_secs(30),
-    })
+    common::http_client(Duration::from_secs(30))
 }
 
 fn fetch(driver: &S3Driver, path: &str) -> (Vec<u8>, Meta) {
@@ -542,4 +541,28 @@ fn a_stopped_server_is_unreachable() {
         (ErrorKind::Unreachable, libc::EHOSTUNREACH)
     );
     assert_eq!(kind(d.list("/")), ErrorKind::Unreachable);
+}
+
+#[test]
+fn a_silent_server_times_out() {
+    let silent = roam_testkit::Silent::start();
+    let client = common::http_client(Duration::from_millis(300));
+    let config = S3Config {
+        endpoint: Some(silent.url()),
+        region: Some("us-east-1".into()),
+        access_key: Some("AKIDEXAMPLE".into()),
+        secret_key: Some("secret".into()),
+        path_style: true,
+        ..S3Config::default()
+    };
+    let d = S3Driver::new(client, &config, BUCKET).unwrap();
+    let started = std::time::Instant::now();
+    let err = d.stat("/x").unwrap_err();
+    assert_eq!(
+        (err.kind, err.errno()),
+        (ErrorKind::TimedOut, libc::ETIMEDOUT),
+        "{}",
+        err.message
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

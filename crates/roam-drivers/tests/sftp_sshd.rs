@@ -659,3 +659,25 @@ fn concurrent_operations_share_the_connection() {
     }
     assert_eq!(total.len(), 16);
 }
+
+#[test]
+fn a_full_disk_is_enospc_and_leaves_nothing_behind() {
+    let s = Served::start();
+    let full = s.root().join("full");
+    let _tmpfs = roam_testkit::Tmpfs::mount(&full, "1m");
+    write_file(&full.join("kept.txt"), b"kept", 0o644);
+    let d = s.driver();
+    let two_mib = noise(2 << 20, 9);
+    let (got, message) = kind(d.put("/full/big.bin", &mut &two_mib[..], two_mib.len() as u64));
+    assert_eq!(got, ErrorKind::NoSpace, "{message}");
+    assert_eq!(
+        d.put("/full/big.bin", &mut &two_mib[..], two_mib.len() as u64)
+            .unwrap_err()
+            .errno(),
+        libc::ENOSPC
+    );
+    assert_eq!(names_in(&full), ["kept.txt"], "no temporary is left");
+    // With the temporary gone the disk has room again: a small file goes up.
+    d.put("/full/small.txt", &mut &b"fits"[..], 4).unwrap();
+    assert_eq!(fs::read(full.join("small.txt")).unwrap(), b"fits");
+}

@@ -3,6 +3,7 @@
 //! trees that vanish when dropped. Servers are required, never skipped: a machine without
 //! them fails the tests with a message naming the package (CI installs them).
 
+pub mod backend;
 pub mod chirp;
 pub mod dav;
 pub mod ftp;
@@ -351,5 +352,79 @@ pub fn wait_for_port(child: &mut Child, port: u16, run: &Path) {
             "nothing listened on port {port} within 10 s"
         );
         thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A server on 127.0.0.1 that accepts connections and reads what it is sent, but never
+/// answers: a hung server, for timeout tests. It stops listening when dropped.
+pub struct Silent {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Silent {
+    pub fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = thread::spawn(move || {
+            // Held, not read: the client's request sits unanswered until the end.
+            let mut held = Vec::new();
+            while !stopping.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => held.push(conn),
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Silent {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A tmpfs of a given size (`"1m"`) mounted at a directory, unmounted on drop: the way to
+/// fill a server's disk on purpose. Needs root (CI runs as root); fails the test otherwise.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        mkdir(dir);
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("running mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs at {} failed: the disk-full tests need root",
+            dir.display()
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }

@@ -329,14 +329,22 @@ impl Vfs {
             path: split_name(&r.path).0.to_owned(),
             driver: r.driver.clone(),
         };
+        if let Some(e) = self.known_not_a_dir(&parent.virt) {
+            return Some(Err(e));
+        }
         if self.recently_unlistable(&parent.virt) {
             return None;
         }
         match self.list_dir(&parent) {
             Ok(_) => self.lookup_in_listing(&r.virt),
             Err(e) => match e.errno() {
-                // The parent is missing or a file: so is the child's lookup.
-                libc::ENOENT | libc::ENOTDIR => Some(Err(e)),
+                // The parent is missing or a file: so is the child's lookup. Listing the
+                // grandparent instead lets `known_not_a_dir` answer the next name probed
+                // there without a request.
+                libc::ENOENT | libc::ENOTDIR => {
+                    let _ = self.lookup_via_parent_listing(&parent);
+                    Some(Err(e))
+                }
                 // The server is down: asking again per name would only wait again.
                 libc::EHOSTUNREACH | libc::ETIMEDOUT => Some(Err(e)),
                 _ => {
@@ -349,6 +357,26 @@ impl Vfs {
                 }
             },
         }
+    }
+
+    /// Why `dir` cannot hold names, when a fresh listing says so: it, or a directory above
+    /// it, is absent from its parent's complete listing, or is a file there. A compiler
+    /// probing each system header under `-I.` looks for `./bits/...`, `./sys/...`: without
+    /// this, every such name would cost a listing request that fails.
+    fn known_not_a_dir(&self, dir: &str) -> Option<Error> {
+        let mut d = dir;
+        while d.len() > 1 {
+            match self.lookup_in_listing(d) {
+                Some(Err(e)) => return Some(e),
+                Some(Ok(m)) if m.kind == Kind::File => {
+                    return Some(Error::posix(libc::ENOTDIR, format!("{d}: not a directory")))
+                }
+                // A directory (or a symlink, which may lead to one): names may live there.
+                Some(Ok(_)) => return None,
+                None => d = split_name(d).0,
+            }
+        }
+        None
     }
 
     fn recently_unlistable(&self, virt: &str) -> bool {

@@ -428,3 +428,24 @@ fn a_slow_server_blocks_only_the_thread_that_asked() {
         "10,000 stats took {together:.3}s next to a slow read, {alone:.3}s alone"
     );
 }
+
+/// A compiler run with `-I.` looks for every system header under the project too
+/// (`./bits/types.h`, `./sys/cdefs.h` ...): names under a directory that does not exist
+/// must be answered from the listing above it, not with one failed request each.
+#[test]
+fn names_under_a_missing_directory_cost_no_request_each() {
+    let fx = fixture();
+    let dir = format!("{}/dir", fx.remote());
+    let script = format!(
+        "for n in 1 2 3 4 5 6; do cat {dir}/nothere/f$n.h {dir}/nothere/deeper/g$n.h 2>&1; done | grep -c 'No such file'"
+    );
+    let o = Roam::new().sh(&[], &script);
+    assert_eq!(stdout(&o), "12\n", "{}", stderr(&o));
+    let asked = fx
+        .server
+        .access_log()
+        .lines()
+        .filter(|l| l.contains("GET /dir/nothere"))
+        .count();
+    assert!(asked <= 1, "{asked} requests under /dir/nothere");
+}

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | NO_SUCH_FILE | ENOENT; ENOTDIR when a path component, or the object an operation needs to be a directory, is not one |
 //! | PERMISSION_DENIED | EACCES |
-//! | FAILURE | mkdir, symlink: EEXIST if the name exists; unlink: EISDIR on a directory; rmdir: ENOTEMPTY on a non-empty directory; rename: EISDIR / ENOTDIR / ENOTEMPTY by the kinds of both names; read: EISDIR; otherwise EIO |
+//! | FAILURE | mkdir, symlink: EEXIST if the name exists; unlink: EISDIR on a directory; rmdir: ENOTEMPTY on a non-empty directory; rename: EISDIR / ENOTDIR / ENOTEMPTY by the kinds of both names; read: EISDIR; write, mkdir, symlink: ENOSPC when `statvfs@openssh.com` shows no block or inode left; otherwise EIO |
 //! | BAD_MESSAGE | EINVAL |
 //! | OP_UNSUPPORTED | ENOTSUP |
 //! | EOF (where data was due), NO_CONNECTION, CONNECTION_LOST | EIO |
@@ -118,9 +118,25 @@ fn failure(link: &Link, action: Action) -> ErrorKind {
             Found::Is(kind) => rename_conflict(link, kind, to),
             _ => None,
         },
+        Action::Write(p) | Action::MakeDir(p) | Action::Symlink(p) => parent_of(p)
+            .filter(|dir| file_system_full(link, dir))
+            .map(|_| ErrorKind::NoSpace),
         _ => None,
     };
     found.unwrap_or(ErrorKind::Io)
+}
+
+/// Whether the file system holding `dir` has no block or no inode left (OpenSSH's
+/// `statvfs@openssh.com`): then a failed creation or write was ENOSPC. Asked while the
+/// failed upload's temporary still fills the disk. Servers without the extension: no.
+fn file_system_full(link: &Link, dir: &str) -> bool {
+    match link.call(link.sftp.statvfs(dir)) {
+        Ok(fs) => fs.blocks_avail == 0 || fs.blocks_free == 0 || fs.inodes_avail == 0,
+        Err(f) => {
+            tracing::debug!("sftp: interview: statvfs {dir}: {f:?}");
+            false
+        }
+    }
 }
 
 /// Why `rename(from, to)` fails when both exist: POSIX's EISDIR, ENOTDIR and ENOTEMPTY.

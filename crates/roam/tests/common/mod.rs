@@ -5,11 +5,11 @@
 
 #![allow(dead_code)] // each test binary uses its own part of the fixture
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use roam_testkit::backend::{serve, Served};
 use roam_testkit::{noise, write_file, Scratch, Server};
 
 pub const BIG_LEN: usize = 10 * 1024 * 1024;
@@ -200,13 +200,10 @@ pub fn stderr(o: &Output) -> String {
 
 /// A backend mounted at `/w` for a test: its files live in `srv/` of a scratch directory,
 /// served in place (`file`), through the cache (`file+cache`), or by a real server
-/// (`dav`, `ftp`, `sftp`, `chirp`).
+/// (`dav`, `ftp`, `sftp`, `chirp`, `s3`; see `roam_testkit::backend`).
 pub struct Backend {
     pub url: String,
-    _server: Option<Server>,
-    _ssh: Option<roam_testkit::sftp::SshServer>,
-    /// Environment roam needs for this backend (e.g. `HOME` with an `.ssh` directory).
-    env: Vec<(String, String)>,
+    served: Served,
     scratch: Scratch,
 }
 
@@ -219,97 +216,13 @@ impl Backend {
     /// ownership of their tree when they start).
     pub fn serving(kind: &str, populate: impl FnOnce(&Path)) -> Backend {
         let scratch = Scratch::new("backend");
-        let (srv, run) = (scratch.join("srv"), scratch.join("run"));
+        let srv = scratch.join("srv");
         roam_testkit::mkdir(&srv);
         populate(&srv);
-        let (url, server) = match kind {
-            "dav" => {
-                let s = roam_testkit::dav::nginx_dav(&srv, &run);
-                (format!("dav://{}", s.authority()), Some(s))
-            }
-            "chirp" => {
-                let s = Server::chirp(&srv, &run);
-                (s.chirp_url(), Some(s))
-            }
-            "ftp" => {
-                let s = roam_testkit::ftp::pyftpdlib(&srv, &run, "roam", "secret");
-                (format!("ftp://roam:secret@{}", s.authority()), Some(s))
-            }
-            "sftp" => return Backend::sftp(scratch),
-            "s3" => return Backend::s3(scratch),
-            scheme => (format!("{scheme}://{}", srv.display()), None),
-        };
+        let served = serve(kind, &srv, &scratch.join("run"));
         Backend {
-            url,
-            _server: server,
-            _ssh: None,
-            env: Vec::new(),
-            scratch,
-        }
-    }
-
-    /// moto with bucket `roam` holding the tree of `srv/` (directories as prefixes, empty
-    /// ones as markers); roam finds endpoint and credentials as the AWS tools would.
-    fn s3(scratch: Scratch) -> Backend {
-        let server = roam_testkit::s3::moto(&scratch.join("run"));
-        roam_testkit::s3::create_bucket(&server, "roam");
-        let srv = scratch.join("srv");
-        for entry in walk(&srv) {
-            let key = entry
-                .strip_prefix(&srv)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if entry.is_dir() {
-                roam_testkit::s3::put_object(&server, "roam", &format!("{key}/"), b"");
-            } else {
-                roam_testkit::s3::put_object(
-                    &server,
-                    "roam",
-                    &key,
-                    &fs::read(&entry).unwrap_or_default(),
-                );
-            }
-        }
-        let creds = roam_testkit::s3::enforce_auth(&server);
-        let env = vec![
-            ("AWS_ENDPOINT_URL".to_owned(), server.url()),
-            ("AWS_ACCESS_KEY_ID".to_owned(), creds.access_key),
-            ("AWS_SECRET_ACCESS_KEY".to_owned(), creds.secret_key),
-            ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-            ("AWS_CA_BUNDLE".to_owned(), String::new()),
-        ];
-        Backend {
-            url: "s3://roam".to_owned(),
-            _server: Some(server),
-            _ssh: None,
-            env,
-            scratch,
-        }
-    }
-
-    /// A second sshd; roam finds its key and host key where OpenSSH users keep them.
-    fn sftp(scratch: Scratch) -> Backend {
-        let ssh = roam_testkit::sftp::sshd(&scratch.join("run"));
-        let home = scratch.join("home");
-        let key = ssh.client_key.display().to_string();
-        write_file(
-            &home.join(".ssh/known_hosts"),
-            &fs::read(&ssh.known_hosts).unwrap(),
-            0o600,
-        );
-        let config = format!(
-            "Host roamtest\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {key}\n",
-            ssh.port
-        );
-        write_file(&home.join(".ssh/config"), config.as_bytes(), 0o600);
-        let url = format!("sftp://roamtest{}", scratch.join("srv").display());
-        let env = vec![("HOME".to_owned(), home.display().to_string())];
-        Backend {
-            url,
-            _server: None,
-            _ssh: Some(ssh),
-            env,
+            url: served.url.clone(),
+            served,
             scratch,
         }
     }
@@ -326,24 +239,11 @@ impl Backend {
 
     pub fn sh_with(&self, roam: Roam, script: &str) -> Output {
         let mut roam = roam.env("B", self.backend(""));
-        for (k, v) in &self.env {
+        for (k, v) in &self.served.env {
             roam = roam.env(k, v);
         }
         let o = roam.sh(&["-m", &format!("/w={}", self.url)], script);
         eprintln!("roam stderr: {}", stderr(&o));
         o
     }
-}
-
-/// Every file and directory below `dir` (not `dir` itself).
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).unwrap().flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        }
-        out.push(p);
-    }
-    out
 }

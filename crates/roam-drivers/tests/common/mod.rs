@@ -1,0 +1,13 @@
+//! What the driver tests over HTTP (plain, WebDAV, S3) share: the client they talk through.
+
+use std::time::Duration;
+
+use roam_drivers::http::{HttpClient, HttpConfig};
+
+/// A client with a 5 s connect timeout and the given read timeout.
+pub fn http_client(read_timeout: Duration) -> HttpClient {
+    HttpClient::new(&HttpConfig {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout,
+    })
+}
