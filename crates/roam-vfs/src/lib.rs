@@ -275,8 +275,9 @@ impl Vfs {
         res.map_err(Error::from)
     }
 
-    /// T_read for `virt`, whose last known mtime is `mtime`.
-    fn t_read(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
+    /// T_read for `virt`, whose last known mtime is `mtime`: how long a frontend (the FUSE
+    /// kernel cache) may trust what roam said about it.
+    pub fn t_read(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
         self.consistency.t_read(virt).for_mtime(mtime)
     }
 

@@ -1,7 +1,8 @@
 //! `roam`: the command line. A thin layer that reads configuration and wires the namespace
-//! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`).
+//! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`, `roam-fuse` for `roam mount`).
 
 mod config;
+mod mount;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -53,6 +54,10 @@ enum Command {
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
     },
+    /// Mount the namespace (or one remote URL) on DIR through FUSE.
+    Mount(mount::MountArgs),
+    /// Unmount what `roam mount` mounted on DIR.
+    Umount(mount::UmountArgs),
 }
 
 #[derive(Subcommand)]
@@ -105,6 +110,8 @@ fn dispatch(command: Command) -> Result<i32> {
             Ok(0)
         }
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
+        Command::Mount(args) => mount::mount(args),
+        Command::Umount(args) => mount::umount(args),
     }
 }
 

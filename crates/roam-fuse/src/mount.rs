@@ -1,0 +1,72 @@
+//! Mounting: a FUSE session over a [`Roamfs`], served by a pool of threads, and the thread
+//! that passes roam's invalidations (a remote file changed) to the kernel.
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use fuser::{BackgroundSession, Config, INodeNo, MountOption, Session, SessionACL};
+
+use crate::Roamfs;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Request threads: how many slow requests can wait at once without holding up others.
+    pub threads: usize,
+    /// What `mount` and `/proc/mounts` show as the source (`roam`, `roam:mem:` ...).
+    pub fsname: String,
+    /// Let other users in (needs `user_allow_other` in /etc/fuse.conf unless root).
+    pub allow_other: bool,
+}
+
+/// A mounted file system; dropping it unmounts.
+pub struct Mounted {
+    session: BackgroundSession,
+}
+
+impl Mounted {
+    /// Whether the session ended (the file system was unmounted from outside).
+    pub fn ended(&self) -> bool {
+        self.session.guard.is_finished()
+    }
+
+    /// Unmounts and waits for the request threads.
+    pub fn unmount(self) -> std::io::Result<()> {
+        self.session.umount_and_join()
+    }
+}
+
+/// Mounts `fs` at `dir`; returns once the kernel has completed the FUSE handshake, so the
+/// mount is ready for programs.
+pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted> {
+    let (tx, rx) = mpsc::channel::<u64>();
+    *fs.stale.lock().unwrap() = Some(tx);
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(opts.fsname.clone()),
+        MountOption::Subtype("roam".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    let session = Session::new(fs, dir, &config)?;
+    let notifier = session.notifier();
+    std::thread::Builder::new()
+        .name("roam-fuse-inval".into())
+        .spawn(move || {
+            for ino in rx {
+                // ENOENT: the kernel no longer holds the inode; nothing to drop.
+                let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+            }
+        })?;
+    Ok(Mounted {
+        session: session.spawn()?,
+    })
+}
