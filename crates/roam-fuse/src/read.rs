@@ -48,10 +48,29 @@ impl Roamfs {
         if meta.kind == Kind::File && self.inodes.lock().unwrap().saw(ino, meta.size, meta.mtime) {
             self.invalidate(ino);
         }
+        if meta.kind == Kind::File && meta.mode.is_none() {
+            meta.mode = Some(self.modeless(node));
+        }
         Ok((
             attr::from_meta(ino, &meta, self.owner, self.mounted),
             self.ttl(virt, meta.mtime),
         ))
+    }
+
+    /// Permission bits of a file whose protocol has none (HTTP, WebDAV, S3). The kernel
+    /// checks them before any open, so they cannot wait for the contents: the mode roam
+    /// gave the cached copy (r-x for programs, r-- otherwise, or a `chmod` of it) once
+    /// there is one, else r-x so a program can start; plus w for the owner where the
+    /// backend is writable.
+    fn modeless(&self, node: &Node) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = std::fs::metadata(self.vfs.data_path(node.virt()));
+        let mode = copy.map_or(0o555, |md| md.permissions().mode() & 0o7777);
+        if self.vfs.writable(node) {
+            mode | 0o200
+        } else {
+            mode
+        }
     }
 
     pub(crate) fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Res<(FileAttr, Duration)> {
