@@ -70,6 +70,14 @@ impl Handles {
         }
     }
 
+    /// Some open file of the inode `ino`.
+    pub fn file_of(&self, ino: u64) -> Option<Arc<OpenFile>> {
+        self.table.lock().unwrap().values().find_map(|h| match h {
+            Handle::File(f) if f.ino == ino => Some(f.clone()),
+            _ => None,
+        })
+    }
+
     pub fn dir(&self, fh: u64) -> Option<Arc<OpenDir>> {
         match self.table.lock().unwrap().get(&fh)? {
             Handle::Dir(d) => Some(d.clone()),

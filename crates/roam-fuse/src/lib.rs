@@ -17,6 +17,7 @@
 //! fds): a request waiting for a slow server holds one thread, never the mount.
 
 mod attr;
+mod fusermount;
 mod handles;
 mod inodes;
 mod mount;

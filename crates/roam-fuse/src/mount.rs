@@ -22,6 +22,8 @@ pub struct Options {
 /// A mounted file system; dropping it unmounts.
 pub struct Mounted {
     session: BackgroundSession,
+    /// Mounted by fusermount3, which must undo it too (fuser holds no mount then).
+    helper: Option<std::path::PathBuf>,
 }
 
 impl Mounted {
@@ -32,6 +34,9 @@ impl Mounted {
 
     /// Unmounts and waits for the request threads.
     pub fn unmount(self) -> std::io::Result<()> {
+        if let Some(dir) = &self.helper {
+            crate::fusermount::unmount(dir)?;
+        }
         self.session.umount_and_join()
     }
 }
@@ -56,7 +61,15 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
-    let session = Session::new(fs, dir, &config)?;
+    // SAFETY: geteuid cannot fail.
+    let (session, helper) = if unsafe { libc::geteuid() } == 0 {
+        (Session::new(fs, dir, &config)?, None)
+    } else {
+        // No access to /dev/fuse or mount(2): the setuid helper does both.
+        let fd = crate::fusermount::mount(dir, &helper_options(opts))?;
+        let acl = config.acl;
+        (Session::from_fd(fs, fd, acl, config)?, Some(dir.to_owned()))
+    };
     let notifier = session.notifier();
     std::thread::Builder::new()
         .name("roam-fuse-inval".into())
@@ -68,5 +81,18 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         })?;
     Ok(Mounted {
         session: session.spawn()?,
+        helper,
     })
+}
+
+/// fusermount3's `-o` for `opts`.
+fn helper_options(opts: &Options) -> String {
+    let mut o = format!(
+        "fsname={},subtype=roam,default_permissions,nodev,nosuid",
+        opts.fsname.replace(',', "_")
+    );
+    if opts.allow_other {
+        o.push_str(",allow_other");
+    }
+    o
 }

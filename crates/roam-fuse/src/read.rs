@@ -80,15 +80,24 @@ impl Roamfs {
     }
 
     pub(crate) fn getattr(&self, ino: u64, fh: Option<u64>) -> Res<(FileAttr, Duration)> {
-        if let Some(f) = fh.and_then(|fh| self.handles.file(fh)) {
-            // An open file answers for itself, even once its name is gone.
-            if f.uploads || f.in_place {
-                let md = f.file.metadata().map_err(io_errno)?;
-                return Ok((attr::from_local(ino, &md), Duration::ZERO));
-            }
+        // The kernel names the handle only sometimes (not for fstat).
+        let open = fh
+            .and_then(|fh| self.handles.file(fh))
+            .or_else(|| self.handles.file_of(ino));
+        // An open file being written, or served in place, answers for itself.
+        if let Some(f) = open.as_ref().filter(|f| f.uploads || f.in_place) {
+            let md = f.file.metadata().map_err(io_errno)?;
+            return Ok((attr::from_local(ino, &md), Duration::ZERO));
         }
         let virt = self.virt_of(ino)?;
-        self.attr_of(ino, &virt)
+        match (self.attr_of(ino, &virt), open) {
+            // Removed while open: the copy still holds what the program reads.
+            (Err(Errno::ENOENT), Some(f)) => {
+                let md = f.file.metadata().map_err(io_errno)?;
+                Ok((attr::from_local(ino, &md), Duration::ZERO))
+            }
+            (res, _) => res,
+        }
     }
 
     pub(crate) fn readlink(&self, ino: u64) -> Res<Vec<u8>> {

@@ -158,15 +158,16 @@ impl Roamfs {
     /// for a file system without them.
     pub(crate) fn link(&self, ino: u64, parent: u64, name: &OsStr) -> Res<(FileAttr, Duration)> {
         let from = self.virt_of(ino)?;
-        let (virt, place) = self.new_child(parent, name)?;
+        let (_, place) = self.new_child(parent, name)?;
         match (self.place(&from)?, place) {
             (Place::Local(a), Place::Local(b)) => std::fs::hard_link(a, b).map_err(io_errno)?,
             _ => {
-                tracing::warn!("{virt}: this backend has no hard links");
+                tracing::warn!("{from}: this backend has no hard links");
                 return Err(Errno::EPERM);
             }
         }
-        self.entry(&virt)
+        // A hard link is the same inode: the kernel must see the same number.
+        self.attr_of(ino, &from)
     }
 
     /// The entry the kernel gets for a name just made.

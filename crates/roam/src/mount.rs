@@ -118,9 +118,10 @@ fn serve(args: &MountArgs) -> Result<i32> {
         fsname: format!("roam:{}", args.url.as_deref().unwrap_or("")),
         allow_other: false,
     };
+    // Started first, so no moment exists when a killed roam would leave its mount behind.
+    let _watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
-    let _watcher = unmount_watcher(&args.dir)?;
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
         writeln!(out, "ready")?;

@@ -22,11 +22,35 @@ pub struct FuseMount {
 impl FuseMount {
     /// `roam mount --foreground DIR [URL] [ARGS...]` with `roam`'s cache and environment.
     pub fn start(roam: Roam, url: Option<&str>, args: &[&str]) -> FuseMount {
+        FuseMount::start_as(roam, url, args, None)
+    }
+
+    /// [`FuseMount::start`] as the user `uid` (its group too), who then owns the mount
+    /// directory and roam's cache.
+    pub fn start_as(roam: Roam, url: Option<&str>, args: &[&str], uid: Option<u32>) -> FuseMount {
         let scratch = Scratch::new("fuse");
         let dir = scratch.join("mnt");
         roam_testkit::mkdir(&dir);
         let log = scratch.join("roam.log");
         let mut cmd = roam.command();
+        if let Some(uid) = uid {
+            let cache = scratch.join("cache");
+            roam_testkit::mkdir(&cache);
+            for d in [&dir, &cache] {
+                std::os::unix::fs::chown(d, Some(uid), Some(uid)).unwrap();
+            }
+            let mut setpriv = Command::new("setpriv");
+            setpriv
+                .arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg(cmd.get_program())
+                .args(cmd.get_args())
+                .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .env("ROAM_CACHE_DIR", &cache)
+                .stdin(Stdio::null());
+            cmd = setpriv;
+        }
         cmd.arg("mount").arg("--foreground").arg(&dir);
         cmd.args(url).args(args);
         cmd.stdout(Stdio::null())
