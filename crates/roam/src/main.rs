@@ -2,6 +2,7 @@
 //! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`, `roam-fuse` for `roam mount`).
 
 mod config;
+mod doctor;
 mod mount;
 
 use std::ffi::OsString;
@@ -58,6 +59,8 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount what `roam mount` mounted on DIR.
     Umount(mount::UmountArgs),
+    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows.
+    Doctor,
 }
 
 #[derive(Subcommand)]
@@ -112,6 +115,7 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
+        Command::Doctor => doctor::doctor(),
     }
 }
 

@@ -314,3 +314,21 @@ fn a_non_root_user_mounts_through_fusermount3() {
         "mounted for uid 65534"
     );
 }
+
+/// `roam doctor` names each mechanism with a verdict and a reason, and fails when one is
+/// missing.
+#[test]
+fn doctor_tells_which_mechanisms_work() {
+    let o = Roam::new().command().arg("doctor").output().unwrap();
+    let out = stdout(&o);
+    for name in ["ptrace", "seccomp", "FUSE", "user namespaces"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in {out}"));
+        let verdict = line[16..].trim_start();
+        assert!(verdict.starts_with("yes  ") || verdict.starts_with("no   "), "{line}");
+        assert!(verdict.len() > 10, "a reason is given: {line}");
+    }
+    assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
+}
