@@ -97,9 +97,15 @@ struct State {
     dirty: HashSet<String>,
 }
 
+#[derive(Clone)]
 struct DirIndex {
     entries: HashMap<String, Meta>,
     complete: bool,
+    /// Names changed here since the listing (created, removed, renamed): the listing
+    /// cannot say what they are; a per-name stat does. Patching the listing instead of
+    /// dropping it keeps a directory being filled (`tar x`, `cp -r`) from being listed
+    /// again after every file.
+    unknown: HashSet<String>,
 }
 
 impl Vfs {
@@ -208,6 +214,7 @@ impl Vfs {
             Resolved::Node(Node::SchemeRoot { virt }, _) => self.cache.put_dir(&virt),
             Resolved::Node(Node::Remote(r), meta) if meta.kind == Kind::Dir => {
                 let dir = self.list_dir(&r)?;
+                self.settle_changed_children(&r)?;
                 self.show_dirty_children(&r.virt)?;
                 Ok(dir)
             }
@@ -309,6 +316,9 @@ impl Vfs {
         if at.elapsed() >= t_read {
             return None;
         }
+        if index.unknown.contains(name) {
+            return None;
+        }
         match index.entries.get(name) {
             Some(m) if m.kind != Kind::File || m.size.is_some() => Some(Ok(m.clone())),
             Some(_) => None,
@@ -402,6 +412,7 @@ impl Vfs {
                 .map(|e| (e.name, e.meta))
                 .collect(),
             complete: listing.complete,
+            unknown: HashSet::new(),
         };
         self.state.lock().unwrap().listings.insert(
             r.virt.clone(),

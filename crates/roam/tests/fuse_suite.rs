@@ -327,7 +327,10 @@ fn doctor_tells_which_mechanisms_work() {
             .find(|l| l.starts_with(name))
             .unwrap_or_else(|| panic!("no {name} line in {out}"));
         let verdict = line[16..].trim_start();
-        assert!(verdict.starts_with("yes  ") || verdict.starts_with("no   "), "{line}");
+        assert!(
+            verdict.starts_with("yes  ") || verdict.starts_with("no   "),
+            "{line}"
+        );
         assert!(verdict.len() > 10, "a reason is given: {line}");
     }
     assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
