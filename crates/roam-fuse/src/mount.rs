@@ -17,6 +17,10 @@ pub struct Options {
     pub fsname: String,
     /// Let other users in (needs `user_allow_other` in /etc/fuse.conf unless root).
     pub allow_other: bool,
+    /// Mount with mount(2) even without root: the caller holds CAP_SYS_ADMIN in its own
+    /// user namespace (`roam run --fuse`). Otherwise a user without root goes through
+    /// fusermount3.
+    pub direct: bool,
 }
 
 /// A mounted file system; dropping it unmounts.
@@ -62,7 +66,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
     // SAFETY: geteuid cannot fail.
-    let (session, helper) = if unsafe { libc::geteuid() } == 0 {
+    let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {
         (Session::new(fs, dir, &config)?, None)
     } else {
         // No access to /dev/fuse or mount(2): the setuid helper does both.

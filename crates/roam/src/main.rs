@@ -3,6 +3,7 @@
 
 mod config;
 mod doctor;
+mod fuse_run;
 mod mount;
 
 use std::ffi::OsString;
@@ -38,6 +39,9 @@ enum Command {
         /// Mount URL at LOCAL for this run (LOCAL=URL; http://, https://, file:// or a path).
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
+        /// No ptrace: serve the namespace through FUSE in a user and mount namespace.
+        #[arg(long)]
+        fuse: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -89,7 +93,14 @@ fn main() {
 
 fn dispatch(command: Command) -> Result<i32> {
     match command {
-        Command::Run { mounts, program } => {
+        Command::Run {
+            mounts,
+            program,
+            fuse: true,
+        } => fuse_run::run(&mounts, &program),
+        Command::Run {
+            mounts, program, ..
+        } => {
             let vfs = Arc::new(open_vfs(&mounts)?);
             let t_write = Config::load()?.t_write();
             let code = roam_trap::run(vfs.clone(), &program, t_write)?;

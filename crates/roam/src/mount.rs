@@ -117,6 +117,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
         threads: args.threads,
         fsname: format!("roam:{}", args.url.as_deref().unwrap_or("")),
         allow_other: false,
+        direct: false,
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.
     let _watcher = unmount_watcher(&args.dir)?;

@@ -335,3 +335,61 @@ fn doctor_tells_which_mechanisms_work() {
     }
     assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
 }
+
+/// `roam run --fuse`: the program sees `/http/...` and the configured mounts, is not
+/// traced, and runs as its user; without root too (an unprivileged user namespace).
+mod run_fuse {
+    use super::*;
+
+    fn script(host: &str) -> String {
+        format!(
+            "head -1 /http/{host}/hello.txt && echo hi > /scratch/x/a && cat /scratch/x/a && grep TracerPid /proc/self/status && id -u && cat /http/{host}/nothere"
+        )
+    }
+
+    fn check(o: &std::process::Output, uid: u32) {
+        assert_eq!(
+            stdout(o),
+            format!("first line\nhi\nTracerPid:\t0\n{uid}\n"),
+            "{}",
+            stderr(o)
+        );
+        assert!(
+            stderr(o).contains("/nothere': No such file or directory"),
+            "{}",
+            stderr(o)
+        );
+        assert_eq!(o.status.code(), Some(1), "cat's own exit status");
+    }
+
+    #[test]
+    fn as_root() {
+        let host = common::fixture().server.authority();
+        let o = Roam::new()
+            .command()
+            .args(["run", "--fuse", "-m", "/scratch/x=mem:", "--", "sh", "-c"])
+            .arg(script(&host))
+            .output()
+            .unwrap();
+        check(&o, 0);
+    }
+
+    #[test]
+    fn as_a_user_without_privileges() {
+        let host = common::fixture().server.authority();
+        let cache = Scratch::new("userns");
+        std::os::unix::fs::chown(&cache.path, Some(65534), Some(65534)).unwrap();
+        let roam = Roam::new().command();
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(roam.get_program())
+            .args(["run", "--fuse", "-m", "/scratch/x=mem:", "--", "sh", "-c"])
+            .arg(script(&host))
+            .env("ROAM_CACHE_DIR", cache.join("c"))
+            .env("ROAM_CONFIG", cache.join("none.toml"))
+            .current_dir("/")
+            .output()
+            .unwrap();
+        check(&o, 65534);
+    }
+}
