@@ -89,7 +89,7 @@ impl Filesystem for Roamfs {
             mtime,
         };
         match Roamfs::setattr(self, ino.0, fh.map(|f| f.0), &set) {
-            Ok(attr) => reply.attr(&Duration::ZERO, &attr),
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -301,7 +301,8 @@ impl Filesystem for Roamfs {
         reply.ok();
     }
 
-    /// No extended attributes: say so quietly (ls and cp ask for SELinux labels).
+    /// No extended attributes. ENOSYS (not ENODATA) makes the kernel stop asking, which
+    /// it otherwise does before every write (for `security.capability`).
     fn getxattr(
         &self,
         _req: &Request,
@@ -310,15 +311,11 @@ impl Filesystem for Roamfs {
         _size: u32,
         reply: ReplyXattr,
     ) {
-        reply.error(Errno::NO_XATTR);
+        reply.error(Errno::ENOSYS);
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        if size == 0 {
-            reply.size(0)
-        } else {
-            reply.data(&[])
-        }
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -348,13 +345,9 @@ impl Filesystem for Roamfs {
         reply: ReplyCreate,
     ) {
         match Roamfs::create(self, parent.0, name, mode, flags) {
-            Ok((attr, fh)) => reply.created(
-                &Duration::ZERO,
-                &attr,
-                GEN,
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((attr, ttl, fh)) => {
+                reply.created(&ttl, &attr, GEN, FileHandle(fh), FopenFlags::empty())
+            }
             Err(e) => reply.error(e),
         }
     }

@@ -44,7 +44,7 @@ impl Roamfs {
         name: &OsStr,
         mode: u32,
         flags: i32,
-    ) -> Res<(FileAttr, u64)> {
+    ) -> Res<(FileAttr, Duration, u64)> {
         let (virt, place) = self.new_child(parent, name)?;
         let mode = mode & 0o7777;
         let (path, how) = match place {
@@ -60,8 +60,14 @@ impl Roamfs {
         let file = open_local(&path, flags | libc::O_CREAT, mode)?;
         let ino = self.ino_of(&virt);
         let md = file.metadata().map_err(io_errno)?;
+        // A file served in place is what the kernel is told; a copy being written is not
+        // the remote file yet, so its attributes are asked again.
+        let ttl = match how {
+            Opened::InPlace => self.ttl(&virt, md.modified().ok()),
+            _ => Duration::ZERO,
+        };
         let (fh, _) = self.add_file(file, ino, virt, how);
-        Ok((crate::attr::from_local(ino, &md), fh))
+        Ok((crate::attr::from_local(ino, &md), ttl, fh))
     }
 
     pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Res<u32> {
@@ -214,7 +220,12 @@ impl Roamfs {
         Ok(())
     }
 
-    pub(crate) fn setattr(&self, ino: u64, fh: Option<u64>, set: &SetAttr) -> Res<FileAttr> {
+    pub(crate) fn setattr(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        set: &SetAttr,
+    ) -> Res<(FileAttr, Duration)> {
         let virt = self.virt_of(ino)?;
         let open = fh.and_then(|fh| self.handles.file(fh));
         match self.place(&virt)? {
@@ -222,7 +233,7 @@ impl Roamfs {
             Place::Remote(node) => self.set_remote(&node, open.as_deref(), set)?,
             Place::Synthetic => return Err(Errno::EPERM),
         }
-        self.getattr(ino, fh).map(|(attr, _)| attr)
+        self.getattr(ino, fh)
     }
 
     fn set_remote(&self, node: &Node, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
