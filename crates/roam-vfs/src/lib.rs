@@ -97,9 +97,15 @@ struct State {
     dirty: HashSet<String>,
 }
 
+#[derive(Clone)]
 struct DirIndex {
     entries: HashMap<String, Meta>,
     complete: bool,
+    /// Names changed here since the listing (created, removed, renamed): the listing
+    /// cannot say what they are; a per-name stat does. Patching the listing instead of
+    /// dropping it keeps a directory being filled (`tar x`, `cp -r`) from being listed
+    /// again after every file.
+    unknown: HashSet<String>,
 }
 
 impl Vfs {
@@ -208,6 +214,7 @@ impl Vfs {
             Resolved::Node(Node::SchemeRoot { virt }, _) => self.cache.put_dir(&virt),
             Resolved::Node(Node::Remote(r), meta) if meta.kind == Kind::Dir => {
                 let dir = self.list_dir(&r)?;
+                self.settle_changed_children(&r)?;
                 self.show_dirty_children(&r.virt)?;
                 Ok(dir)
             }
@@ -275,8 +282,9 @@ impl Vfs {
         res.map_err(Error::from)
     }
 
-    /// T_read for `virt`, whose last known mtime is `mtime`.
-    fn t_read(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
+    /// T_read for `virt`, whose last known mtime is `mtime`: how long a frontend (the FUSE
+    /// kernel cache) may trust what roam said about it.
+    pub fn t_read(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
         self.consistency.t_read(virt).for_mtime(mtime)
     }
 
@@ -306,6 +314,9 @@ impl Vfs {
         let st = self.state.lock().unwrap();
         let (index, at) = st.listings.get(parent)?;
         if at.elapsed() >= t_read {
+            return None;
+        }
+        if index.unknown.contains(name) {
             return None;
         }
         match index.entries.get(name) {
@@ -432,6 +443,7 @@ impl Vfs {
                 .map(|e| (e.name, e.meta))
                 .collect(),
             complete: listing.complete,
+            unknown: HashSet::new(),
         };
         self.state.lock().unwrap().listings.insert(
             r.virt.clone(),

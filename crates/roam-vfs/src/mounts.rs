@@ -10,7 +10,9 @@
 //! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
 //! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
-//! cache, like a remote one).
+//! cache, like a remote one); `mem:` (an empty in-memory file system, one per mount), and the
+//! layers over any other mount URL: `null:URL` (unchanged; `null:/dir` serves a local
+//! directory in place) and `rot13:URL` (names and contents rotated).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +21,9 @@ use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
+use roam_drivers::layer::{null::Null, rot13::Rot13, Stacked};
 use roam_drivers::local::LocalDriver;
+use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
@@ -128,6 +132,15 @@ impl Protocols {
 
     /// The driver for a mount URL.
     fn driver(&self, url: &str) -> Result<Arc<dyn Driver>> {
+        if url == "mem:" {
+            return Ok(Arc::new(MemDriver::new()));
+        }
+        if let Some(lower) = url.strip_prefix("null:") {
+            return Ok(Arc::new(Stacked::new(Null, self.driver(lower)?)));
+        }
+        if let Some(lower) = url.strip_prefix("rot13:") {
+            return Ok(Arc::new(Stacked::new(Rot13, self.driver(lower)?)));
+        }
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
             "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
@@ -141,7 +154,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache:// or an absolute path)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL or rot13:URL)"
                 )))
             }
         })
@@ -293,5 +306,19 @@ mod tests {
         let http = HttpConfig::default();
         assert!(Mounts::new(&[("rel".into(), "/x".into())], &http, &[]).is_err());
         assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http, &[]).is_err());
+        assert!(Mounts::new(&[("/a".into(), "rot13:gopher://x".into())], &http, &[]).is_err());
+    }
+
+    #[test]
+    fn layers_stack_on_any_mount() {
+        let m = vec![
+            ("/n".to_owned(), "null:/srv/x".to_owned()),
+            ("/r".to_owned(), "rot13:null:file:///srv/y".to_owned()),
+            ("/m".to_owned(), "mem:".to_owned()),
+        ];
+        let m = Mounts::new(&m, &HttpConfig::default(), &[]).unwrap();
+        assert_eq!(remote_of(&m, "/n/a").0, "null:file:///srv/x/a");
+        assert_eq!(remote_of(&m, "/r/abc").0, "rot13:null:file:///srv/y/nop");
+        assert_eq!(remote_of(&m, "/m/f").0, "mem:/f");
     }
 }

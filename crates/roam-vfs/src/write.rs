@@ -439,6 +439,7 @@ impl Vfs {
         }
         if on_server {
             self.invalidate(&r.virt);
+            self.rebase(r)?;
         }
         Ok(())
     }
@@ -450,7 +451,24 @@ impl Vfs {
         }
         r.driver.set_mtime(&r.path, mtime)?;
         self.invalidate(&r.virt);
-        Ok(())
+        self.rebase(r)
+    }
+
+    /// roam itself changed the remote version of a file still being written (`fchmod`,
+    /// `futimens` on its fd, as `tar` does before `close`): the journaled change now starts
+    /// from that version, so its upload is no conflict.
+    fn rebase(&self, r: &Remote) -> Result<()> {
+        if !self.is_dirty(&r.virt) {
+            return Ok(());
+        }
+        let now = r.driver.stat(&r.path)?;
+        self.cache.put_journal(
+            &r.virt,
+            &Journal {
+                source: r.describe(),
+                base: Some(info_of(r, &now)),
+            },
+        )
     }
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
@@ -464,14 +482,54 @@ impl Vfs {
         self.flush(node.virt(), &|| false).map(drop)
     }
 
-    /// Drops what roam believes about `virt` and its parent's listing.
+    /// Drops what roam believes about `virt`; its parent's listing stays, with the name
+    /// marked as changed.
     fn invalidate(&self, virt: &str) {
+        let (parent, name) = split_name(virt);
         let mut st = self.state.lock().unwrap();
         st.attrs.remove(virt);
-        st.listings.remove(split_name(virt).0);
         st.listings.remove(virt);
-        crate::listings::drop(self.cache.root(), split_name(virt).0);
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            let index = std::sync::Arc::make_mut(index);
+            index.entries.remove(name);
+            index.unknown.insert(name.to_owned());
+        }
+        crate::listings::drop(self.cache.root(), parent);
         crate::listings::drop(self.cache.root(), virt);
+    }
+
+    /// Puts the names changed in `r` since its listing into its skeleton (a symlink made,
+    /// a file renamed here), so a listing of the skeleton shows them.
+    pub(crate) fn settle_changed_children(&self, r: &Remote) -> Result<()> {
+        let changed: Vec<String> = match self.state.lock().unwrap().listings.get(&r.virt) {
+            Some((index, _)) => index.unknown.iter().cloned().collect(),
+            None => return Ok(()),
+        };
+        for name in changed {
+            let child = Remote {
+                virt: crate::path::join(&r.virt, &name),
+                path: crate::path::join(&r.path, &name),
+                driver: r.driver.clone(),
+            };
+            if self.is_dirty(&child.virt) {
+                continue;
+            }
+            match self.stat_remote(&child) {
+                Ok(meta) => {
+                    self.cache.put_stub(&child.virt, &meta)?;
+                    self.remember(&child.virt, meta);
+                }
+                Err(e) if e.errno() == libc::ENOENT => {
+                    self.cache.forget(&child.virt);
+                    let mut st = self.state.lock().unwrap();
+                    if let Some((index, _)) = st.listings.get_mut(&r.virt) {
+                        std::sync::Arc::make_mut(index).unknown.remove(&name);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     fn forget_all(&self, virt: &str) -> Result<()> {
@@ -482,10 +540,14 @@ impl Vfs {
     }
 
     fn remember(&self, virt: &str, meta: Meta) {
-        self.state
-            .lock()
-            .unwrap()
-            .attrs
+        let (parent, name) = split_name(virt);
+        let mut st = self.state.lock().unwrap();
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            let index = std::sync::Arc::make_mut(index);
+            index.entries.insert(name.to_owned(), meta.clone());
+            index.unknown.remove(name);
+        }
+        st.attrs
             .insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
     }
 }

@@ -1,8 +1,11 @@
 //! `roam`: the command line. A thin layer that reads configuration and wires the namespace
-//! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`).
+//! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`, `roam-fuse` for `roam mount`).
 
 mod attach;
 mod config;
+mod doctor;
+mod fuse_run;
+mod mount;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -37,6 +40,9 @@ enum Command {
         /// Mount URL at LOCAL for this run (LOCAL=URL; http://, https://, file:// or a path).
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
+        /// No ptrace: serve the namespace through FUSE in a user and mount namespace.
+        #[arg(long)]
+        fuse: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -68,6 +74,12 @@ enum Command {
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
     },
+    /// Mount the namespace (or one remote URL) on DIR through FUSE.
+    Mount(mount::MountArgs),
+    /// Unmount what `roam mount` mounted on DIR.
+    Umount(mount::UmountArgs),
+    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows.
+    Doctor,
 }
 
 #[derive(Subcommand)]
@@ -96,7 +108,14 @@ fn main() {
 
 fn dispatch(command: Command) -> Result<i32> {
     match command {
-        Command::Run { mounts, program } => {
+        Command::Run {
+            mounts,
+            program,
+            fuse: true,
+        } => fuse_run::run(&mounts, &program),
+        Command::Run {
+            mounts, program, ..
+        } => {
             let vfs = Arc::new(open_vfs(&mounts)?);
             let t_write = Config::load()?.t_write();
             let code = roam_trap::run(vfs.clone(), &program, t_write)?;
@@ -126,6 +145,9 @@ fn dispatch(command: Command) -> Result<i32> {
             Ok(0)
         }
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
+        Command::Mount(args) => mount::mount(args),
+        Command::Umount(args) => mount::umount(args),
+        Command::Doctor => doctor::doctor(),
     }
 }
 

@@ -5,93 +5,35 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{make_tree, stderr, Backend};
-
-/// Scripts run with `{}` standing for the tree, locally and at `/w` under roam.
-const SCRIPTS: &[&str] = &[
-    "cat {}/hello.txt '{}/dir/a b.txt'",
-    "md5sum {}/big.bin {}/hello.txt",
-    "head -c 100000 {}/big.bin | od -An -tx1 | tail -3",
-    "wc -l {}/hello.txt {}/dir/sub/deep.txt",
-    "grep -r needle {}/dir {}/hello.txt | sort",
-    "ls {} {}/dir {}/dir/sub {}/empty",
-    "ls -l {}/dir/sub | grep '^-' | awk '{print $5, $9}'",
-    "find {} -name '*.c' | sort",
-    "cd {}/dir/sub && pwd && cat deep.txt ../'a b.txt' && ls ../../proj",
-    "cc -o /tmp/roam-read-$$ {}/proj/main.c {}/proj/util.c && /tmp/roam-read-$$; rm -f /tmp/roam-read-$$",
-    "python3 -B {}/py/app.py",
-    "sh {}/script.sh one two; {}/script.sh three",
-];
-
-fn read_suite(kind: &str) {
-    let backend = Backend::serving(kind, make_tree);
-    let local = backend.backend("");
-    let local = local.to_str().unwrap().trim_end_matches('/');
-    let mut differences = Vec::new();
-    for script in SCRIPTS {
-        let native = Command::new("sh")
-            .args(["-c", &script.replace("{}", local)])
-            .output()
-            .unwrap();
-        let roamed = backend.sh(&script.replace("{}", "/w"));
-        let (want, got) = (
-            String::from_utf8_lossy(&native.stdout).replace(local, "{}"),
-            String::from_utf8_lossy(&roamed.stdout).replace("/w", "{}"),
-        );
-        if want.is_empty() || want != got || !roamed.status.success() {
-            differences.push(format!(
-                "{script}\n  native: {want:?}\n  roam:   {got:?}\n  stderr: {}",
-                stderr(&roamed)
-            ));
-        }
-    }
-    // A missing file is ENOENT, a directory read as a file EISDIR, through every driver.
-    let o = backend.sh("cat /w/missing.txt; cat /w/dir");
-    let err = stderr(&o);
-    for want in [
-        "cat: /w/missing.txt: No such file or directory",
-        "cat: /w/dir: Is a directory",
-    ] {
-        if !err.contains(want) {
-            differences.push(format!("expected {want:?} in: {err}"));
-        }
-    }
-    assert!(
-        differences.is_empty(),
-        "{kind}: {} difference(s):\n{}",
-        differences.len(),
-        differences.join("\n")
-    );
-}
+use common::read_cases::read_suite;
+use common::Frontend::Trap;
 
 #[test]
 fn webdav() {
-    read_suite("dav");
+    read_suite("dav", Trap);
 }
 
 #[test]
 fn ftp() {
-    read_suite("ftp");
+    read_suite("ftp", Trap);
 }
 
 #[test]
 fn sftp() {
-    read_suite("sftp");
+    read_suite("sftp", Trap);
 }
 
 #[test]
 fn chirp() {
-    read_suite("chirp");
+    read_suite("chirp", Trap);
 }
 
 #[test]
 fn s3() {
-    read_suite("s3");
+    read_suite("s3", Trap);
 }
 
 #[test]
 fn local_through_the_cache() {
-    read_suite("file+cache");
+    read_suite("file+cache", Trap);
 }

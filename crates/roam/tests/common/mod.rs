@@ -1,14 +1,21 @@
 //! The fixture of roam's end-to-end suites: one real nginx per test binary serving a
 //! generated tree (nested dirs, a 10 MB binary, a small C project, a Python package, shell
 //! scripts, an unreadable file), the static `probe` program, and helpers that run a shell
-//! command under `roam run` and natively on the local copy, for comparison.
+//! command under `roam run` (or on a `roam mount`, [`Frontend::Fuse`]) and natively on the
+//! local copy, for comparison. The cases shared by both frontends are in [`read_cases`] and
+//! [`write_cases`].
 
 #![allow(dead_code)] // each test binary uses its own part of the fixture
+
+pub mod fuse;
+pub mod read_cases;
+pub mod write_cases;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use fuse::FuseMount;
 use roam_testkit::backend::{serve, Served};
 use roam_testkit::{noise, write_file, Scratch, Server};
 
@@ -130,6 +137,19 @@ impl Roam {
         Roam { cache, cmd }
     }
 
+    /// A command like this one's (same program, arguments and environment).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(self.cmd.get_program());
+        c.args(self.cmd.get_args()).stdin(Stdio::null());
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+
     pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Roam {
         self.cmd.env(k, v);
         self
@@ -198,10 +218,23 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// How programs reach roam's namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frontend {
+    /// `roam run -m /w=URL -- sh -c SCRIPT` (ptrace).
+    Trap,
+    /// `sh -c SCRIPT` on `roam mount DIR URL`; one mount serves every call of a test,
+    /// started with the settings of the first.
+    Fuse,
+}
+
 /// A backend mounted at `/w` for a test: its files live in `srv/` of a scratch directory,
 /// served in place (`file`), through the cache (`file+cache`), or by a real server
 /// (`dav`, `ftp`, `sftp`, `chirp`, `s3`; see `roam_testkit::backend`).
 pub struct Backend {
+    /// First, so the mount goes before its server and its files.
+    fuse: OnceLock<FuseMount>,
+    frontend: Frontend,
     pub url: String,
     served: Served,
     scratch: Scratch,
@@ -221,10 +254,18 @@ impl Backend {
         populate(&srv);
         let served = serve(kind, &srv, &scratch.join("run"));
         Backend {
+            fuse: OnceLock::new(),
+            frontend: Frontend::Trap,
             url: served.url.clone(),
             served,
             scratch,
         }
+    }
+
+    /// The same backend, reached through `frontend`.
+    pub fn through(mut self, frontend: Frontend) -> Backend {
+        self.frontend = frontend;
+        self
     }
 
     /// The backend's own copy of `/w/REL`, read behind roam's back.
@@ -242,7 +283,19 @@ impl Backend {
         for (k, v) in &self.served.env {
             roam = roam.env(k, v);
         }
-        let o = roam.sh(&["-m", &format!("/w={}", self.url)], script);
+        let o = match self.frontend {
+            Frontend::Trap => roam.sh(&["-m", &format!("/w={}", self.url)], script),
+            Frontend::Fuse => {
+                let m = self
+                    .fuse
+                    .get_or_init(|| FuseMount::start(roam, Some(&self.url), &[]));
+                let mut env = self.served.env.clone();
+                env.push(("B".into(), self.backend("").display().to_string()));
+                let o = m.sh(script, &env);
+                eprintln!("roam mount log: {}", m.log_text());
+                o
+            }
+        };
         eprintln!("roam stderr: {}", stderr(&o));
         o
     }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The FUSE frontend against puffs' tables (seed 003), with `rclone mount` of the same
+# backends in the same run:
+# 1. tar extraction of a ~2,000-file tree (/usr/include subtrees), one and two at once,
+#    into tmpfs vs `roam mount DIR mem:` (puffs' dtfs) vs `rclone mount :memory:`;
+# 2. the same into a local directory vs `roam mount DIR null:LOCALDIR` (puffs' null layer)
+#    vs `rclone mount LOCALDIR`;
+# 3. a large file from nginx on loopback read with cat: uncached, cached (kernel page
+#    cache, a second read), backend-cached (a new mount over roam's warm disk cache).
+# Prints markdown tables: median seconds of RUNS and the ratio to the native row.
+#
+# Usage: bench/fuse.sh        Environment: RUNS=5, SIZE_MB=256, ROAM=target/release/roam
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}
+SIZE_MB=${SIZE_MB:-256}
+. bench/lib.sh
+roam_binary
+command -v rclone >/dev/null || { echo "rclone is required (Debian: rclone)" >&2; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/roam-fuse.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt" "$work/www" "$work/local"
+export ROAM_CONFIG=$work/none.toml
+
+cleanup() {
+    fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+    stop_nginx "$work"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd /usr/include && tar cf "$work/tree.tar" linux c++ x86_64-linux-gnu asm-generic 2>/dev/null)
+files=$(tar tf "$work/tree.tar" | wc -l)
+
+wait_mounted() { for _ in $(seq 200); do mountpoint -q "$mnt" && return; sleep 0.05; done; echo "no mount on $mnt" >&2; cat "$ROAM_CACHE_DIR/mount.log" >&2; exit 1; }
+wait_unmounted() { for _ in $(seq 200); do mountpoint -q "$mnt" || return 0; sleep 0.05; done; }
+
+# mount_kind KIND: puts a file system of KIND on $mnt (roam with a fresh cache, unless
+# WARM names the one to reuse).
+mount_kind() {
+    export ROAM_CACHE_DIR=$work/cache-${WARM:-$RANDOM$RANDOM}
+    case $1 in
+        tmpfs) mount -t tmpfs -o size=1g tmpfs "$mnt" ;;
+        local) mount --bind "$work/local" "$mnt" ;;
+        roam-mem) "$ROAM" mount "$mnt" mem: ;;
+        roam-null) "$ROAM" mount "$mnt" "null:$work/local" ;;
+        rclone-mem) rclone mount :memory: "$mnt" --vfs-cache-mode writes --daemon ;;
+        rclone-local) rclone mount "$work/local" "$mnt" --vfs-cache-mode writes --daemon ;;
+        roam-http) "$ROAM" mount "$mnt" "http://127.0.0.1:$PORT/" ;;
+        rclone-http) rclone mount :http: "$mnt" --http-url "http://127.0.0.1:$PORT/" --read-only --daemon ;;
+        rclone-http-full) rclone mount :http: "$mnt" --http-url "http://127.0.0.1:$PORT/" --read-only --vfs-cache-mode full --cache-dir "$work/rclone-cache" --daemon ;;
+    esac
+    wait_mounted
+}
+
+unmount_kind() {
+    case $1 in
+        tmpfs | local) umount "$mnt" ;;
+        *) fusermount3 -u "$mnt" ;;
+    esac
+    wait_unmounted
+}
+
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
+
+# tar_once KIND N: seconds to extract the tree N times at once into a fresh KIND.
+tar_once() {
+    rm -rf "${work:?}/local/"* "$work"/cache-*
+    mount_kind "$1"
+    local t0 t1
+    t0=$(date +%s.%N)
+    for i in $(seq "$2"); do
+        mkdir "$mnt/x$i"
+        tar xf "$work/tree.tar" -C "$mnt/x$i" &
+    done
+    wait
+    t1=$(date +%s.%N)
+    unmount_kind "$1"
+    secs "$t0" "$t1"
+}
+
+tar_median() { for _ in $(seq "$RUNS"); do tar_once "$1" "$2"; done | median; }
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+
+tar_table() {
+    local title=$1 base=$2
+    shift 2
+    echo "### $title ($files files, $((($(stat -c %s "$work/tree.tar") + 524288) / 1048576)) MB; median of $RUNS)"
+    echo
+    echo "| into | 1 tar (s) | ratio | 2 tars at once (s) | ratio |"
+    echo "| --- | --- | --- | --- | --- |"
+    local b1 b2
+    b1=$(tar_median "$base" 1)
+    b2=$(tar_median "$base" 2)
+    echo "| $base | $b1 | 1.00 | $b2 | 1.00 |"
+    for kind in "$@"; do
+        local s1 s2
+        s1=$(tar_median "$kind" 1)
+        s2=$(tar_median "$kind" 2)
+        echo "| $kind | $s1 | $(ratio "$s1" "$b1") | $s2 | $(ratio "$s2" "$b2") |"
+    done
+    echo
+}
+
+tar_table "tar extraction: tmpfs vs in-memory file systems" tmpfs roam-mem rclone-mem
+tar_table "tar extraction: local directory vs null layers over it" local roam-null rclone-local
+
+# Large file.
+head -c "${SIZE_MB}M" /dev/urandom > "$work/www/big.bin"
+start_nginx "$work"
+
+read_secs() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    cat "$mnt/big.bin" > /dev/null
+    t1=$(date +%s.%N)
+    secs "$t0" "$t1"
+}
+
+# large_once KIND: "uncached cached backend-cached" seconds.
+large_once() {
+    rm -rf "$work"/cache-* "$work/rclone-cache"
+    mount_kind "$1"
+    local u c b
+    u=$(read_secs)
+    c=$(read_secs)
+    local warm=${ROAM_CACHE_DIR##*cache-}
+    unmount_kind "$1"
+    WARM=$warm mount_kind "$1"
+    b=$(read_secs)
+    unmount_kind "$1"
+    echo "$u $c $b"
+}
+
+col() { awk -v c="$1" '{print $c}' | median; }
+
+echo "### large file read with cat ($SIZE_MB MiB from nginx on loopback; median of $RUNS)"
+echo
+echo "| mount | uncached (s) | cached: page cache (s) | backend-cached: new mount (s) |"
+echo "| --- | --- | --- | --- |"
+curl_runs=$(for _ in $(seq "$RUNS"); do
+    a=$(date +%s.%N); curl -s "http://127.0.0.1:$PORT/big.bin" > /dev/null; b=$(date +%s.%N)
+    secs "$a" "$b"; echo
+done | median)
+echo "| curl (no mount) | $curl_runs | - | - |"
+for kind in roam-http rclone-http rclone-http-full; do
+    runs=$(for _ in $(seq "$RUNS"); do large_once "$kind"; done)
+    echo "| $kind | $(col 1 <<< "$runs") | $(col 2 <<< "$runs") | $(col 3 <<< "$runs") |"
+done

@@ -1,0 +1,138 @@
+//! roam's second frontend: the namespace of `roam-vfs` served through FUSE (puffs' model).
+//!
+//! The kernel does the VFS work (name resolution, permission checks with
+//! `default_permissions`, the page cache) and asks roam only what it cannot know. Each
+//! request is a short function over [`roam_vfs::Vfs`]: nothing here caches remote data or
+//! speaks a protocol. What the kernel asks by inode number is turned into a virtual name by
+//! the inode table ([`inodes`]); what roam-vfs answers with a local path (a fetched copy, a
+//! journaled copy, a file served in place) is opened and read or written with
+//! `pread`/`pwrite` ([`handles`]).
+//!
+//! Names fall into three places ([`Place`]): directories roam makes up (the mount's root
+//! and the parents of mount points), files served in place by a local mount (the null
+//! layer: every call goes to the local file system unchanged), and everything else, served
+//! through roam-vfs's cache and write path.
+//!
+//! Requests are served by a pool of threads (fuser's event loops on cloned `/dev/fuse`
+//! fds): a request waiting for a slow server holds one thread, never the mount.
+
+mod attr;
+mod fusermount;
+mod handles;
+mod inodes;
+mod mount;
+mod ops;
+mod read;
+mod write;
+
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use fuser::Errno;
+use roam_vfs::{Node, Vfs};
+
+pub use mount::{mount, Mounted, Options};
+
+/// Where a virtual name lives.
+enum Place {
+    /// A directory roam makes up: the root, `/` above the mount points.
+    Synthetic,
+    /// A file of a local mount, served in place.
+    Local(PathBuf),
+    /// A name served through roam-vfs.
+    Remote(Node),
+}
+
+/// The file system the kernel talks to.
+pub struct Roamfs {
+    vfs: Arc<Vfs>,
+    inodes: Mutex<inodes::Inodes>,
+    handles: handles::Handles,
+    owner: attr::Owner,
+    mounted: SystemTime,
+    /// Prefixes under which roam names live, for the made-up directories above them.
+    prefixes: Vec<String>,
+    /// Inodes whose cached pages must go, for the thread that tells the kernel.
+    stale: Mutex<Option<mpsc::Sender<u64>>>,
+}
+
+/// `Result` with the errno the program sees.
+type Res<T> = std::result::Result<T, Errno>;
+
+impl Roamfs {
+    /// Serves `vfs` with the virtual name `root` at the mount's root (`/` for the whole
+    /// namespace, a mount point for one remote).
+    pub fn new(vfs: Arc<Vfs>, root: &str) -> Roamfs {
+        let prefixes = vfs.prefixes();
+        Roamfs {
+            vfs,
+            inodes: Mutex::new(inodes::Inodes::new(root)),
+            handles: handles::Handles::default(),
+            owner: attr::Owner::current(),
+            mounted: SystemTime::now(),
+            prefixes,
+            stale: Mutex::new(None),
+        }
+    }
+
+    fn virt_of(&self, ino: u64) -> Res<String> {
+        self.inodes.lock().unwrap().virt(ino).ok_or(Errno::ESTALE)
+    }
+
+    fn ino_of(&self, virt: &str) -> u64 {
+        self.inodes.lock().unwrap().ino_of(virt)
+    }
+
+    /// The virtual name of `name` in the directory `parent`.
+    fn child(&self, parent: u64, name: &std::ffi::OsStr) -> Res<String> {
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        if !roam_drivers::is_safe_name(name) {
+            return Err(Errno::EINVAL);
+        }
+        Ok(roam_vfs::path::join(&self.virt_of(parent)?, name))
+    }
+
+    fn place(&self, virt: &str) -> Res<Place> {
+        match self.vfs.lookup(virt).map_err(vfs_errno)? {
+            Some(node) => Ok(match self.vfs.in_place(&node) {
+                Some(p) => Place::Local(p),
+                None => Place::Remote(node),
+            }),
+            None if self.is_above_mounts(virt) => Ok(Place::Synthetic),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    /// Whether `virt` is a strict ancestor of a mount point.
+    fn is_above_mounts(&self, virt: &str) -> bool {
+        self.prefixes
+            .iter()
+            .any(|p| roam_vfs::path::strip_dir_prefix(p, virt).is_some_and(|rest| rest != "/"))
+    }
+
+    /// How long the kernel may trust an answer about `virt`: roam's T_read for it.
+    fn ttl(&self, virt: &str, mtime: Option<SystemTime>) -> Duration {
+        self.vfs.t_read(virt, mtime)
+    }
+
+    /// Asks the kernel to drop its cached pages of `ino` (a newer version is on the server).
+    fn invalidate(&self, ino: u64) {
+        if let Some(tx) = self.stale.lock().unwrap().as_ref() {
+            let _ = tx.send(ino);
+        }
+    }
+}
+
+/// The errno of a roam-vfs failure; the user hears of failures worth telling.
+fn vfs_errno(e: roam_vfs::Error) -> Errno {
+    if e.worth_telling() {
+        tracing::warn!("{e}");
+    }
+    Errno::from_i32(e.errno())
+}
+
+/// The errno of a local I/O failure (a copy in the cache, a file served in place).
+fn io_errno(e: std::io::Error) -> Errno {
+    Errno::from(e)
+}

@@ -1,0 +1,102 @@
+//! Mounting: a FUSE session over a [`Roamfs`], served by a pool of threads, and the thread
+//! that passes roam's invalidations (a remote file changed) to the kernel.
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use fuser::{BackgroundSession, Config, INodeNo, MountOption, Session, SessionACL};
+
+use crate::Roamfs;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Request threads: how many slow requests can wait at once without holding up others.
+    pub threads: usize,
+    /// What `mount` and `/proc/mounts` show as the source (`roam`, `roam:mem:` ...).
+    pub fsname: String,
+    /// Let other users in (needs `user_allow_other` in /etc/fuse.conf unless root).
+    pub allow_other: bool,
+    /// Mount with mount(2) even without root: the caller holds CAP_SYS_ADMIN in its own
+    /// user namespace (`roam run --fuse`). Otherwise a user without root goes through
+    /// fusermount3.
+    pub direct: bool,
+}
+
+/// A mounted file system; dropping it unmounts.
+pub struct Mounted {
+    session: BackgroundSession,
+    /// Mounted by fusermount3, which must undo it too (fuser holds no mount then).
+    helper: Option<std::path::PathBuf>,
+}
+
+impl Mounted {
+    /// Whether the session ended (the file system was unmounted from outside).
+    pub fn ended(&self) -> bool {
+        self.session.guard.is_finished()
+    }
+
+    /// Unmounts and waits for the request threads.
+    pub fn unmount(self) -> std::io::Result<()> {
+        if let Some(dir) = &self.helper {
+            crate::fusermount::unmount(dir)?;
+        }
+        self.session.umount_and_join()
+    }
+}
+
+/// Mounts `fs` at `dir`; returns once the kernel has completed the FUSE handshake, so the
+/// mount is ready for programs.
+pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted> {
+    let (tx, rx) = mpsc::channel::<u64>();
+    *fs.stale.lock().unwrap() = Some(tx);
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(opts.fsname.clone()),
+        MountOption::Subtype("roam".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    // SAFETY: geteuid cannot fail.
+    let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {
+        (Session::new(fs, dir, &config)?, None)
+    } else {
+        // No access to /dev/fuse or mount(2): the setuid helper does both.
+        let fd = crate::fusermount::mount(dir, &helper_options(opts))?;
+        let acl = config.acl;
+        (Session::from_fd(fs, fd, acl, config)?, Some(dir.to_owned()))
+    };
+    let notifier = session.notifier();
+    std::thread::Builder::new()
+        .name("roam-fuse-inval".into())
+        .spawn(move || {
+            for ino in rx {
+                // ENOENT: the kernel no longer holds the inode; nothing to drop.
+                let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+            }
+        })?;
+    Ok(Mounted {
+        session: session.spawn()?,
+        helper,
+    })
+}
+
+/// fusermount3's `-o` for `opts`.
+fn helper_options(opts: &Options) -> String {
+    let mut o = format!(
+        "fsname={},subtype=roam,default_permissions,nodev,nosuid",
+        opts.fsname.replace(',', "_")
+    );
+    if opts.allow_other {
+        o.push_str(",allow_other");
+    }
+    o
+}

@@ -1,0 +1,257 @@
+//! The read side: attributes, directory listings, opening and reading files.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use fuser::{Errno, FileAttr, FileType};
+use roam_drivers::Kind;
+use roam_vfs::Node;
+
+use crate::attr;
+use crate::handles::{OpenDir, OpenFile, Opened};
+use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
+
+impl Roamfs {
+    /// Attributes of `virt` (numbered `ino`) and how long the kernel may keep them.
+    pub(crate) fn attr_of(&self, ino: u64, virt: &str) -> Res<(FileAttr, Duration)> {
+        match self.place(virt)? {
+            Place::Synthetic => Ok((
+                attr::synthetic_dir(ino, self.owner, self.mounted),
+                self.ttl(virt, None),
+            )),
+            Place::Local(p) => {
+                let md = std::fs::symlink_metadata(&p).map_err(io_errno)?;
+                Ok((
+                    attr::from_local(ino, &md),
+                    self.ttl(virt, md.modified().ok()),
+                ))
+            }
+            Place::Remote(node) => self.remote_attr(ino, &node),
+        }
+    }
+
+    fn remote_attr(&self, ino: u64, node: &Node) -> Res<(FileAttr, Duration)> {
+        let virt = node.virt();
+        if self.vfs.is_dirty(virt) {
+            // Being written here: the journaled copy is the truth.
+            let md = std::fs::metadata(self.vfs.data_path(virt)).map_err(io_errno)?;
+            return Ok((attr::from_local(ino, &md), Duration::ZERO));
+        }
+        let mut meta = self.vfs.stat(node).map_err(vfs_errno)?;
+        if meta.kind == Kind::File && meta.size.is_none() {
+            // The server did not say how big it is: only the body tells.
+            self.vfs.meta_path(node).map_err(vfs_errno)?;
+            meta = self.vfs.stat(node).map_err(vfs_errno)?;
+        }
+        if meta.kind == Kind::File && self.inodes.lock().unwrap().saw(ino, meta.size, meta.mtime) {
+            self.invalidate(ino);
+        }
+        if meta.kind == Kind::File && meta.mode.is_none() {
+            meta.mode = Some(self.modeless(node));
+        }
+        Ok((
+            attr::from_meta(ino, &meta, self.owner, self.mounted),
+            self.ttl(virt, meta.mtime),
+        ))
+    }
+
+    /// Permission bits of a file whose protocol has none (HTTP, WebDAV, S3). The kernel
+    /// checks them before any open, so they cannot wait for the contents: the mode roam
+    /// gave the cached copy (r-x for programs, r-- otherwise, or a `chmod` of it) once
+    /// there is one, else r-x so a program can start; plus w for the owner where the
+    /// backend is writable.
+    fn modeless(&self, node: &Node) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = std::fs::metadata(self.vfs.data_path(node.virt()));
+        let mode = copy.map_or(0o555, |md| md.permissions().mode() & 0o7777);
+        if self.vfs.writable(node) {
+            mode | 0o200
+        } else {
+            mode
+        }
+    }
+
+    pub(crate) fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Res<(FileAttr, Duration)> {
+        let virt = self.child(parent, name)?;
+        let ino = self.ino_of(&virt);
+        self.attr_of(ino, &virt)
+    }
+
+    pub(crate) fn getattr(&self, ino: u64, fh: Option<u64>) -> Res<(FileAttr, Duration)> {
+        // The kernel names the handle only sometimes (not for fstat).
+        let open = fh
+            .and_then(|fh| self.handles.file(fh))
+            .or_else(|| self.handles.file_of(ino));
+        // An open file being written, or served in place, answers for itself.
+        if let Some(f) = open.as_ref().filter(|f| f.uploads || f.in_place) {
+            let md = f.file.metadata().map_err(io_errno)?;
+            return Ok((attr::from_local(ino, &md), Duration::ZERO));
+        }
+        let virt = self.virt_of(ino)?;
+        match (self.attr_of(ino, &virt), open) {
+            // Removed while open: the copy still holds what the program reads.
+            (Err(Errno::ENOENT), Some(f)) => {
+                let md = f.file.metadata().map_err(io_errno)?;
+                Ok((attr::from_local(ino, &md), Duration::ZERO))
+            }
+            (res, _) => res,
+        }
+    }
+
+    pub(crate) fn readlink(&self, ino: u64) -> Res<Vec<u8>> {
+        let virt = self.virt_of(ino)?;
+        match self.place(&virt)? {
+            Place::Local(p) => std::fs::read_link(p)
+                .map(|t| t.into_os_string().into_encoded_bytes())
+                .map_err(io_errno),
+            Place::Remote(node) => {
+                let meta = self.vfs.stat(&node).map_err(vfs_errno)?;
+                match (meta.kind, meta.symlink_target) {
+                    (Kind::Symlink, Some(t)) => Ok(t.into_bytes()),
+                    _ => Err(Errno::EINVAL),
+                }
+            }
+            Place::Synthetic => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Snapshots the entries of a directory for `readdir`.
+    pub(crate) fn opendir(&self, ino: u64) -> Res<u64> {
+        let virt = self.virt_of(ino)?;
+        let names: Vec<(String, FileType)> = match self.place(&virt)? {
+            Place::Synthetic => self.synthetic_children(&virt),
+            Place::Local(p) => local_entries(&p)?,
+            Place::Remote(node) => {
+                let dir = self.vfs.open_path(&node).map_err(vfs_errno)?;
+                local_entries(&dir)?
+            }
+        };
+        let parent = roam_vfs::path::split_name(&virt).0.to_owned();
+        let mut entries = vec![
+            (ino, FileType::Directory, ".".to_owned()),
+            (self.ino_of(&parent), FileType::Directory, "..".to_owned()),
+        ];
+        let mut inodes = self.inodes.lock().unwrap();
+        for (name, kind) in names {
+            let child = roam_vfs::path::join(&virt, &name);
+            entries.push((inodes.ino_of(&child), kind, name));
+        }
+        drop(inodes);
+        Ok(self.handles.add_dir(OpenDir { virt, entries }))
+    }
+
+    /// The next components of the mount points below the made-up directory `virt`.
+    fn synthetic_children(&self, virt: &str) -> Vec<(String, FileType)> {
+        let mut names: Vec<String> = self
+            .prefixes
+            .iter()
+            .filter_map(|p| roam_vfs::path::strip_dir_prefix(p, virt))
+            .filter_map(|rest| rest.split('/').nth(1).filter(|n| !n.is_empty()))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|n| (n, FileType::Directory))
+            .collect()
+    }
+
+    /// Opens a file for reading, or for writing through the journaled copy.
+    pub(crate) fn open(&self, ino: u64, flags: i32) -> Res<(u64, bool)> {
+        let virt = self.virt_of(ino)?;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let (path, uploads) = match self.place(&virt)? {
+            Place::Synthetic => return Err(Errno::EISDIR),
+            Place::Local(p) => {
+                let file = open_local(&p, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
+                return Ok(self.add_file(file, ino, virt, Opened::InPlace));
+            }
+            Place::Remote(node) if writes => (
+                self.vfs
+                    .open_for_write(&node, flags, 0o644)
+                    .map_err(vfs_errno)?,
+                Opened::Uploads,
+            ),
+            Place::Remote(node) => (self.vfs.open_path(&node).map_err(vfs_errno)?, Opened::Copy),
+        };
+        let file = open_local(&path, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
+        Ok(self.add_file(file, ino, virt, uploads))
+    }
+
+    /// Registers an open file; says whether the kernel may keep the pages it cached of
+    /// this very version.
+    pub(crate) fn add_file(&self, file: File, ino: u64, virt: String, how: Opened) -> (u64, bool) {
+        let keep = file.metadata().is_ok_and(|md| {
+            let version = (md.len(), md.modified().ok());
+            self.inodes.lock().unwrap().cache_version(ino, version)
+        });
+        let fh = self.handles.add_file(OpenFile {
+            file,
+            ino,
+            virt,
+            uploads: how == Opened::Uploads,
+            in_place: how == Opened::InPlace,
+        });
+        (fh, keep)
+    }
+
+    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Res<Vec<u8>> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        let mut buf = vec![0u8; size as usize];
+        let mut n = 0;
+        while n < buf.len() {
+            match f.file.read_at(&mut buf[n..], offset + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_errno(e)),
+            }
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Free space: that of the file system holding roam's cache, where copies live.
+    pub(crate) fn statfs(&self) -> Res<libc::statvfs> {
+        let root = std::ffi::CString::new(self.vfs.cache_root().as_os_str().as_encoded_bytes())
+            .map_err(|_| Errno::EINVAL)?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid C string and a zeroed out-parameter.
+        if unsafe { libc::statvfs(root.as_ptr(), &mut st) } != 0 {
+            return Err(io_errno(std::io::Error::last_os_error()));
+        }
+        Ok(st)
+    }
+}
+
+fn local_entries(dir: &Path) -> Res<Vec<(String, FileType)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io_errno)? {
+        let e = e.map_err(io_errno)?;
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let kind = e
+            .file_type()
+            .ok()
+            .and_then(FileType::from_std)
+            .unwrap_or(FileType::RegularFile);
+        out.push((name, kind));
+    }
+    Ok(out)
+}
+
+/// Opens a local file (copy or in place) with a program's flags.
+pub(crate) fn open_local(path: &Path, flags: i32, mode: u32) -> Res<File> {
+    let acc = flags & libc::O_ACCMODE;
+    std::fs::OpenOptions::new()
+        .read(acc != libc::O_WRONLY)
+        .write(acc != libc::O_RDONLY)
+        .custom_flags(flags & !libc::O_ACCMODE | libc::O_CLOEXEC)
+        .mode(mode)
+        .open(path)
+        .map_err(io_errno)
+}

@@ -1,0 +1,331 @@
+//! The write side. Files served in place are changed in place; everything else goes through
+//! roam-vfs's write path: writes land in the journaled copy, and the change is uploaded
+//! when the last writer closes it. `flush` (each `close`) is where the upload happens when
+//! no other writer is left, so an upload failure is `close`'s error; `release` uploads what
+//! was written after that (through a dup'ed fd or a shared mapping) and can only log.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use fuser::{Errno, FileAttr, TimeOrNow};
+use roam_vfs::{Flushed, Node};
+
+use crate::handles::{OpenFile, Opened};
+use crate::read::open_local;
+use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
+
+/// What `setattr` asks to change.
+pub(crate) struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+}
+
+impl Roamfs {
+    /// A new name in `parent`, which must be changeable.
+    fn new_child(&self, parent: u64, name: &OsStr) -> Res<(String, Place)> {
+        let virt = self.child(parent, name)?;
+        match self.place(&virt) {
+            Ok(Place::Synthetic) | Err(Errno::ENOENT) => Err(Errno::EROFS),
+            Ok(p) => Ok((virt, p)),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Res<(FileAttr, Duration, u64)> {
+        let (virt, place) = self.new_child(parent, name)?;
+        let mode = mode & 0o7777;
+        let (path, how) = match place {
+            Place::Local(p) => (p, Opened::InPlace),
+            Place::Remote(node) => (
+                self.vfs
+                    .open_for_write(&node, flags | libc::O_CREAT, mode)
+                    .map_err(vfs_errno)?,
+                Opened::Uploads,
+            ),
+            Place::Synthetic => unreachable!("refused by new_child"),
+        };
+        let file = open_local(&path, flags | libc::O_CREAT, mode)?;
+        let ino = self.ino_of(&virt);
+        let md = file.metadata().map_err(io_errno)?;
+        // A file served in place is what the kernel is told; a copy being written is not
+        // the remote file yet, so its attributes are asked again.
+        let ttl = match how {
+            Opened::InPlace => self.ttl(&virt, md.modified().ok()),
+            _ => Duration::ZERO,
+        };
+        let (fh, _) = self.add_file(file, ino, virt, how);
+        Ok((crate::attr::from_local(ino, &md), ttl, fh))
+    }
+
+    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Res<u32> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        f.file.write_all_at(data, offset).map_err(io_errno)?;
+        Ok(data.len() as u32)
+    }
+
+    /// `close` of one fd: uploads when no other writer holds the copy.
+    pub(crate) fn flush(&self, fh: u64) -> Res<()> {
+        let Some(f) = self.handles.file(fh) else {
+            return Ok(());
+        };
+        if !f.uploads || self.handles.writers(&f.virt, fh) > 0 {
+            return Ok(());
+        }
+        self.upload(&f, fh, false)
+    }
+
+    /// The last reference to the open file is gone.
+    pub(crate) fn release(&self, fh: u64) {
+        let Some(f) = self.handles.remove(fh) else {
+            return;
+        };
+        if f.uploads && self.handles.writers(&f.virt, fh) == 0 {
+            if let Err(e) = self.upload(&f, fh, false) {
+                tracing::warn!(
+                    "{}: not uploaded ({e:?}); the change stays journaled for `roam sync`",
+                    f.virt
+                );
+            }
+        }
+        // The kernel's pages are of the version just written.
+        if let Ok(md) = f.file.metadata() {
+            let version = (md.len(), md.modified().ok());
+            self.inodes.lock().unwrap().cache_version(f.ino, version);
+        }
+    }
+
+    pub(crate) fn fsync(&self, fh: u64) -> Res<()> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        if f.uploads {
+            // A durability point: upload now; the fd stays open for more writes.
+            self.upload(&f, fh, true)
+        } else {
+            f.file.sync_all().map_err(io_errno)
+        }
+    }
+
+    fn upload(&self, f: &OpenFile, fh: u64, keep_open: bool) -> Res<()> {
+        let still_written = || keep_open || self.handles.writers(&f.virt, fh) > 0;
+        match self.vfs.flush(&f.virt, &still_written).map_err(vfs_errno)? {
+            Flushed::Conflict(beside) => tracing::warn!(
+                "{} changed on the server while it was being written here: the server's version is kept, and this version was saved as {beside}",
+                f.virt
+            ),
+            Flushed::Clean | Flushed::Uploaded => {}
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mkdir(&self, parent: u64, name: &OsStr, mode: u32) -> Res<(FileAttr, Duration)> {
+        let (virt, place) = self.new_child(parent, name)?;
+        match place {
+            Place::Local(p) => std::fs::DirBuilder::new()
+                .mode(mode & 0o7777)
+                .create(p)
+                .map_err(io_errno)?,
+            Place::Remote(node) => self.vfs.mkdir(&node).map_err(vfs_errno)?,
+            Place::Synthetic => unreachable!("refused by new_child"),
+        }
+        self.entry(&virt)
+    }
+
+    pub(crate) fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &Path,
+    ) -> Res<(FileAttr, Duration)> {
+        let (virt, place) = self.new_child(parent, name)?;
+        match place {
+            Place::Local(p) => std::os::unix::fs::symlink(target, p).map_err(io_errno)?,
+            Place::Remote(node) => {
+                let target = target.to_str().ok_or(Errno::EINVAL)?;
+                self.vfs.symlink(target, &node).map_err(vfs_errno)?
+            }
+            Place::Synthetic => unreachable!("refused by new_child"),
+        }
+        self.entry(&virt)
+    }
+
+    /// Hard links exist only where the files are local; elsewhere `EPERM`, as Linux says
+    /// for a file system without them.
+    pub(crate) fn link(&self, ino: u64, parent: u64, name: &OsStr) -> Res<(FileAttr, Duration)> {
+        let from = self.virt_of(ino)?;
+        let (_, place) = self.new_child(parent, name)?;
+        match (self.place(&from)?, place) {
+            (Place::Local(a), Place::Local(b)) => std::fs::hard_link(a, b).map_err(io_errno)?,
+            _ => {
+                tracing::warn!("{from}: this backend has no hard links");
+                return Err(Errno::EPERM);
+            }
+        }
+        // A hard link is the same inode: the kernel must see the same number.
+        self.attr_of(ino, &from)
+    }
+
+    /// The entry the kernel gets for a name just made.
+    fn entry(&self, virt: &str) -> Res<(FileAttr, Duration)> {
+        let ino = self.ino_of(virt);
+        self.attr_of(ino, virt)
+    }
+
+    pub(crate) fn unlink(&self, parent: u64, name: &OsStr, dir: bool) -> Res<()> {
+        let (virt, place) = self.new_child(parent, name)?;
+        match (place, dir) {
+            (Place::Local(p), false) => std::fs::remove_file(p).map_err(io_errno)?,
+            (Place::Local(p), true) => std::fs::remove_dir(p).map_err(io_errno)?,
+            (Place::Remote(node), false) => self.vfs.remove_file(&node).map_err(vfs_errno)?,
+            (Place::Remote(node), true) => self.vfs.remove_dir(&node).map_err(vfs_errno)?,
+            (Place::Synthetic, _) => unreachable!("refused by new_child"),
+        }
+        self.inodes.lock().unwrap().detach(&virt);
+        Ok(())
+    }
+
+    pub(crate) fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Res<()> {
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (from, a) = self.new_child(parent, name)?;
+        let (to, b) = self.new_child(newparent, newname)?;
+        if flags & libc::RENAME_NOREPLACE != 0 && self.attr_of(0, &to).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        match (a, b) {
+            (Place::Local(a), Place::Local(b)) => std::fs::rename(a, b).map_err(io_errno)?,
+            (Place::Remote(a), Place::Remote(b)) => self.vfs.rename(&a, &b).map_err(vfs_errno)?,
+            _ => return Err(Errno::EXDEV),
+        }
+        self.inodes.lock().unwrap().rename(&from, &to);
+        Ok(())
+    }
+
+    pub(crate) fn setattr(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        set: &SetAttr,
+    ) -> Res<(FileAttr, Duration)> {
+        let virt = self.virt_of(ino)?;
+        let open = fh.and_then(|fh| self.handles.file(fh));
+        match self.place(&virt)? {
+            Place::Local(p) => set_local(&p, open.as_deref(), set)?,
+            Place::Remote(node) => self.set_remote(&node, open.as_deref(), set)?,
+            Place::Synthetic => return Err(Errno::EPERM),
+        }
+        self.getattr(ino, fh)
+    }
+
+    fn set_remote(&self, node: &Node, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
+        if set.uid.is_some_and(|u| u != self.owner.uid)
+            || set.gid.is_some_and(|g| g != self.owner.gid)
+        {
+            return Err(Errno::EPERM);
+        }
+        if let Some(mode) = set.mode {
+            self.vfs.set_mode(node, mode & 0o7777).map_err(vfs_errno)?;
+        }
+        let writing = open.filter(|f| f.uploads);
+        if let Some(size) = set.size {
+            match writing {
+                // ftruncate of a file being written: its copy, uploaded at close.
+                Some(f) => f.file.set_len(size).map_err(io_errno)?,
+                None => self.vfs.truncate(node, size).map_err(vfs_errno)?,
+            }
+        }
+        if let Some(mtime) = set.mtime.map(resolve) {
+            if self.vfs.is_dirty(node.virt()) {
+                // The upload carries the copy's mtime.
+                let copy = self.vfs.data_path(node.virt());
+                set_times(&copy, None, Some(mtime))?;
+            } else {
+                self.vfs.set_mtime(node, mtime).map_err(vfs_errno)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn resolve(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    }
+}
+
+/// setattr of a file served in place: the local calls themselves.
+fn set_local(p: &Path, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
+    if let Some(mode) = set.mode {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode & 0o7777))
+            .map_err(io_errno)?;
+    }
+    if set.uid.is_some() || set.gid.is_some() {
+        std::os::unix::fs::lchown(p, set.uid, set.gid).map_err(io_errno)?;
+    }
+    if let Some(size) = set.size {
+        match open {
+            Some(f) => f.file.set_len(size).map_err(io_errno)?,
+            None => open_local(p, libc::O_WRONLY, 0)?
+                .set_len(size)
+                .map_err(io_errno)?,
+        }
+    }
+    if set.atime.is_some() || set.mtime.is_some() {
+        set_times(p, set.atime.map(resolve), set.mtime.map(resolve))?;
+    }
+    Ok(())
+}
+
+/// utimensat without following a final symlink; `None` leaves a time as it is.
+fn set_times(p: &Path, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> Res<()> {
+    let spec = |t: Option<SystemTime>| match t.map(|t| t.duration_since(SystemTime::UNIX_EPOCH)) {
+        Some(Ok(d)) => libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        },
+        Some(Err(_)) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    };
+    let times = [spec(atime), spec(mtime)];
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a valid C string and two timespecs.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io_errno(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! `roam run --fuse -- PROGRAM`: the namespace through FUSE instead of ptrace. roam makes a
+//! user and mount namespace of its own (no root needed where the system allows
+//! unprivileged user namespaces), mounts the namespace with FUSE inside it, and builds the
+//! program a root as bubblewrap does: a tmpfs holding binds of the real top-level
+//! directories, with the FUSE subtrees bound at `/http`, `/s3`, ... and at the configured
+//! mount points; then `pivot_root` into it. The program runs as the user (same uid and
+//! gid, no capabilities) and sees nothing else change. When it exits, the namespace and its
+//! mounts go with it.
+
+use std::ffi::CString;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use roam_fuse::{Options, Roamfs};
+
+/// Where the FUSE mount itself sits in the new root (hidden from `ls /`).
+const FUSE_AT: &str = ".roam";
+const OLD_ROOT: &str = ".oldroot";
+
+pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
+    // Before any thread exists: unshare(CLONE_NEWUSER) refuses a threaded process.
+    enter_namespaces().context("making a user and mount namespace (see `roam doctor`)")?;
+    let vfs = Arc::new(crate::open_vfs(mounts)?);
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let root = vfs
+        .cache_root()
+        .join(format!("root-{}", std::process::id()));
+    std::fs::create_dir_all(&root)?;
+    mount(Some("tmpfs"), &root, Some("tmpfs"), 0, Some("mode=0755"))?;
+    let prefixes = vfs.prefixes();
+    bind_host_tree(&root, &prefixes)?;
+    let fuse_dir = root.join(FUSE_AT);
+    std::fs::create_dir(&fuse_dir)?;
+    let opts = Options {
+        threads: 16,
+        fsname: "roam".into(),
+        allow_other: false,
+        direct: true,
+    };
+    let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)
+        .context("mounting FUSE in the namespace")?;
+    // Never unmounted by hand: the mount ends with the namespace, when roam exits (after
+    // pivot_root its path would not even name it).
+    std::mem::forget(mounted);
+    for prefix in &prefixes {
+        bind_prefix(&root, prefix)?;
+    }
+    enter_root(&root)?;
+    std::env::set_current_dir(&cwd).ok();
+    let status = std::process::Command::new(&program[0])
+        .args(&program[1..])
+        .status()
+        .with_context(|| format!("{}", program[0].to_string_lossy()))?;
+    std::io::stdout().flush().ok();
+    Ok(status.code().unwrap_or_else(|| 128 + exit_signal(&status)))
+}
+
+fn exit_signal(status: &std::process::ExitStatus) -> i32 {
+    std::os::unix::process::ExitStatusExt::signal(status).unwrap_or(0)
+}
+
+/// A user namespace mapping only the caller's uid and gid (to themselves), and a private
+/// mount namespace in it.
+fn enter_namespaces() -> Result<()> {
+    // SAFETY: plain syscalls; the process is single-threaded here.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
+        bail!("unshare: {}", std::io::Error::last_os_error());
+    }
+    std::fs::write("/proc/self/setgroups", "deny").context("/proc/self/setgroups")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).context("uid_map")?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).context("gid_map")?;
+    // Nothing done here may reach the mounts outside.
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+}
+
+/// The real top-level entries, bound (recursively) into `root`; names that roam's
+/// namespace takes at the top are left for [`bind_prefix`].
+fn bind_host_tree(root: &Path, prefixes: &[String]) -> Result<()> {
+    let taken: Vec<&str> = prefixes
+        .iter()
+        .filter_map(|p| p.split('/').nth(1))
+        .collect();
+    for entry in std::fs::read_dir("/")? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let (host, inside) = (entry.path(), root.join(&name));
+        if taken.iter().any(|t| name == **t) && !host.is_dir() {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&host)?, &inside)?;
+        } else {
+            if kind.is_dir() {
+                std::fs::create_dir(&inside)?;
+            } else {
+                std::fs::File::create(&inside)?;
+            }
+            mount(
+                host.to_str(),
+                &inside,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Binds the FUSE subtree of `prefix` (`/http`, a configured mount point) at `prefix` in
+/// the new root. A mount point inside a real directory must exist there already: roam does
+/// not create directories on the host.
+fn bind_prefix(root: &Path, prefix: &str) -> Result<()> {
+    let rel = prefix.trim_start_matches('/');
+    let target = root.join(rel);
+    if !target.exists() {
+        if let Err(e) = std::fs::create_dir_all(&target) {
+            tracing::warn!("{prefix}: no mount point in the program's root ({e}); left out");
+            return Ok(());
+        }
+    }
+    let source = root.join(FUSE_AT).join(rel);
+    mount(source.to_str(), &target, None, libc::MS_BIND, None)
+}
+
+/// pivot_root into `root`; the old root is detached.
+fn enter_root(root: &Path) -> Result<()> {
+    let old = root.join(OLD_ROOT);
+    std::fs::create_dir(&old)?;
+    std::env::set_current_dir(root)?;
+    let (new, put_old) = (cstr(Path::new("."))?, cstr(Path::new(OLD_ROOT))?);
+    // SAFETY: valid C strings; pivot_root has no libc wrapper.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, new.as_ptr(), put_old.as_ptr()) } != 0 {
+        bail!("pivot_root: {}", std::io::Error::last_os_error());
+    }
+    let old = cstr(&Path::new("/").join(OLD_ROOT))?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(old.as_ptr(), libc::MNT_DETACH) } != 0 {
+        bail!(
+            "detaching the old root: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    std::fs::remove_dir(Path::new("/").join(OLD_ROOT)).ok();
+    Ok(())
+}
+
+fn cstr(p: &Path) -> Result<CString> {
+    Ok(CString::new(p.as_os_str().as_encoded_bytes())?)
+}
+
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<()> {
+    let c = |s: Option<&str>| s.map(CString::new).transpose();
+    let (src, fst, dat) = (c(source)?, c(fstype)?, c(data)?);
+    let tgt = cstr(target)?;
+    let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: valid C strings or null, as mount(2) takes them.
+    let rc = unsafe {
+        libc::mount(
+            ptr(&src),
+            tgt.as_ptr(),
+            ptr(&fst),
+            flags,
+            ptr(&dat) as *const libc::c_void,
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "mount {} on {}: {}",
+            source.unwrap_or("-"),
+            target.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}

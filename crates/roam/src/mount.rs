@@ -1,0 +1,183 @@
+//! `roam mount` and `roam umount`: the namespace (or one remote) served through FUSE.
+//!
+//! `roam mount DIR` serves the whole namespace (`DIR/http/HOST/...`, `DIR/s3/...`, the
+//! configured mounts); `roam mount DIR URL` serves one remote at `DIR`. Without
+//! `--foreground` roam starts itself again in the background and returns once the mount is
+//! ready. Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
+//! it: a watcher process waits for roam's end and lazily unmounts what it leaves behind.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use roam_fuse::{Options, Roamfs};
+
+/// Where one remote is put in the namespace when it is mounted alone.
+const SINGLE_ROOT: &str = "/.roam-mount";
+/// Set for the background copy of roam: print `ready` on stdout once mounted.
+const READY_ENV: &str = "ROAM_MOUNT_NOTIFY";
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// The (empty) directory to mount on.
+    dir: PathBuf,
+    /// Mount only this remote (any mount URL: http://, s3://, mem:, null:/dir, rot13:URL ...).
+    url: Option<String>,
+    /// Stay in the foreground (otherwise return once the mount is ready).
+    #[arg(short, long)]
+    foreground: bool,
+    /// Extra mounts inside the namespace (LOCAL=URL), as for `run`.
+    #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+    mounts: Vec<String>,
+    /// Request threads (slow remote files block only the requests on them).
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+}
+
+#[derive(clap::Args)]
+pub struct UmountArgs {
+    /// A directory `roam mount` mounted on.
+    dir: PathBuf,
+}
+
+pub fn mount(args: MountArgs) -> Result<i32> {
+    if !args.dir.is_dir() {
+        bail!("{}: not a directory", args.dir.display());
+    }
+    if args.foreground || std::env::var_os(READY_ENV).is_some() {
+        serve(&args)
+    } else {
+        daemonize()
+    }
+}
+
+pub fn umount(args: UmountArgs) -> Result<i32> {
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg("--")
+        .arg(&args.dir)
+        .status()
+        .context("running fusermount3 (is fuse3 installed?)")?;
+    Ok(if status.success() { 0 } else { 1 })
+}
+
+/// Starts `roam mount --foreground ...` in its own session and waits until it says the
+/// mount is ready (or fails).
+fn daemonize() -> Result<i32> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("finding roam's own executable")?;
+    let cache = crate::config::Config::load()?.cache_dir();
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .recursive(true)
+        .create(&cache)
+        .with_context(|| format!("creating {}", cache.display()))?;
+    let log = cache.join("mount.log");
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let mut child = Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(READY_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .context("starting roam in the background")?;
+    let mut line = String::new();
+    let out = child.stdout.take().expect("piped");
+    std::io::BufReader::new(out).read_line(&mut line)?;
+    if line.trim() == "ready" {
+        return Ok(0);
+    }
+    let status = child.wait()?;
+    bail!("mount failed ({status}); see {} for why", log.display())
+}
+
+/// Mounts and serves until unmounted or told to stop.
+fn serve(args: &MountArgs) -> Result<i32> {
+    // Signals are taken by sigtimedwait below: blocked before any thread exists.
+    let signals = block_signals();
+    let mut mounts = args.mounts.clone();
+    let root = match &args.url {
+        Some(url) => {
+            mounts.push(format!("{SINGLE_ROOT}={url}"));
+            SINGLE_ROOT
+        }
+        None => "/",
+    };
+    let vfs = Arc::new(crate::open_vfs(&mounts)?);
+    let fs = Roamfs::new(vfs.clone(), root);
+    let opts = Options {
+        threads: args.threads,
+        fsname: format!("roam:{}", args.url.as_deref().unwrap_or("")),
+        allow_other: false,
+        direct: false,
+    };
+    // Started first, so no moment exists when a killed roam would leave its mount behind.
+    let _watcher = unmount_watcher(&args.dir)?;
+    let mounted = roam_fuse::mount(fs, &args.dir, &opts)
+        .with_context(|| format!("mounting on {}", args.dir.display()))?;
+    if std::env::var_os(READY_ENV).is_some() {
+        let mut out = std::io::stdout();
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
+    while !mounted.ended() {
+        if wait_signal(&signals, Duration::from_millis(200)) {
+            break;
+        }
+    }
+    if !mounted.ended() {
+        mounted.unmount().context("unmounting")?;
+    }
+    if let Err(e) = vfs.save_stats() {
+        tracing::warn!("could not save cache counters: {e}");
+    }
+    Ok(0)
+}
+
+/// A process that lazily unmounts `dir` when roam ends, however it ends (its stdin is a
+/// pipe whose other end only roam holds), so a killed roam leaves no dead mount behind.
+fn unmount_watcher(dir: &Path) -> Result<std::process::ChildStdin> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("read _; exec fusermount3 -u -z -- \"$0\" 2>/dev/null")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("starting the unmount watcher")?;
+    Ok(child.stdin.take().expect("piped"))
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask calls on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Whether one of the blocked signals arrived within `timeout`.
+fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> bool {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid set and timespec; no siginfo wanted.
+    unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
+}

@@ -1,0 +1,395 @@
+//! The FUSE frontend end to end: the read and write cases of the `roam run` suites on a
+//! `roam mount` of every backend, a POSIX semantics suite, and mounting itself (a non-root
+//! user through fusermount3, a server that dies, roam killed with -9).
+
+mod common;
+
+use std::fs;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::fuse::{is_mounted, FuseMount};
+use common::read_cases::read_suite;
+use common::write_cases::ok;
+use common::Frontend::Fuse;
+use common::{stderr, stdout, Roam};
+use roam_testkit::Scratch;
+
+common::write_cases::for_each_backend!(Fuse);
+
+mod read {
+    use super::*;
+
+    #[test]
+    fn webdav() {
+        read_suite("dav", Fuse);
+    }
+
+    #[test]
+    fn ftp() {
+        read_suite("ftp", Fuse);
+    }
+
+    #[test]
+    fn sftp() {
+        read_suite("sftp", Fuse);
+    }
+
+    #[test]
+    fn chirp() {
+        read_suite("chirp", Fuse);
+    }
+
+    #[test]
+    fn s3() {
+        read_suite("s3", Fuse);
+    }
+
+    #[test]
+    fn local_through_the_cache() {
+        read_suite("file+cache", Fuse);
+    }
+}
+
+/// POSIX semantics on a mount of `url`: what a local file system does, or the precise
+/// errno where the backend cannot (hard links).
+fn posix_suite(url: &str, hard_links: bool) {
+    let m = FuseMount::start(Roam::new(), Some(url), &[]);
+    let sh = |script: &str| ok(&m.sh(&format!("cd /w && {script}"), &[]));
+    // Permission bits are kept and shown.
+    assert_eq!(sh("echo x > p && chmod 640 p && stat -c %a p"), "640\n");
+    // rename over an existing file replaces it, atomically for a reader.
+    assert_eq!(
+        sh("echo old > y && echo new > x && mv x y && cat y && ls | grep -c '^[xy]$'"),
+        "new\n1\n"
+    );
+    // An unlinked file stays readable through the fds open on it.
+    assert_eq!(
+        sh("echo kept > u && exec 3<u && rm u && cat <&3 && ls u 2>/dev/null; echo $?"),
+        "kept\n2\n"
+    );
+    // Sparse files: a hole reads as zeros, the size is exact.
+    assert_eq!(
+        sh("dd if=/dev/zero of=s bs=1 count=1 seek=3000000 status=none && stat -c %s s && cmp -n 3000001 s /dev/zero && echo zeros"),
+        "3000001\nzeros\n"
+    );
+    // O_APPEND from two processes loses nothing.
+    let o = m.sh("cd /w && (for i in $(seq 100); do echo A$i; done >> log) & (for i in $(seq 100); do echo B$i; done >> /w/log); wait; wc -l < /w/log", &[]);
+    assert_eq!(stdout(&o).trim(), "200", "{}", stderr(&o));
+    // A shared mapping written, then read back with read(2) after munmap and close.
+    let mmap = "import mmap, os\nfd = os.open('mm', os.O_RDWR | os.O_CREAT, 0o644)\nos.ftruncate(fd, 8192)\nm = mmap.mmap(fd, 8192)\nm[4096:4101] = b'hello'\nm.flush(); m.close(); os.close(fd)\nprint(open('mm', 'rb').read()[4090:4105])";
+    assert_eq!(
+        sh(&format!("python3 -c \"{mmap}\"")),
+        "b'\\x00\\x00\\x00\\x00\\x00\\x00hello\\x00\\x00\\x00\\x00'\n"
+    );
+    let o = m.sh("cd /w && echo l > h && ln h h2 && stat -c %h h", &[]);
+    if hard_links {
+        assert_eq!(stdout(&o), "2\n", "{}", stderr(&o));
+    } else {
+        assert!(
+            stderr(&o).contains("Operation not permitted"),
+            "no hard links: EPERM, as Linux says: {}",
+            stderr(&o)
+        );
+    }
+}
+
+mod posix {
+    #[test]
+    fn mem() {
+        super::posix_suite("mem:", false);
+    }
+
+    #[test]
+    fn local_in_place_through_null() {
+        let dir = roam_testkit::Scratch::new("null");
+        super::posix_suite(&format!("null:{}", dir.path.display()), true);
+    }
+
+    #[test]
+    fn local_through_the_cache() {
+        let dir = roam_testkit::Scratch::new("cached");
+        super::posix_suite(&format!("file+cache://{}", dir.path.display()), false);
+    }
+}
+
+/// rot13 over a local directory: names and contents rotated on the way down, restored on
+/// the way up.
+#[test]
+fn rot13_layer_rotates_names_and_contents() {
+    let dir = Scratch::new("rot13");
+    let m = FuseMount::start(
+        Roam::new(),
+        Some(&format!("rot13:file://{}", dir.path.display())),
+        &[],
+    );
+    assert_eq!(
+        ok(&m.sh(
+            "mkdir /w/Dir && echo 'Hello, World' > /w/Dir/a.txt && cat /w/Dir/a.txt && ls /w",
+            &[]
+        )),
+        "Hello, World\nDir\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("Qve/n.gkg")).unwrap(),
+        "Uryyb, Jbeyq\n"
+    );
+}
+
+/// The whole namespace: `DIR/http/HOST:PORT/...` and explicit mounts side by side.
+#[test]
+fn the_whole_namespace_is_one_mount() {
+    let fx = common::fixture();
+    let m = FuseMount::start(Roam::new(), None, &["-m", "/scratch/area=mem:"]);
+    let host = fx.server.authority();
+    let script = format!(
+        "cat /w/http/{host}/hello.txt | head -1 && ls /w && ls /w/scratch && echo x > /w/scratch/area/f && cat /w/scratch/area/f"
+    );
+    let out = ok(&m.sh(&script, &[]));
+    assert!(out.starts_with("first line\n"), "{out}");
+    for name in ["http\n", "s3\n", "scratch\n", "area\n", "x\n"] {
+        assert!(out.contains(name), "{name:?} in {out}");
+    }
+    let o = m.sh("cat /w/nothere; mkdir /w/new", &[]);
+    assert!(
+        stderr(&o).contains("/w/nothere: No such file or directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("mkdir: cannot create directory ‘/w/new’: Read-only file system"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A server that accepts connections and never answers: the request fails with
+/// ETIMEDOUT after roam's read timeout, and the mount keeps serving meanwhile.
+#[test]
+fn a_hung_server_times_out_and_the_mount_stays_usable() {
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hung.local_addr().unwrap().port();
+    let roam = Roam::new();
+    let conf = roam.cache.join("timeouts.toml");
+    fs::write(&conf, "[http]\nconnect_timeout = 2\nread_timeout = 2\n").unwrap();
+    let m = FuseMount::start(roam.env("ROAM_CONFIG", &conf), None, &["-m", "/m=mem:"]);
+    let path = m.dir.join(format!("http/127.0.0.1:{port}/f"));
+    let start = Instant::now();
+    let reader = std::thread::spawn(move || fs::read(path).map_err(|e| e.raw_os_error()));
+    std::thread::sleep(Duration::from_millis(300));
+    // Another request meanwhile is served at once.
+    let t = Instant::now();
+    assert_eq!(ok(&m.sh("echo ok > /w/m/f && cat /w/m/f", &[])), "ok\n");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "blocked by the hung server"
+    );
+    let res = reader.join().unwrap();
+    assert_eq!(res, Err(Some(libc::ETIMEDOUT)));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// A server that is gone: EHOSTUNREACH at once, never a hang.
+#[test]
+fn a_dead_server_fails_fast() {
+    let port = roam_testkit::free_port();
+    let m = FuseMount::start(Roam::new(), None, &[]);
+    let start = Instant::now();
+    let err = fs::read(m.dir.join(format!("http/127.0.0.1:{port}/f"))).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EHOSTUNREACH), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// kill -9 of roam leaves no dead mount behind; SIGTERM and `roam umount` unmount and
+/// end roam cleanly.
+mod unmount {
+    use super::*;
+
+    #[test]
+    fn kill_9_leaves_no_stale_mount() {
+        let mut m = FuseMount::start(Roam::new(), Some("mem:"), &[]);
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) };
+        m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while is_mounted(&m.dir) {
+            assert!(Instant::now() < deadline, "still mounted 5 s after kill -9");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            fs::read_dir(&m.dir).is_ok(),
+            "the directory is usable again"
+        );
+    }
+
+    #[test]
+    fn sigterm_unmounts() {
+        let mut m = FuseMount::start(Roam::new(), Some("mem:"), &[]);
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
+        let status = m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+        assert!(status.success(), "{status}: {}", m.log_text());
+        assert!(!is_mounted(&m.dir));
+    }
+
+    #[test]
+    fn roam_umount_ends_roam() {
+        let mut m = FuseMount::start(Roam::new(), Some("mem:"), &[]);
+        let o = Roam::new()
+            .command()
+            .arg("umount")
+            .arg(&m.dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let status = m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+        assert!(status.success(), "{status}");
+        assert!(!is_mounted(&m.dir));
+    }
+
+    #[test]
+    fn a_daemon_returns_once_mounted() {
+        let roam = Roam::new();
+        let dir = Scratch::new("daemon");
+        let o = roam
+            .command()
+            .arg("mount")
+            .arg(&dir.path)
+            .arg("mem:")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(is_mounted(&dir.path), "mounted when roam mount returned");
+        fs::write(dir.join("f"), b"x").unwrap();
+        let o = roam
+            .command()
+            .arg("umount")
+            .arg(&dir.path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(!is_mounted(&dir.path));
+    }
+}
+
+/// A user without privileges mounts through the setuid fusermount3, and the kernel
+/// enforces permission bits for them (`default_permissions`).
+#[test]
+fn a_non_root_user_mounts_through_fusermount3() {
+    const NOBODY: u32 = 65534;
+    let m = FuseMount::start_as(Roam::new(), Some("mem:"), &[], Some(NOBODY));
+    let as_nobody = |script: &str| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(script.replace("/w", m.dir.to_str().unwrap()))
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(
+        "echo mine > /w/f && cat /w/f && stat -c '%u %a' /w/f && chmod 000 /w/f && cat /w/f",
+    );
+    assert_eq!(
+        stdout(&o),
+        format!("mine\n{NOBODY} 644\n"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = m.dir.to_str().unwrap();
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.contains(dir) && l.contains("user_id=65534")),
+        "mounted for uid 65534"
+    );
+}
+
+/// `roam doctor` names each mechanism with a verdict and a reason, and fails when one is
+/// missing.
+#[test]
+fn doctor_tells_which_mechanisms_work() {
+    let o = Roam::new().command().arg("doctor").output().unwrap();
+    let out = stdout(&o);
+    for name in ["ptrace", "seccomp", "FUSE", "user namespaces"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in {out}"));
+        let verdict = line[16..].trim_start();
+        assert!(
+            verdict.starts_with("yes  ") || verdict.starts_with("no   "),
+            "{line}"
+        );
+        assert!(verdict.len() > 10, "a reason is given: {line}");
+    }
+    assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
+}
+
+/// `roam run --fuse`: the program sees `/http/...` and the configured mounts, is not
+/// traced, and runs as its user; without root too (an unprivileged user namespace).
+mod run_fuse {
+    use super::*;
+
+    fn script(host: &str) -> String {
+        format!(
+            "head -1 /http/{host}/hello.txt && echo hi > /scratch/x/a && cat /scratch/x/a && grep TracerPid /proc/self/status && id -u && cat /http/{host}/nothere"
+        )
+    }
+
+    fn check(o: &std::process::Output, uid: u32) {
+        assert_eq!(
+            stdout(o),
+            format!("first line\nhi\nTracerPid:\t0\n{uid}\n"),
+            "{}",
+            stderr(o)
+        );
+        assert!(
+            stderr(o).contains("/nothere': No such file or directory"),
+            "{}",
+            stderr(o)
+        );
+        assert_eq!(o.status.code(), Some(1), "cat's own exit status");
+    }
+
+    #[test]
+    fn as_root() {
+        let host = common::fixture().server.authority();
+        let o = Roam::new()
+            .command()
+            .args(["run", "--fuse", "-m", "/scratch/x=mem:", "--", "sh", "-c"])
+            .arg(script(&host))
+            .output()
+            .unwrap();
+        check(&o, 0);
+    }
+
+    #[test]
+    fn as_a_user_without_privileges() {
+        let host = common::fixture().server.authority();
+        let cache = Scratch::new("userns");
+        std::os::unix::fs::chown(&cache.path, Some(65534), Some(65534)).unwrap();
+        let roam = Roam::new().command();
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(roam.get_program())
+            .args(["run", "--fuse", "-m", "/scratch/x=mem:", "--", "sh", "-c"])
+            .arg(script(&host))
+            .env("ROAM_CACHE_DIR", cache.join("c"))
+            .env("ROAM_CONFIG", cache.join("none.toml"))
+            .current_dir("/")
+            .output()
+            .unwrap();
+        check(&o, 65534);
+    }
+}
