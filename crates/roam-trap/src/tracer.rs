@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 
 use crate::kernel::{Decision, Job, Kernel, Triage};
 use crate::platform::inject::{FdMove, Next};
-use crate::platform::{memory, ptrace};
+use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
 
 /// How long the tracer polls for the next stop before it sleeps.
@@ -99,6 +99,8 @@ pub struct Tracer {
     fd_moves: HashMap<Pid, (FdMove, String)>,
     /// For answers that come from elsewhere than the workers.
     done_tx: Sender<Done>,
+    /// Privileged programs roam runs untraced, each with the tracee waiting in its place.
+    proxies: HashMap<Pid, Pid>,
 }
 
 impl Tracer {
@@ -146,6 +148,7 @@ impl Tracer {
             deliveries: Vec::new(),
             fd_moves: HashMap::new(),
             done_tx,
+            proxies: HashMap::new(),
         })
     }
 
@@ -253,6 +256,14 @@ impl Tracer {
     }
 
     fn on_exit(&mut self, pid: Pid, status: i32) {
+        if let Some(waiting) = self.proxies.remove(&pid) {
+            // The tracee that exec'd the privileged program ends with its status (a death
+            // by signal N as exit status 128+N).
+            if let Err(e) = ptrace::replace_call(waiting, libc::SYS_exit_group, status as u64) {
+                tracing::debug!(%waiting, "exit in place of a privileged program: {e}");
+            }
+            return resume(waiting, 0);
+        }
         if pid == self.main {
             self.main_status = Some(status);
         }
@@ -376,6 +387,19 @@ impl Tracer {
             }
             return;
         }
+        if let Decision::RunUntraced { path, argv, envp } = decision {
+            match proxy::spawn_untraced(tid, &path, &argv, &envp) {
+                // The tracee stays stopped at its exec until the program ends.
+                Ok(child) => {
+                    self.proxies.insert(child, tid);
+                }
+                Err(e) => {
+                    let _ = ptrace::skip_with(tid, -(e as i64));
+                    resume(tid, 0);
+                }
+            }
+            return;
+        }
         if let Decision::RunThenReturn(ret) = decision {
             self.overrides.insert(tid, ret);
             if let Err(e) = ptrace::resume_to_exit(tid) {
@@ -397,7 +421,10 @@ impl Tracer {
 fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
     match decision {
         // Handled by `apply` before it gets here.
-        Decision::Continue | Decision::RunThenReturn(_) | Decision::OpenWatched { .. } => Ok(()),
+        Decision::Continue
+        | Decision::RunThenReturn(_)
+        | Decision::OpenWatched { .. }
+        | Decision::RunUntraced { .. } => Ok(()),
         Decision::Rewrite(args) => {
             let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
             let addrs = memory::push_strings(tid, sp, &strings)?;

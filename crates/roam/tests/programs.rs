@@ -690,3 +690,41 @@ fn an_interactive_shell_has_job_control() {
         .unwrap();
     assert!(roamed.status.success(), "under roam: {}", stderr(&roamed));
 }
+
+#[test]
+fn a_setuid_program_runs_untraced_with_its_privileges() {
+    // As an unprivileged user: a setuid-root copy of cat must run as root and untraced,
+    // with the caller's fds (a pipe), arguments, cwd and exit status.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("setuid");
+    let cat = dir.join("cat");
+    std::fs::copy("/bin/cat", &cat).unwrap();
+    std::fs::set_permissions(&cat, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = dir.join("c");
+    roam_testkit::mkdir(&cache);
+    std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).unwrap();
+    let script = format!(
+        "cd {d} && echo piped | ./cat && ./cat /proc/self/status | grep -E '^(Uid|TracerPid)' \
+         | tr -s '\\t' ' '; ./cat /nonexistent 2>/dev/null; echo status=$?",
+        d = dir.path.display()
+    );
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_roam"))
+        .args(["run", "--", "sh", "-c", &script])
+        .env("ROAM_CACHE_DIR", &cache)
+        .env("ROAM_CONFIG", dir.join("none.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "piped\nTracerPid: 0\nUid: 65534 0 0 0\nstatus=1\n"
+    );
+    assert!(
+        stderr(&out).contains("is a privileged program") && stderr(&out).contains("untraced"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -2,7 +2,8 @@
 //! r-x when it is an ELF binary or starts with `#!`). A script whose `#!` interpreter is a
 //! roam name (local or remote script alike) is started the way the kernel would start it,
 //! with the interpreter's fetched copy: the kernel reads `#!` lines itself, past any trap.
-//! Exec of a setuid/setgid program is noted on stderr: under roam it cannot gain privileges.
+//! A privileged program (setuid, setgid, file capabilities) is never traced: roam runs it
+//! untraced in the tracee's place and says so.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -102,28 +103,44 @@ fn script_exec(
     })
 }
 
-/// Warns when a local program about to be exec'd is setuid or setgid.
-pub(super) fn warn_if_privileged(k: &Kernel, tid: Pid, call: &Syscall) {
-    if nix::unistd::geteuid().is_root() {
-        return;
+/// A local program about to be exec'd that would gain privileges (setuid, setgid, file
+/// capabilities): it runs untraced in the tracee's place, and the user is told.
+pub(super) fn privileged(k: &Kernel, tid: Pid, call: &Syscall) -> Option<Decision> {
+    let file = local_file(tid, call)?;
+    let md = std::fs::metadata(&file).ok()?;
+    let setid = md.permissions().mode() & (libc::S_ISUID | libc::S_ISGID) != 0;
+    if !md.is_file() || !(setid || has_file_caps(&file)) {
+        return None;
     }
     let arg = if call.nr == libc::SYS_execveat { 1 } else { 0 };
-    let Ok(raw) = memory::read_cstr(tid, call.args[arg]) else {
-        return;
+    let path = memory::read_cstr(tid, call.args[arg]).ok()?;
+    let argv = memory::read_argv(tid, call.args[arg + 1], 1 << 16).ok()?;
+    let envp = memory::read_argv(tid, call.args[arg + 2], 1 << 16).ok()?;
+    let shown = String::from_utf8_lossy(&path).into_owned();
+    k.report.once(
+        format!("privileged {shown}"),
+        format!("{shown} is a privileged program (setuid/setgid/capabilities): roam never traces one, so it runs untraced and sees only local files"),
+    );
+    Some(Decision::RunUntraced {
+        path: file.into_bytes(),
+        argv,
+        envp,
+    })
+}
+
+/// Whether `path` carries file capabilities (`security.capability`).
+fn has_file_caps(path: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(path) else {
+        return false;
     };
-    let path = String::from_utf8_lossy(&raw).into_owned();
-    let full = if path.starts_with('/') {
-        path.clone()
-    } else {
-        format!("/proc/{tid}/cwd/{path}")
+    // SAFETY: asks only for the size of the attribute (no buffer).
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
     };
-    let Ok(md) = std::fs::metadata(&full) else {
-        return;
-    };
-    if md.permissions().mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
-        k.report.once(
-            format!("setuid {path}"),
-            format!("{path} is setuid/setgid: roam does not trace privileged programs, so it runs without its privileges"),
-        );
-    }
+    n > 0
 }

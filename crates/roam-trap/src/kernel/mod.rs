@@ -52,6 +52,13 @@ pub enum Decision {
         cloexec: bool,
         virt: String,
     },
+    /// A privileged program (setuid, setgid, file capabilities) must not run traced: roam
+    /// starts it untraced in the tracee's place; the tracee exits with its status.
+    RunUntraced {
+        path: Vec<u8>,
+        argv: Vec<Vec<u8>>,
+        envp: Vec<Vec<u8>>,
+    },
     /// Let an exec run another program with another argument vector (a script whose
     /// interpreter is a roam name: the kernel would look for the interpreter itself).
     Exec {
@@ -250,7 +257,9 @@ impl Kernel {
                         places,
                     });
                 }
-                exec::warn_if_privileged(self, tid, &call);
+                if let Some(d) = exec::privileged(self, tid, &call) {
+                    return Triage::Done(d);
+                }
             }
             return Triage::Done(Decision::Continue);
         }

@@ -5,5 +5,6 @@ pub mod attach;
 pub mod inject;
 pub mod launch;
 pub mod memory;
+pub mod proxy;
 pub mod ptrace;
 pub mod seccomp;

@@ -71,6 +71,15 @@ pub fn skip_with(pid: Pid, ret: i64) -> nix::Result<()> {
     ptrace::setregs(pid, regs)
 }
 
+/// Makes a thread stopped at a seccomp stop run call `nr` with first argument `arg0`
+/// instead of the one it made.
+pub fn replace_call(pid: Pid, nr: i64, arg0: u64) -> nix::Result<()> {
+    let mut regs = ptrace::getregs(pid)?;
+    regs.orig_rax = nr as u64;
+    regs.rdi = arg0;
+    ptrace::setregs(pid, regs)
+}
+
 /// Sets the return value of a thread stopped at a syscall-exit stop.
 pub fn set_return(pid: Pid, ret: i64) -> nix::Result<()> {
     let mut regs = ptrace::getregs(pid)?;
