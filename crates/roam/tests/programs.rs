@@ -330,6 +330,18 @@ fn python_threads_multiprocessing_and_subprocess() {
 }
 
 #[test]
+fn exec_from_a_thread_of_a_multithreaded_process() {
+    // The exec'ing thread takes over the process (and its leader's id); roam follows it.
+    let script = "import os, sys, threading, time\n\
+                  def spin():\n    while True: time.sleep(0.001)\n\
+                  [threading.Thread(target=spin, daemon=True).start() for _ in range(3)]\n\
+                  t = threading.Thread(target=lambda: os.execv('/bin/cat', ['cat', sys.argv[1]]))\n\
+                  t.start(); t.join()\n";
+    let out = same_on_both(&format!("python3 -c \"{script}\" {{}}/hello.txt"));
+    assert!(out.contains("second line with needle"), "{out}");
+}
+
+#[test]
 fn posix_spawn_and_vfork() {
     let out = same_on_both(&format!("{} {{}}/hello.txt {{}}/exit42.sh", bin("spawn")));
     assert!(out.contains("posix_spawnp wc < FILE: exit 0"), "{out}");
