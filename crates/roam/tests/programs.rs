@@ -740,3 +740,44 @@ fn a_setuid_program_runs_untraced_with_its_privileges() {
         stderr(&out)
     );
 }
+
+#[test]
+fn when_roam_dies_no_tracee_is_left_behind() {
+    // A program and its child under roam; roam is killed with SIGKILL: both must end
+    // (EXITKILL) rather than stay stopped forever.
+    let dir = Scratch::new("orphans");
+    let pids = dir.join("pids");
+    let script = format!("sleep 300 & echo $$ $! > {}; wait", pids.display());
+    let mut roam = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args(["run", "--", "sh", "-c", &script])
+        .env("ROAM_CACHE_DIR", dir.join("c"))
+        .env("ROAM_CONFIG", dir.join("none.toml"))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let ids = loop {
+        if let Ok(text) = std::fs::read_to_string(&pids) {
+            if text.ends_with('\n') {
+                break text;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    roam.kill().unwrap();
+    roam.wait().unwrap();
+    for pid in ids.split_whitespace() {
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Gone, or a zombie waiting for its parent (not stopped, not running).
+        while proc_dir.exists()
+            && !std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|s| s.contains(") Z "))
+        {
+            assert!(std::time::Instant::now() < deadline, "{pid} outlived roam");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
