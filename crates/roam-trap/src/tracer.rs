@@ -15,7 +15,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::kernel::{Decision, Job, Kernel, Triage};
+use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
 use crate::platform::inject::{FdMove, Next};
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
@@ -91,8 +91,8 @@ pub struct Tracer {
     wake: Arc<EventFd>,
     signals: SignalFd,
     in_flight: usize,
-    /// Threads running a call whose return value roam replaces at the syscall-exit stop.
-    overrides: HashMap<Pid, i64>,
+    /// Threads running a call whose result roam finishes at the syscall-exit stop.
+    overrides: HashMap<Pid, AfterExit>,
     /// Deliveries started at process exits; the run ends only after them.
     deliveries: Vec<std::thread::JoinHandle<()>>,
     /// Threads whose new fd is being moved to a watched number.
@@ -321,9 +321,9 @@ impl Tracer {
         if self.fd_moves.contains_key(&pid) {
             return self.on_fd_move(pid);
         }
-        if let Some(ret) = self.overrides.remove(&pid) {
-            if let Err(e) = ptrace::set_return(pid, ret) {
-                tracing::debug!(%pid, "set return: {e}");
+        if let Some(after) = self.overrides.remove(&pid) {
+            if let Err(e) = after.apply(pid) {
+                tracing::debug!(%pid, "after exit: {e}");
             }
         }
         resume(pid, 0);
@@ -400,10 +400,20 @@ impl Tracer {
             }
             return;
         }
-        if let Decision::RunThenReturn(ret) = decision {
-            self.overrides.insert(tid, ret);
-            if let Err(e) = ptrace::resume_to_exit(tid) {
-                tracing::debug!(%tid, "resume to exit: {e}");
+        let (decision, after) = match decision {
+            Decision::RunThenReturn(ret) => (Decision::Continue, Some(AfterExit::Return(ret))),
+            Decision::RewriteThen { args, after } => (Decision::Rewrite(args), Some(after)),
+            d => (d, None),
+        };
+        if let Some(after) = after {
+            match carry_out(tid, sp, decision).and_then(|()| ptrace::resume_to_exit(tid)) {
+                Ok(()) => {
+                    self.overrides.insert(tid, after);
+                }
+                Err(e) => {
+                    tracing::debug!(%tid, "resume to exit: {e}");
+                    resume(tid, sig);
+                }
             }
             return;
         }
@@ -423,6 +433,7 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
         // Handled by `apply` before it gets here.
         Decision::Continue
         | Decision::RunThenReturn(_)
+        | Decision::RewriteThen { .. }
         | Decision::OpenWatched { .. }
         | Decision::RunUntraced { .. } => Ok(()),
         Decision::Rewrite(args) => {

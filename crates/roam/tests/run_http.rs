@@ -34,6 +34,8 @@ fn listings_match_the_local_copy() {
         "find {} | sort",
         "find {} -type f -name '*.c' | sort",
         "stat -c '%n %s %F' {}/big.bin {}/dir {}/dir/sub/deep.txt",
+        // Blocks as a local file system counts them (a not yet fetched stub is sparse).
+        "stat -c '%n %s %b' {}/big.bin {}/hello.txt && du -s {} {}/dir && ls -s {}/dir/sub",
     ] {
         let (native, roamed) = both(script);
         assert!(!native.is_empty(), "{script}: no output natively");

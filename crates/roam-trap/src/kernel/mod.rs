@@ -43,6 +43,11 @@ pub enum Decision {
     ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
     /// Let it run (e.g. `close` must really close the fd), then make it return this value.
     RunThenReturn(i64),
+    /// Let it run with these path arguments, then finish its result (at the exit stop).
+    RewriteThen {
+        args: Vec<(usize, Vec<u8>)>,
+        after: AfterExit,
+    },
     /// Let an open run with this path argument, then move the fd it returns to a watched
     /// number (≥ `WATCHED_FD_BASE`), whose reads roam sees: a large file arriving in ranges.
     /// `virt` is the file, for when no watched number is free.
@@ -72,6 +77,25 @@ pub enum Decision {
 impl Decision {
     fn fail(errno: i32) -> Decision {
         Decision::Return(-(errno as i64))
+    }
+}
+
+/// What roam does to a call's result at its syscall-exit stop.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AfterExit {
+    /// The call returns this value instead.
+    Return(i64),
+    /// A `struct stat` (or `statx`) at `buf` of a skeleton stub: the blocks a whole file of
+    /// its size would take, as the remote file does (a stub is sparse).
+    FillBlocks { buf: u64, statx: bool },
+}
+
+impl AfterExit {
+    pub fn apply(&self, tid: Pid) -> nix::Result<()> {
+        match *self {
+            AfterExit::Return(ret) => crate::platform::ptrace::set_return(tid, ret),
+            AfterExit::FillBlocks { buf, statx } => inspect::fill_blocks(tid, buf, statx),
+        }
     }
 }
 

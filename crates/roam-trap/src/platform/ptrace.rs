@@ -80,6 +80,11 @@ pub fn replace_call(pid: Pid, nr: i64, arg0: u64) -> nix::Result<()> {
     ptrace::setregs(pid, regs)
 }
 
+/// The return value of a thread stopped at a syscall-exit stop.
+pub fn return_value(pid: Pid) -> nix::Result<i64> {
+    Ok(ptrace::getregs(pid)?.rax as i64)
+}
+
 /// Sets the return value of a thread stopped at a syscall-exit stop.
 pub fn set_return(pid: Pid, ret: i64) -> nix::Result<()> {
     let mut regs = ptrace::getregs(pid)?;
