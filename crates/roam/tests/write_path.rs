@@ -281,3 +281,38 @@ fn a_failed_upload_is_retried_until_it_succeeds() {
     );
     assert!(stderr(&o).contains("tries again"), "{}", stderr(&o));
 }
+
+#[test]
+fn in_place_edits_and_moves_across_mounts_are_exact_and_quiet() {
+    // sed -i (temp file, fchown to the same owner, xattr copy, rename) and mv between a
+    // remote mount and a local directory (EXDEV, then copy): what programs do every day,
+    // with nothing for roam to complain about; one link per file, as on the server.
+    let m = Mount::serving("file+cache", |srv| {
+        write_file(&srv.join("a.txt"), b"alpha beta\n", 0o644)
+    });
+    let local = Scratch::new("moved");
+    let script = format!(
+        "sed -i s/alpha/gamma/ /w/a.txt && cat /w/a.txt && mv /w/a.txt {l}/m.txt \
+         && mv {l}/m.txt /w/b.txt && ls /w && stat -c '%h %s' /w/b.txt",
+        l = local.path.display()
+    );
+    let o = m.sh(&script);
+    assert_eq!(ok(&o), "gamma beta\nb.txt\n1 11\n");
+    assert!(!stderr(&o).contains("roam:"), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(m.backend("b.txt")).unwrap(),
+        "gamma beta\n"
+    );
+    assert!(!m.backend("a.txt").exists());
+    // Another owner is refused, with a reason.
+    let o = m.sh("chown 12345 /w/b.txt 2>&1; echo $?");
+    assert_eq!(
+        stdout(&o),
+        "chown: changing ownership of '/w/b.txt': Operation not permitted\n1\n"
+    );
+    assert!(
+        stderr(&o).contains("remote files keep their owner (EPERM)"),
+        "{}",
+        stderr(&o)
+    );
+}

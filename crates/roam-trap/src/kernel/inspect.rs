@@ -28,7 +28,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         }
     }
     let stub = vfs.meta_path(node).map_err(fail)?;
-    Ok(match stat_buffer(&job.call) {
+    // Entries of roam's cache stand for remote files; a local driver's own files are real.
+    let in_cache = vfs.unmap(&stub.to_string_lossy()).is_some();
+    Ok(match stat_buffer(&job.call).filter(|_| in_cache) {
         Some((buf, statx)) => Decision::RewriteThen {
             args: vec![(arg, path_bytes(&stub))],
             after: AfterExit::FillBlocks { buf, statx },
@@ -52,18 +54,36 @@ fn stat_buffer(call: &Syscall) -> Option<(u64, bool)> {
     }
 }
 
-/// Offsets (x86_64) of mode, size and blocks in `struct stat` and `struct statx`.
-const STAT_FIELDS: (u64, u64, u64) = (24, 48, 64);
-const STATX_FIELDS: (u64, u64, u64) = (28, 40, 48);
+/// Offsets (x86_64) of mode, size, blocks and link count in `struct stat` and `statx`.
+struct Fields {
+    mode: u64,
+    size: u64,
+    blocks: u64,
+    nlink: u64,
+}
+const STAT: Fields = Fields {
+    mode: 24,
+    size: 48,
+    blocks: 64,
+    nlink: 16,
+};
+const STATX: Fields = Fields {
+    mode: 28,
+    size: 40,
+    blocks: 48,
+    nlink: 16,
+};
 
-/// After a successful stat of a skeleton stub: a regular file's blocks are those of a whole
-/// file of its size (the stub is sparse; the remote file is not), in 512-byte units.
+/// After a successful stat of a cache entry standing for a remote regular file: the blocks
+/// of a whole file of its size (a stub is sparse; the remote file is not), in 512-byte
+/// units, and one link (roam's copies are linked to each other inside the cache).
 pub(super) fn fill_blocks(tid: Pid, buf: u64, statx: bool) -> nix::Result<()> {
     use crate::platform::memory;
     if crate::platform::ptrace::return_value(tid)? != 0 {
         return Ok(());
     }
-    let (mode_at, size_at, blocks_at) = if statx { STATX_FIELDS } else { STAT_FIELDS };
+    let f = if statx { &STATX } else { &STAT };
+    let (mode_at, size_at, blocks_at) = (f.mode, f.size, f.blocks);
     let mut word = [0u8; 8];
     memory::read(tid, buf + mode_at, &mut word[..4])?;
     let mode = u32::from_ne_bytes(word[..4].try_into().expect("4 bytes"));
@@ -79,7 +99,9 @@ pub(super) fn fill_blocks(tid: Pid, buf: u64, statx: bool) -> nix::Result<()> {
     if u64::from_ne_bytes(word) < whole {
         memory::write(tid, buf + blocks_at, &whole.to_ne_bytes())?;
     }
-    Ok(())
+    // st_nlink is 8 bytes, stx_nlink 4 (little-endian: the low bytes come first).
+    let one = 1u64.to_ne_bytes();
+    memory::write(tid, buf + f.nlink, if statx { &one[..4] } else { &one })
 }
 
 /// readlink of a magic link into roam's cache answers with the virtual name.
