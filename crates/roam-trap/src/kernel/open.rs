@@ -108,8 +108,12 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         vfs.meta_path(node)
     } else {
         vfs.open_path(node)
-    };
-    Ok(rewrite_to(arg, &target.map_err(fail)?))
+    }
+    .map_err(fail)?;
+    if target.is_dir() {
+        k.resolver.roam_dir_handed_out();
+    }
+    Ok(rewrite_to(arg, &target))
 }
 
 /// Opens `copy` at a watched fd number.

@@ -41,6 +41,10 @@ pub struct Resolver {
     vfs: Arc<Vfs>,
     /// Absolute prefixes that may lead into roam; any other absolute name is local.
     quick: Vec<Vec<u8>>,
+    /// Whether a tracee may hold a skeleton directory as its cwd or as a dirfd. Until one
+    /// does, a relative name that resolves locally is local, and the tracee's cwd need not
+    /// be read.
+    dirs_out: std::sync::atomic::AtomicBool,
 }
 
 impl Resolver {
@@ -49,7 +53,17 @@ impl Resolver {
         quick.push(vfs.cache_root().to_string_lossy().into_owned().into_bytes());
         quick.push(b"/proc/".to_vec());
         quick.push(b"/dev/fd/".to_vec());
-        Resolver { vfs, quick }
+        Resolver {
+            vfs,
+            quick,
+            dirs_out: Default::default(),
+        }
+    }
+
+    /// A tracee was given a skeleton directory (chdir into roam, open of a roam directory).
+    pub fn roam_dir_handed_out(&self) {
+        self.dirs_out
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn vfs(&self) -> &Vfs {
@@ -80,6 +94,13 @@ impl Resolver {
         let Ok(rel) = std::str::from_utf8(raw) else {
             return Place::Native;
         };
+        if !self.dirs_out.load(std::sync::atomic::Ordering::Relaxed)
+            && local_stat(&via_proc(tid, dirfd, rel), follow).is_ok()
+        {
+            // No cwd or dirfd is roam's, and the kernel finds the name: one `fstatat`
+            // through /proc instead of reading the cwd and then checking the name.
+            return Place::Native;
+        }
         let Some(base) = self.base_dir(tid, dirfd) else {
             return Place::Native;
         };
@@ -155,16 +176,21 @@ impl Resolver {
     }
 
     /// A local name the kernel resolves itself, unless it fails there and a local symlink
-    /// on the way leads into roam.
+    /// on the way leads into roam. Costs one `lstat` for a name that exists, two for one
+    /// missing from an existing directory (what compilers and Python probe for).
     fn through_local_links(&self, path: &str, follow: bool) -> Place {
-        match local_errno(path, follow) {
-            Some(libc::ENOENT | libc::ENOTDIR) => {}
-            _ => return Place::Native,
-        }
-        // Most failures are programs probing for names in existing directories: then only
-        // a link in the last component could lead into roam.
-        let (parent, _) = split_name(path);
-        if local_errno(parent, true).is_none() && !(follow && is_symlink(path)) {
+        let dangling = match local_lstat(path) {
+            // Exists; the kernel resolved every directory on the way.
+            Ok(is_link) if !(follow && is_link) => return Place::Native,
+            Ok(_) => match local_errno(path, true) {
+                None => return Place::Native,
+                Some(_) => true,
+            },
+            Err(libc::ENOENT | libc::ENOTDIR) => false,
+            Err(_) => return Place::Native,
+        };
+        // Missing from a directory that exists: nothing on the way leads elsewhere.
+        if !dangling && local_errno(split_name(path).0, true).is_none() {
             return Place::Native;
         }
         match self.walk_links(path, follow) {
@@ -253,22 +279,39 @@ fn components(path: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_owned)
 }
 
-/// Why the kernel would fail to resolve the local `path` (None: it exists).
-fn local_errno(path: &str, follow: bool) -> Option<i32> {
+/// `rel` spelled from the tracee's cwd or dirfd through /proc (the kernel follows those
+/// magic links to the tracee's own directory).
+fn via_proc(tid: Pid, dirfd: Option<i32>, rel: &str) -> String {
+    match dirfd {
+        Some(fd) if fd != libc::AT_FDCWD => format!("/proc/{tid}/fd/{fd}/{rel}"),
+        _ => format!("/proc/{tid}/cwd/{rel}"),
+    }
+}
+
+/// `fstatat` of a local name: its mode, or the errno the kernel gives.
+fn local_stat(path: &str, follow: bool) -> Result<libc::mode_t, i32> {
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
-    let c = std::ffi::CString::new(path).ok()?;
+    let c = std::ffi::CString::new(path).map_err(|_| libc::EINVAL)?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `c` is a valid C string and `st` a buffer of the size fstatat writes.
     let rc = unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), st.as_mut_ptr(), flags) };
-    (rc != 0).then(|| {
-        std::io::Error::last_os_error()
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()
             .raw_os_error()
-            .unwrap_or(libc::EIO)
-    })
+            .unwrap_or(libc::EIO));
+    }
+    // SAFETY: fstatat succeeded, so it filled `st`.
+    Ok(unsafe { st.assume_init() }.st_mode)
 }
 
-fn is_symlink(path: &str) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+/// Why the kernel would fail to resolve the local `path` (None: it exists).
+fn local_errno(path: &str, follow: bool) -> Option<i32> {
+    local_stat(path, follow).err()
+}
+
+/// Whether the local `path` (its last component not followed) is a symlink.
+fn local_lstat(path: &str) -> Result<bool, i32> {
+    local_stat(path, false).map(|mode| mode & libc::S_IFMT == libc::S_IFLNK)
 }
 
 fn link_target(link: &str) -> Option<String> {
