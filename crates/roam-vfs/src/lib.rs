@@ -97,6 +97,7 @@ struct State {
     dirty: HashSet<String>,
 }
 
+#[derive(Clone)]
 struct DirIndex {
     entries: HashMap<String, Meta>,
     complete: bool,

@@ -264,14 +264,12 @@ impl Vfs {
         // What roam knows must be the new version before the name stops being dirty, so no
         // reader in between sees an older answer (e.g. a cached "no such file").
         self.cache.link_into_skeleton(virt)?;
-        self.invalidate(virt);
-        self.remember(
-            virt,
-            Meta {
-                size: Some(before.0),
-                ..uploaded
-            },
-        );
+        let now = Meta {
+            size: Some(before.0),
+            ..uploaded
+        };
+        self.patch_listing(virt, Some(&now));
+        self.remember(virt, now);
         if stamp(&data) == Some(before) && !still_written() {
             self.forget_change(virt)?;
         } else {
@@ -383,7 +381,10 @@ impl Vfs {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
         }
-        self.forget_all(&r.virt)
+        self.cache.forget(&r.virt);
+        self.forget_change(&r.virt)?;
+        self.patch_listing(&r.virt, None);
+        Ok(())
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
@@ -471,6 +472,29 @@ impl Vfs {
         st.listings.remove(split_name(virt).0);
         st.listings.remove(virt);
         crate::listings::drop(self.cache.root(), split_name(virt).0);
+        crate::listings::drop(self.cache.root(), virt);
+    }
+
+    /// After roam itself uploaded `virt` (now `meta`) or removed it (`None`): the parent's
+    /// listing, if fresh, is patched instead of dropped. `cp -r`, `make` and `rm -r` change
+    /// one name after another in a directory; dropping its listing each time made every next
+    /// lookup there list it again (on S3, WebDAV, FTP: a request growing with the directory).
+    fn patch_listing(&self, virt: &str, meta: Option<&Meta>) {
+        let (parent, name) = split_name(virt);
+        let mut st = self.state.lock().unwrap();
+        st.attrs.remove(virt);
+        st.listings.remove(virt);
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            let mut patched = (**index).clone();
+            match meta {
+                Some(m) => patched.entries.insert(name.to_owned(), m.clone()),
+                None => patched.entries.remove(name),
+            };
+            *index = std::sync::Arc::new(patched);
+        }
+        drop(st);
+        // A later run lists again rather than trust a saved listing roam has since changed.
+        crate::listings::drop(self.cache.root(), parent);
         crate::listings::drop(self.cache.root(), virt);
     }
 
