@@ -41,7 +41,8 @@ mkdir -p "$out"
 # ---- configurations: label -> protocol, tool ----
 configs=()
 for p in $PROTOS; do
-    configs+=("roam $p" "roam $p, T_read 0" "roam $p, T_write 5")
+    configs+=("roam $p" "roam $p, T_read 0")
+    [ "$p" = http ] || configs+=("roam $p, T_write 5") # nothing to write on HTTP
     case $p in
     sftp) configs+=("sshfs" "rclone sftp") ;;
     dav | ftp | s3 | http) configs+=("rclone $p") ;;
