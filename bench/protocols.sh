@@ -14,6 +14,7 @@
 #   BLOCKS="4096 16384 65536 262144 1048576"   Fig 5.1 block sizes (Parrot's 4K..1M)
 #   PROTOS="http dav ftp sftp s3 chirp file+cache"   roam's protocols
 #   FIGS="1 2 3"      which figures to run
+#   CONFIGS=REGEX     only the configurations whose label matches (e.g. '^(roam [a-z+0-9]+|sshfs|rclone .*)$')
 #   ROAM=target/release/roam
 #
 # Configurations: `roam P` (defaults: T_read 30 s, the cache is used; T_write 0, a change
@@ -41,12 +42,19 @@ mkdir -p "$out"
 # ---- configurations: label -> protocol, tool ----
 configs=()
 for p in $PROTOS; do
-    configs+=("roam $p" "roam $p, T_read 0" "roam $p, T_write 5")
+    configs+=("roam $p" "roam $p, T_read 0")
+    [ "$p" = http ] || configs+=("roam $p, T_write 5") # nothing to write on HTTP
     case $p in
     sftp) configs+=("sshfs" "rclone sftp") ;;
     dav | ftp | s3 | http) configs+=("rclone $p") ;;
     esac
 done
+# CONFIGS=REGEX keeps only the configurations whose label matches it.
+if [ -n "${CONFIGS:-}" ]; then
+    kept=()
+    for c in "${configs[@]}"; do [[ $c =~ $CONFIGS ]] && kept+=("$c"); done
+    configs=("${kept[@]}")
+fi
 proto_of() { local c=${1%%,*}; case $c in sshfs) echo sftp ;; *) echo "${c#* }" ;; esac; }
 tool_of() { echo "${1%% *}"; }
 

@@ -264,14 +264,11 @@ impl Vfs {
         // What roam knows must be the new version before the name stops being dirty, so no
         // reader in between sees an older answer (e.g. a cached "no such file").
         self.cache.link_into_skeleton(virt)?;
-        self.invalidate(virt);
-        self.remember(
-            virt,
-            Meta {
-                size: Some(before.0),
-                ..uploaded
-            },
-        );
+        let now = Meta {
+            size: Some(before.0),
+            ..uploaded
+        };
+        self.remember(virt, now);
         if stamp(&data) == Some(before) && !still_written() {
             self.forget_change(virt)?;
         } else {
@@ -383,7 +380,10 @@ impl Vfs {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
         }
-        self.forget_all(&r.virt)
+        self.cache.forget(&r.virt);
+        self.forget_change(&r.virt)?;
+        self.remember_gone(&r.virt);
+        Ok(())
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
@@ -532,6 +532,23 @@ impl Vfs {
         Ok(())
     }
 
+    /// After roam itself removed `virt`: the parent's listing, if fresh, loses the name (so
+    /// the next lookup answers ENOENT without a request) and `virt`'s own listing goes.
+    fn remember_gone(&self, virt: &str) {
+        let (parent, name) = split_name(virt);
+        let mut st = self.state.lock().unwrap();
+        st.attrs.remove(virt);
+        st.listings.remove(virt);
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            let index = std::sync::Arc::make_mut(index);
+            index.entries.remove(name);
+            index.unknown.remove(name);
+        }
+        drop(st);
+        crate::listings::drop(self.cache.root(), parent);
+        crate::listings::drop(self.cache.root(), virt);
+    }
+
     fn forget_all(&self, virt: &str) -> Result<()> {
         self.cache.forget(virt);
         self.forget_change(virt)?;
@@ -539,6 +556,10 @@ impl Vfs {
         Ok(())
     }
 
+    /// After roam itself made `virt` (now `meta`): the parent's listing, if fresh, is patched
+    /// instead of dropped. `cp -r`, `make`, `tar x` and `rm -r` change one name after another
+    /// in a directory; dropping its listing each time made every next lookup there list it
+    /// again (on S3, WebDAV, FTP: a request growing with the directory).
     fn remember(&self, virt: &str, meta: Meta) {
         let (parent, name) = split_name(virt);
         let mut st = self.state.lock().unwrap();
@@ -549,6 +570,9 @@ impl Vfs {
         }
         st.attrs
             .insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
+        drop(st);
+        // A later run lists again rather than trust a saved listing roam has since changed.
+        crate::listings::drop(self.cache.root(), parent);
     }
 }
 

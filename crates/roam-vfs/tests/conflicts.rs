@@ -1,6 +1,7 @@
-//! The conflict hook: a change that meets a remote version changed meanwhile is offered to
-//! the resolver; by default both versions are kept, a merging resolver replaces the remote
-//! one with its merge. Against a local directory served through the cache (`file+cache`).
+//! The write path against a local directory served through the cache (`file+cache`): the
+//! conflict hook (a change that meets a remote version changed meanwhile is offered to the
+//! resolver; by default both versions are kept, a merging resolver replaces the remote one
+//! with its merge), and the listings roam patches with its own changes.
 
 use std::path::Path;
 use std::time::Duration;
@@ -100,4 +101,27 @@ fn a_resolver_can_merge_the_two_versions() {
         "nothing kept beside"
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn own_changes_patch_the_listing_instead_of_dropping_it() {
+    let root = setup("patch");
+    let v = vfs(&root);
+    let f = v.lookup("/w/f").unwrap().unwrap();
+    assert_eq!(v.stat(&f).unwrap().size, Some(5), "listed /w");
+    let g = v.lookup("/w/g").unwrap().unwrap();
+    let copy = v
+        .open_for_write(&g, libc::O_WRONLY | libc::O_CREAT, 0o644)
+        .unwrap();
+    std::fs::write(&copy, b"new!!!\n").unwrap();
+    v.flush("/w/g", &|| false).unwrap();
+    v.remove_file(&f).unwrap();
+    // Another client adds a name meanwhile. Within T_read roam answers from its listing,
+    // patched with its own two changes rather than fetched again.
+    std::fs::write(root.join("srv/other"), b"theirs\n").unwrap();
+    assert_eq!(v.stat(&g).unwrap().size, Some(7));
+    assert_eq!(v.stat(&f).unwrap_err().errno(), libc::ENOENT);
+    let other = v.lookup("/w/other").unwrap().unwrap();
+    assert_eq!(v.stat(&other).unwrap_err().errno(), libc::ENOENT);
+    let _ = std::fs::remove_dir_all(&root);
 }
