@@ -393,3 +393,21 @@ mod run_fuse {
         check(&o, 65534);
     }
 }
+
+/// A file changed on the server behind roam's back (same size, new mtime): with T_read 0
+/// the next read through the mount sees the new bytes, not the kernel's cached pages.
+#[test]
+fn a_remote_change_reaches_past_the_kernel_page_cache() {
+    let m = common::Backend::new("file+cache").through(Fuse);
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 0\n").unwrap();
+    let roam = roam.env("ROAM_CONFIG", &conf);
+    assert_eq!(
+        ok(&m.sh_with(roam, "echo one > /w/f && cat /w/f && cat /w/f")),
+        "one\none\n"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    fs::write(m.backend("f"), "two\n").unwrap();
+    assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
+}
