@@ -115,7 +115,13 @@ fn serve(args: &MountArgs) -> Result<i32> {
     let fs = Roamfs::new(vfs.clone(), root);
     let opts = Options {
         threads: args.threads,
-        fsname: format!("roam:{}", args.url.as_deref().unwrap_or("")),
+        // /proc/mounts is world-readable: the scheme only, never a URL's login.
+        fsname: format!(
+            "roam:{}",
+            args.url
+                .as_deref()
+                .map_or("", |u| u.split(':').next().unwrap_or(""))
+        ),
         allow_other: false,
         direct: false,
     };

@@ -411,3 +411,21 @@ fn a_remote_change_reaches_past_the_kernel_page_cache() {
     fs::write(m.backend("f"), "two\n").unwrap();
     assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
 }
+
+/// /proc/mounts is world-readable: a URL's login never shows there.
+#[test]
+fn a_url_s_password_stays_out_of_the_mount_table() {
+    let port = roam_testkit::free_port();
+    let m = FuseMount::start(
+        Roam::new(),
+        Some(&format!("ftp://roam:hunter2@127.0.0.1:{port}/")),
+        &[],
+    );
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mounts
+        .lines()
+        .find(|l| l.contains(m.dir.to_str().unwrap()))
+        .expect("mounted");
+    assert!(line.contains("roam:ftp"), "{line}");
+    assert!(!mounts.contains("hunter2"), "{line}");
+}
