@@ -251,6 +251,35 @@ mod unmount {
         assert!(!is_mounted(&m.dir));
     }
 
+    /// The watcher of a roam that ended cleanly leaves alone the next mount made there.
+    #[test]
+    fn a_new_mount_survives_the_end_of_the_old_one() {
+        let roam = Roam::new();
+        let dir = Scratch::new("remount");
+        let _guard = common::fuse::UnmountOnDrop(dir.path.clone());
+        let mount = || {
+            roam.command()
+                .arg("mount")
+                .arg(&dir.path)
+                .arg("mem:")
+                .output()
+                .unwrap()
+        };
+        assert!(mount().status.success());
+        let umount = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&dir.path)
+            .status()
+            .unwrap();
+        assert!(umount.success());
+        assert!(mount().status.success());
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            is_mounted(&dir.path),
+            "the old roam's watcher unmounted the new mount"
+        );
+    }
+
     #[test]
     fn a_daemon_returns_once_mounted() {
         let roam = Roam::new();
