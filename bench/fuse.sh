@@ -62,7 +62,7 @@ unmount_kind() {
     wait_unmounted
 }
 
-secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", b-a}'; }
 
 # tar_once KIND N: seconds to extract the tree N times at once into a fresh KIND.
 tar_once() {
@@ -72,7 +72,7 @@ tar_once() {
     t0=$(date +%s.%N)
     for i in $(seq "$2"); do
         mkdir "$mnt/x$i"
-        tar xf "$work/tree.tar" -C "$mnt/x$i" &
+        { tar xf "$work/tree.tar" -C "$mnt/x$i" || echo "tar into $1 failed" >&2; } &
     done
     wait
     t1=$(date +%s.%N)
@@ -112,9 +112,9 @@ head -c "${SIZE_MB}M" /dev/urandom > "$work/www/big.bin"
 start_nginx "$work"
 
 read_secs() {
-    local t0 t1
+    local t0 t1 kind=$1
     t0=$(date +%s.%N)
-    cat "$mnt/big.bin" > /dev/null
+    cat "$mnt/big.bin" > /dev/null || echo "cat from $kind failed" >&2
     t1=$(date +%s.%N)
     secs "$t0" "$t1"
 }
@@ -124,12 +124,12 @@ large_once() {
     rm -rf "$work"/cache-* "$work/rclone-cache"
     mount_kind "$1"
     local u c b
-    u=$(read_secs)
-    c=$(read_secs)
+    u=$(read_secs "$1")
+    c=$(read_secs "$1")
     local warm=${ROAM_CACHE_DIR##*cache-}
     unmount_kind "$1"
     WARM=$warm mount_kind "$1"
-    b=$(read_secs)
+    b=$(read_secs "$1")
     unmount_kind "$1"
     echo "$u $c $b"
 }
@@ -142,7 +142,7 @@ echo "| mount | uncached (s) | cached: page cache (s) | backend-cached: new moun
 echo "| --- | --- | --- | --- |"
 curl_runs=$(for _ in $(seq "$RUNS"); do
     a=$(date +%s.%N); curl -s "http://127.0.0.1:$PORT/big.bin" > /dev/null; b=$(date +%s.%N)
-    secs "$a" "$b"; echo
+    secs "$a" "$b"
 done | median)
 echo "| curl (no mount) | $curl_runs | - | - |"
 for kind in roam-http rclone-http rclone-http-full; do

@@ -36,8 +36,14 @@ impl Mounted {
         self.session.guard.is_finished()
     }
 
-    /// Unmounts and waits for the request threads.
+    /// Unmounts and waits for the request threads. When the file system was unmounted
+    /// from outside already, nothing is unmounted: another mount may sit there by now, and
+    /// fuser's own unmount-on-drop would take that one away.
     pub fn unmount(self) -> std::io::Result<()> {
+        if self.ended() {
+            std::mem::forget(self);
+            return Ok(());
+        }
         if let Some(dir) = &self.helper {
             crate::fusermount::unmount(dir)?;
         }

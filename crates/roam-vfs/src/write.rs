@@ -169,6 +169,11 @@ impl Vfs {
         Ok(())
     }
 
+    /// Whether `virt` is a file created here and not yet uploaded.
+    fn is_new_here(&self, virt: &str) -> bool {
+        self.is_dirty(virt) && self.cache.journal(virt).is_some_and(|j| j.base.is_none())
+    }
+
     /// Whether `virt` has a journaled change not yet uploaded.
     pub fn is_dirty(&self, virt: &str) -> bool {
         self.state.lock().unwrap().dirty.contains(virt)
@@ -249,7 +254,14 @@ impl Vfs {
             self.invalidate(virt);
             return Ok(Flushed::Conflict(r.driver.describe(&beside)));
         }
-        let uploaded = self.upload(r, &r.path, current.and_then(|m| m.mode))?;
+        // A file's mode stays the server's; a new file gets its copy's.
+        let mode = match &current {
+            Some(m) => m.mode,
+            None => std::fs::metadata(&data)
+                .ok()
+                .map(|md| std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777),
+        };
+        let uploaded = self.upload(r, &r.path, mode)?;
         let info = Info {
             copy_mtime_ns: Some(before.1),
             ..info_of(
@@ -371,11 +383,7 @@ impl Vfs {
     pub fn remove_file(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         // A file created here and not uploaded yet exists only in roam's journal.
-        let only_here = self.is_dirty(&r.virt)
-            && self
-                .cache
-                .journal(&r.virt)
-                .is_some_and(|j| j.base.is_none());
+        let only_here = self.is_new_here(&r.virt);
         match r.driver.remove_file(&r.path) {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
@@ -418,6 +426,16 @@ impl Vfs {
     /// so `chmod +x` of a program built there works as long as the copy is cached.
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
+        if self.is_new_here(&r.virt) {
+            // Not on the server yet: the copy's mode goes with its upload (`tar` and
+            // `install` chmod a file before closing it).
+            let data = self.cache.data_path(&r.virt);
+            return std::fs::set_permissions(
+                &data,
+                std::os::unix::fs::PermissionsExt::from_mode(mode),
+            )
+            .map_err(|e| Error::cache(&data, e));
+        }
         if self.is_dirty(&r.virt) {
             // A file created here must exist on the server to get a mode.
             self.flush(&r.virt, &|| true)?;

@@ -115,12 +115,18 @@ fn serve(args: &MountArgs) -> Result<i32> {
     let fs = Roamfs::new(vfs.clone(), root);
     let opts = Options {
         threads: args.threads,
-        fsname: format!("roam:{}", args.url.as_deref().unwrap_or("")),
+        // /proc/mounts is world-readable: the scheme only, never a URL's login.
+        fsname: format!(
+            "roam:{}",
+            args.url
+                .as_deref()
+                .map_or("", |u| u.split(':').next().unwrap_or(""))
+        ),
         allow_other: false,
         direct: false,
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.
-    let _watcher = unmount_watcher(&args.dir)?;
+    let mut watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
     if std::env::var_os(READY_ENV).is_some() {
@@ -133,22 +139,23 @@ fn serve(args: &MountArgs) -> Result<i32> {
             break;
         }
     }
-    if !mounted.ended() {
-        mounted.unmount().context("unmounting")?;
-    }
+    mounted.unmount().context("unmounting")?;
+    // Ended cleanly: the watcher must not unmount what may by now be a new mount there.
+    writeln!(watcher, "done").ok();
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }
     Ok(0)
 }
 
-/// A process that lazily unmounts `dir` when roam ends, however it ends (its stdin is a
-/// pipe whose other end only roam holds), so a killed roam leaves no dead mount behind.
+/// A process that lazily unmounts `dir` when roam dies (its stdin is a pipe whose other
+/// end only roam holds), so a killed roam leaves no dead mount behind. A roam that ends
+/// cleanly says `done` first: by then another mount may sit at `dir`.
 fn unmount_watcher(dir: &Path) -> Result<std::process::ChildStdin> {
     use std::os::unix::process::CommandExt;
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg("read _; exec fusermount3 -u -z -- \"$0\" 2>/dev/null")
+        .arg("read x; [ \"$x\" = done ] || exec fusermount3 -u -z -- \"$0\" 2>/dev/null")
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

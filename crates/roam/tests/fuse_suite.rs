@@ -251,6 +251,35 @@ mod unmount {
         assert!(!is_mounted(&m.dir));
     }
 
+    /// The watcher of a roam that ended cleanly leaves alone the next mount made there.
+    #[test]
+    fn a_new_mount_survives_the_end_of_the_old_one() {
+        let roam = Roam::new();
+        let dir = Scratch::new("remount");
+        let _guard = common::fuse::UnmountOnDrop(dir.path.clone());
+        let mount = || {
+            roam.command()
+                .arg("mount")
+                .arg(&dir.path)
+                .arg("mem:")
+                .output()
+                .unwrap()
+        };
+        assert!(mount().status.success());
+        let umount = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&dir.path)
+            .status()
+            .unwrap();
+        assert!(umount.success());
+        assert!(mount().status.success());
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            is_mounted(&dir.path),
+            "the old roam's watcher unmounted the new mount"
+        );
+    }
+
     #[test]
     fn a_daemon_returns_once_mounted() {
         let roam = Roam::new();
@@ -392,4 +421,40 @@ mod run_fuse {
             .unwrap();
         check(&o, 65534);
     }
+}
+
+/// A file changed on the server behind roam's back (same size, new mtime): with T_read 0
+/// the next read through the mount sees the new bytes, not the kernel's cached pages.
+#[test]
+fn a_remote_change_reaches_past_the_kernel_page_cache() {
+    let m = common::Backend::new("file+cache").through(Fuse);
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 0\n").unwrap();
+    let roam = roam.env("ROAM_CONFIG", &conf);
+    assert_eq!(
+        ok(&m.sh_with(roam, "echo one > /w/f && cat /w/f && cat /w/f")),
+        "one\none\n"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    fs::write(m.backend("f"), "two\n").unwrap();
+    assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
+}
+
+/// /proc/mounts is world-readable: a URL's login never shows there.
+#[test]
+fn a_url_s_password_stays_out_of_the_mount_table() {
+    let port = roam_testkit::free_port();
+    let m = FuseMount::start(
+        Roam::new(),
+        Some(&format!("ftp://roam:hunter2@127.0.0.1:{port}/")),
+        &[],
+    );
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mounts
+        .lines()
+        .find(|l| l.contains(m.dir.to_str().unwrap()))
+        .expect("mounted");
+    assert!(line.contains("roam:ftp"), "{line}");
+    assert!(!mounts.contains("hunter2"), "{line}");
 }

@@ -144,3 +144,16 @@ impl Drop for FuseMount {
         }
     }
 }
+
+/// Lazily unmounts a directory when dropped (for mounts a test makes without [`FuseMount`]).
+pub struct UnmountOnDrop(pub PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z", "--"])
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
