@@ -5,6 +5,7 @@
 
 pub mod chirp;
 pub mod dav;
+pub mod ext;
 pub mod ftp;
 pub mod s3;
 pub mod sftp;
