@@ -5,9 +5,10 @@
 //! `stomp` (u64 address + u64 length: write 0xAA there, the host's canary); `crash` (load from
 //! an unmapped address); `leak_fd` (open /dev/null, forget it); `close_fd` (u32 fd the host
 //! holds); `loop` (spin forever); `exec` (run /bin/sh); `write_file` (path: create it);
-//! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply).
+//! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
+//! request gets a well-formed but invalid answer (see [`lie`]).
 
-use roam_ext_abi::{Reply, Request};
+use roam_ext_abi::{LayerOp, Range, Reply, Request};
 use std::hint::black_box;
 
 roam_ext_abi::export!(raw handle);
@@ -16,8 +17,34 @@ fn handle(input: &[u8]) -> Vec<u8> {
     match Request::decode(input) {
         Ok(Request::Compute { op, .. }) if op == "malformed" => b"\xffnot a reply".to_vec(),
         Ok(Request::Compute { op, data }) => probe(&op, &data).encode(),
-        Ok(_) => Reply::Fail("faults only computes".into()).encode(),
+        Ok(other) => lie(other).encode(),
         Err(e) => Reply::Fail(e.to_string()).encode(),
+    }
+}
+
+/// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
+/// a range past the end of the file, a layer that changes length or produces `..`.
+fn lie(req: Request) -> Reply {
+    match req {
+        Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
+        Request::Query { files, .. } | Request::Resolve { files, .. } => {
+            let size = files.sizes.first().copied().unwrap_or(0);
+            Reply::Need(vec![Range {
+                file: 0,
+                off: size,
+                len: 1,
+            }])
+        }
+        Request::Layer {
+            op: LayerOp::Decode | LayerOp::Encode,
+            mut data,
+            ..
+        } => {
+            data.push(b'!');
+            Reply::Bytes(data)
+        }
+        Request::Layer { .. } => Reply::Bytes(b"..".to_vec()),
+        Request::Compute { .. } => Reply::Fail("computations are probes".into()),
     }
 }
 
