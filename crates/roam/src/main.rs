@@ -2,6 +2,7 @@
 //! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`).
 
 mod config;
+mod find;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -40,6 +41,9 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// List the files under PATH that a query extension says match (`--ext id3 --where
+    /// artist=Radiohead`); only the byte ranges the extension asks for are fetched.
+    Find(find::FindArgs),
     /// Show pending uploads, what the cache holds and its counters.
     Status,
     /// Manage the cache: `stat` (same as status), `clean` (drop copies not being written).
@@ -105,6 +109,7 @@ fn dispatch(command: Command) -> Result<i32> {
             Ok(0)
         }
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
+        Command::Find(args) => find::run(&open_vfs(&[])?, args),
     }
 }
 
