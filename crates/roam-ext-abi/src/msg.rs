@@ -57,7 +57,7 @@ pub struct Edit {
 pub struct Candidate {
     pub name: String,
     pub size: u64,
-    /// Seconds since the epoch of the last use.
+    /// Milliseconds since the epoch of the last use.
     pub last_use: u64,
 }
 

@@ -12,6 +12,8 @@ use roam_drivers::{Driver, Kind};
 use roam_ext::{Extension, Limits, Technology};
 use roam_vfs::{Node, Vfs};
 
+use crate::config::Config;
+
 /// What `roam find` was asked.
 #[derive(clap::Args)]
 pub struct FindArgs {
@@ -26,22 +28,19 @@ pub struct FindArgs {
     /// How to run the extension: wasm, pulley, fork or worker.
     #[arg(long, default_value = "wasm")]
     tech: Technology,
-    /// Where extensions are: else $ROAM_EXT_DIR, else $XDG_CONFIG_HOME/roam/extensions.
+    /// Where extensions are: else $ROAM_EXT_DIR, else `[extensions] dir` of roam.toml, else
+    /// $XDG_CONFIG_HOME/roam/extensions.
     #[arg(long, value_name = "DIR")]
     ext_dir: Option<PathBuf>,
 }
 
 /// Runs the search; exit status 0 if something matched, 1 if nothing did, 2 on errors.
-pub fn run(vfs: &Vfs, args: FindArgs) -> Result<i32> {
+pub fn run(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
     if args.tech == Technology::Native {
         bail!("native extensions are for benchmarks only: use wasm, pulley, fork or worker");
     }
-    let ext = Extension::load(
-        &ext_dir(args.ext_dir),
-        &args.ext,
-        args.tech,
-        Limits::default(),
-    )?;
+    let dir = args.ext_dir.unwrap_or_else(|| config.extensions_dir());
+    let ext = Extension::load(&dir, &args.ext, args.tech, Limits::default())?;
     let conditions = args
         .conditions
         .iter()
@@ -67,17 +66,6 @@ pub fn run(vfs: &Vfs, args: FindArgs) -> Result<i32> {
     } else {
         i32::from(search.matched == 0)
     })
-}
-
-fn ext_dir(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("ROAM_EXT_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| {
-            let config = std::env::var_os("XDG_CONFIG_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-                .unwrap_or_else(|| PathBuf::from("/etc"));
-            config.join("roam/extensions")
-        })
 }
 
 struct Search<'a> {

@@ -109,7 +109,7 @@ fn dispatch(command: Command) -> Result<i32> {
             Ok(0)
         }
         Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
-        Command::Find(args) => find::run(&open_vfs(&[])?, args),
+        Command::Find(args) => find::run(&open_vfs(&[])?, &Config::load()?, args),
     }
 }
 
@@ -198,7 +198,12 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
         },
     };
-    Vfs::new(&vcfg).with_context(|| format!("opening the cache at {}", vcfg.cache_dir.display()))
+    let mut vfs = Vfs::new(&vcfg)
+        .with_context(|| format!("opening the cache at {}", vcfg.cache_dir.display()))?;
+    if let Some(policy) = cfg.eviction_policy()? {
+        vfs.set_eviction_policy(policy);
+    }
+    Ok(vfs)
 }
 
 fn init_logging(verbose: u8) {
