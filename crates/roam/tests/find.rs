@@ -98,11 +98,8 @@ fn mp3_bytes_sent(log: &str) -> u64 {
         .sum()
 }
 
-fn find(
-    server: &Server,
-    tech: &str,
-    scratch: &Scratch,
-) -> (BTreeSet<String>, std::process::Output) {
+/// Runs `roam find` for Radiohead under `tech`; it must succeed. Returns the names listed.
+fn find(server: &Server, tech: &str, scratch: &Scratch) -> BTreeSet<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_roam"))
         .args([
             "find",
@@ -116,12 +113,16 @@ fn find(
         .env("ROAM_CONFIG", scratch.join("none.toml"))
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "roam find --tech {tech} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let prefix = format!("/http/{}/", server.authority());
-    let found = String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| l.trim_start_matches(&prefix).to_string())
-        .collect();
-    (found, out)
+        .collect()
 }
 
 #[test]
@@ -132,13 +133,7 @@ fn find_by_id3_tag_reads_under_one_percent() {
     let server = Server::nginx(&www, &scratch.join("run"));
     server.stop_at_exit();
 
-    let (found, out) = find(&server, "wasm", &scratch);
-    assert!(
-        out.status.success(),
-        "roam find failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(found, expected);
+    assert_eq!(find(&server, "wasm", &scratch), expected);
     let sent = mp3_bytes_sent(&server.access_log());
     let total = FILES as u64 * SIZE;
     eprintln!(
@@ -151,13 +146,7 @@ fn find_by_id3_tag_reads_under_one_percent() {
     );
 
     // The same answer from the same extension built natively and run in forked children.
-    let (found, out) = find(&server, "fork", &scratch);
-    assert!(
-        out.status.success(),
-        "roam find --tech fork failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(found, expected);
+    assert_eq!(find(&server, "fork", &scratch), expected);
 }
 
 #[test]
