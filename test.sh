@@ -9,5 +9,8 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 # test servers (shared/TESTING.md); no test needs it.
 unset AWS_CA_BUNDLE
 cargo fmt --all -- --check
+# The example extensions are their own workspace (built for wasm32-wasip1 and natively).
+cargo fmt --all --manifest-path extensions/Cargo.toml -- --check
+cargo clippy --release -j2 --manifest-path extensions/Cargo.toml --target-dir target/ext-build -- -D warnings
 cargo clippy --workspace --all-targets -j2 -- -D warnings
 cargo test --workspace -j2 -- --test-threads=4

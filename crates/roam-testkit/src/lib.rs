@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod chirp;
 pub mod dav;
+pub mod ext;
 pub mod ftp;
 pub mod s3;
 pub mod sftp;

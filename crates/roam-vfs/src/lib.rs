@@ -34,7 +34,7 @@ pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
-pub use usage::{CacheReport, Stats};
+pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use write::{ConflictResolver, Flushed, KeepBoth, Resolution};
 
 use cache::{unix_secs, DiskCache};
@@ -82,6 +82,8 @@ pub struct Vfs {
     partials: partial::Partials,
     /// Asked when an upload meets a remote change.
     resolver: Box<dyn ConflictResolver>,
+    /// An extension that picks eviction victims instead of plain LRU (none: LRU).
+    policy: Option<EvictionPolicy>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -132,6 +134,7 @@ impl Vfs {
             fetch_locks: Mutex::new(HashMap::new()),
             partials: Mutex::new(HashMap::new()),
             resolver: Box::new(KeepBoth),
+            policy: None,
         })
     }
 

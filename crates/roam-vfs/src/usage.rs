@@ -1,5 +1,6 @@
 //! How much of the disk roam's copies take, which copies go first when the cache is over its
-//! size limit (least recently used), and the counters `roam cache stat` shows.
+//! size limit (least recently used, or what a policy extension picks among the oldest), and
+//! the counters `roam cache stat` shows.
 //!
 //! Eviction never touches a file with a journaled change. A copy that a program still has
 //! open can go: on Linux its inode lives on until closed, so the reader is not disturbed;
@@ -14,6 +15,19 @@ use roam_drivers::{Kind, Meta};
 use serde::{Deserialize, Serialize};
 
 use crate::{Result, Vfs};
+use roam_ext::abi::Candidate;
+
+/// Candidates offered to a policy extension per eviction: the oldest 64 (Small & Seltzer's
+/// Table 2 size).
+pub const POLICY_CHOICES: usize = 64;
+
+/// A prioritization graft for the cache: an extension of the policy kind and its arguments
+/// (for the `hotlist` example, the names to keep).
+#[derive(Debug)]
+pub struct EvictionPolicy {
+    pub ext: roam_ext::Extension,
+    pub args: Vec<String>,
+}
 
 /// Counters of cache activity, kept across runs in `CACHE/stats.json`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -109,20 +123,54 @@ impl Vfs {
         self.usage.bytes_cached.store(total, Ordering::Relaxed);
         let used = self.usage.used.lock().unwrap().clone();
         let now = (Instant::now(), SystemTime::now());
-        // Age of last use: this run's record if any, else the sidecar's time.
-        copies.sort_by_key(|(virt, _, at)| match used.get(virt) {
-            Some(t) => now.0.duration_since(*t),
-            None => now.1.duration_since(*at).unwrap_or_default(),
-        });
-        while let Some((virt, size, _)) = copies.pop() {
-            if self.usage.bytes_cached.load(Ordering::Relaxed) <= target {
-                break;
-            }
-            if virt != keep && !self.is_dirty(&virt) {
-                self.evict(&virt, size)?;
-            }
+        // Time of last use: this run's record if any, else the sidecar's time.
+        let last_use = |virt: &str, at: SystemTime| {
+            used.get(virt)
+                .map_or(at, |t| now.1 - now.0.duration_since(*t))
+        };
+        copies.retain(|(virt, _, _)| virt != keep && !self.is_dirty(virt));
+        // Most recent first, the oldest popped last.
+        copies.sort_by_key(|(virt, _, at)| std::cmp::Reverse(last_use(virt, *at)));
+        let mut candidates: Vec<Candidate> = copies
+            .into_iter()
+            .map(|(name, size, at)| {
+                let since_epoch = last_use(&name, at).duration_since(SystemTime::UNIX_EPOCH);
+                let last_use = since_epoch.map_or(0, |d| d.as_millis() as u64);
+                Candidate {
+                    name,
+                    size,
+                    last_use,
+                }
+            })
+            .collect();
+        while !candidates.is_empty() && self.usage.bytes_cached.load(Ordering::Relaxed) > target {
+            let victim = candidates.remove(self.pick_victim(&candidates));
+            self.evict(&victim.name, victim.size)?;
         }
         Ok(())
+    }
+
+    /// The index of the next victim among `candidates` (most recent first): the oldest, or
+    /// what the policy extension picks among the oldest [`POLICY_CHOICES`]. An extension that
+    /// fails costs only its advice: roam falls back to the oldest.
+    fn pick_victim(&self, candidates: &[Candidate]) -> usize {
+        let oldest = candidates.len() - 1;
+        let Some(policy) = &self.policy else {
+            return oldest;
+        };
+        let offered = &candidates[candidates.len().saturating_sub(POLICY_CHOICES)..];
+        match roam_ext::policy::choose_victim(&policy.ext, &policy.args, offered) {
+            Ok(i) => candidates.len() - offered.len() + i,
+            Err(e) => {
+                tracing::warn!("{e}; evicting the least recently used copy instead");
+                oldest
+            }
+        }
+    }
+
+    /// Installs an eviction policy extension (default: plain LRU).
+    pub fn set_eviction_policy(&mut self, policy: EvictionPolicy) {
+        self.policy = Some(policy);
     }
 
     /// Drops the copy of `virt`; its skeleton entry becomes a stub with the same metadata.

@@ -8,6 +8,10 @@
 //! t_read = 30                # seconds cached data and metadata are used without asking
 //! max_size = 10737418240     # bytes of file copies kept; least recently used go first
 //! t_write = 0                # seconds after the last close a change is uploaded (0: in close)
+//! policy = "hotlist"         # an eviction policy extension instead of plain LRU
+//! policy_args = ["/http/example.org/big/index.db", ".so"]   # its arguments (the hot list)
+//! [extensions]
+//! dir = "/opt/roam/ext"      # NAME.wasm, libNAME.so; default: $XDG_CONFIG_HOME/roam/extensions
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -33,6 +37,8 @@ pub struct Config {
     pub cache: CacheSection,
     #[serde(default)]
     pub http: HttpSection,
+    #[serde(default)]
+    pub extensions: ExtensionsSection,
     #[serde(default)]
     pub mounts: BTreeMap<String, String>,
     /// T_read per glob of names (`"/http/*/live/**" = 0`), first match wins (in file order).
@@ -64,6 +70,17 @@ pub struct CacheSection {
     pub t_write: Option<u64>,
     /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
     pub max_size: Option<u64>,
+    /// An extension of the policy kind that picks eviction victims (run as wasm).
+    pub policy: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub policy_args: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionsSection {
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -146,6 +163,36 @@ impl Config {
             return d.clone();
         }
         xdg_dir("XDG_CACHE_HOME", ".cache").join("roam")
+    }
+}
+
+impl Config {
+    /// Where extensions are: `$ROAM_EXT_DIR`, else `[extensions] dir`, else
+    /// `$XDG_CONFIG_HOME/roam/extensions`.
+    pub fn extensions_dir(&self) -> PathBuf {
+        if let Some(d) = std::env::var_os("ROAM_EXT_DIR") {
+            return d.into();
+        }
+        if let Some(d) = &self.extensions.dir {
+            return d.clone();
+        }
+        xdg_dir("XDG_CONFIG_HOME", ".config")
+            .join("roam")
+            .join("extensions")
+    }
+
+    /// The eviction policy `[cache] policy` names, loaded.
+    pub fn eviction_policy(&self) -> Result<Option<roam_vfs::EvictionPolicy>> {
+        let Some(name) = &self.cache.policy else {
+            return Ok(None);
+        };
+        let tech = roam_ext::Technology::Wasm;
+        let ext =
+            roam_ext::Extension::load(&self.extensions_dir(), name, tech, Default::default())?;
+        Ok(Some(roam_vfs::EvictionPolicy {
+            ext,
+            args: self.cache.policy_args.clone(),
+        }))
     }
 }
 

@@ -6,6 +6,7 @@ mod config;
 mod doctor;
 mod fuse_run;
 mod mount;
+mod find;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -61,6 +62,9 @@ enum Command {
     /// Release a process taken over by `roam attach`: it keeps running and its open files
     /// stay valid; changes are uploaded first.
     Detach { pid: i32 },
+    /// List the files under PATH that a query extension says match (`--ext id3 --where
+    /// artist=Radiohead`); only the byte ranges the extension asks for are fetched.
+    Find(find::FindArgs),
     /// Show pending uploads, what the cache holds and its counters.
     Status,
     /// Manage the cache: `stat` (same as status), `clean` (drop copies not being written).
@@ -148,6 +152,7 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
         Command::Doctor => doctor::doctor(),
+        Command::Find(args) => find::run(&open_vfs(&[])?, &Config::load()?, args),
     }
 }
 
@@ -236,7 +241,12 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
         },
     };
-    Vfs::new(&vcfg).with_context(|| format!("opening the cache at {}", vcfg.cache_dir.display()))
+    let mut vfs = Vfs::new(&vcfg)
+        .with_context(|| format!("opening the cache at {}", vcfg.cache_dir.display()))?;
+    if let Some(policy) = cfg.eviction_policy()? {
+        vfs.set_eviction_policy(policy);
+    }
+    Ok(vfs)
 }
 
 fn init_logging(verbose: u8) {

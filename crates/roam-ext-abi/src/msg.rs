@@ -1,0 +1,443 @@
+//! Requests roam sends and replies extensions give, one variant per extension kind.
+
+use crate::wire::{DecodeError, Reader, Writer};
+
+/// A byte range of one of the files under study that an extension asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// Which file: 0 for query; 0 base, 1 local, 2 remote for resolve.
+    pub file: u8,
+    pub off: u64,
+    pub len: u32,
+}
+
+/// A range roam fetched, supplied back to the extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub file: u8,
+    pub off: u64,
+    pub data: Vec<u8>,
+}
+
+/// The files under study: their sizes and the ranges fetched so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    pub sizes: Vec<u64>,
+    pub chunks: Vec<Chunk>,
+}
+
+impl Files {
+    /// The bytes `off..off+len` of `file` if one supplied chunk covers them.
+    pub fn get(&self, file: u8, off: u64, len: u64) -> Option<&[u8]> {
+        self.chunks.iter().find_map(|c| {
+            let start = off.checked_sub(c.off)?;
+            let end = start.checked_add(len)?;
+            let (start, end) = (usize::try_from(start).ok()?, usize::try_from(end).ok()?);
+            (c.file == file).then(|| c.data.get(start..end)).flatten()
+        })
+    }
+
+    /// Whether `range` lies inside a chunk already supplied.
+    pub fn has(&self, range: &Range) -> bool {
+        self.get(range.file, range.off, u64::from(range.len))
+            .is_some()
+    }
+}
+
+/// One entry of a patch against the remote version: delete `del` bytes at `off`, insert `ins`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub off: u64,
+    pub del: u64,
+    pub ins: Vec<u8>,
+}
+
+/// An eviction candidate the cache offers a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: String,
+    pub size: u64,
+    /// Milliseconds since the epoch of the last use.
+    pub last_use: u64,
+}
+
+/// What a layer is asked to transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerOp {
+    /// File contents on their way to the program (read).
+    Decode = 0,
+    /// File contents on their way to storage (write).
+    Encode = 1,
+    /// A name on its way to the program (listing).
+    DecodeName = 2,
+    /// A name on its way to storage (lookup).
+    EncodeName = 3,
+}
+
+/// What roam asks an extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Does this file match `args`? (transducer)
+    Query {
+        name: String,
+        args: Vec<(String, String)>,
+        files: Files,
+    },
+    /// Merge a write-back conflict: files 0 base, 1 local, 2 remote; answer a patch of remote.
+    Resolve { name: String, files: Files },
+    /// Transform data (or a name) on the way through a mount.
+    Layer {
+        op: LayerOp,
+        off: u64,
+        data: Vec<u8>,
+    },
+    /// Pick an eviction victim among `candidates`.
+    Policy {
+        args: Vec<String>,
+        candidates: Vec<Candidate>,
+    },
+    /// A plain computation (benchmarks and fault probes): `op` on `data`.
+    Compute { op: String, data: Vec<u8> },
+}
+
+/// What an extension answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Call me again with these ranges supplied.
+    Need(Vec<Range>),
+    Match(bool),
+    Patch(Vec<Edit>),
+    Bytes(Vec<u8>),
+    /// Index into the offered candidates.
+    Victim(u32),
+    /// The extension declines, with a reason.
+    Fail(String),
+}
+
+impl Files {
+    fn encode(&self, w: &mut Writer) {
+        w.len(self.sizes.len());
+        self.sizes.iter().for_each(|s| w.u64(*s));
+        w.len(self.chunks.len());
+        for c in &self.chunks {
+            w.u8(c.file);
+            w.u64(c.off);
+            w.bytes(&c.data);
+        }
+    }
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let sizes = (0..r.count(8)?)
+            .map(|_| r.u64())
+            .collect::<Result<_, _>>()?;
+        let n = r.count(13)?;
+        let chunks = (0..n)
+            .map(|_| {
+                Ok(Chunk {
+                    file: r.u8()?,
+                    off: r.u64()?,
+                    data: r.bytes()?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?;
+        Ok(Self { sizes, chunks })
+    }
+}
+
+impl LayerOp {
+    fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        [
+            Self::Decode,
+            Self::Encode,
+            Self::DecodeName,
+            Self::EncodeName,
+        ]
+        .into_iter()
+        .find(|op| *op as u8 == v)
+        .ok_or(DecodeError("unknown layer op"))
+    }
+}
+
+fn encode_strs(w: &mut Writer, items: &[String]) {
+    w.len(items.len());
+    items.iter().for_each(|s| w.str(s));
+}
+
+fn decode_strs(r: &mut Reader) -> Result<Vec<String>, DecodeError> {
+    (0..r.count(4)?).map(|_| r.str()).collect()
+}
+
+impl Request {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            Request::Query { name, args, files } => {
+                w.u8(0);
+                w.str(name);
+                w.len(args.len());
+                for (k, v) in args {
+                    w.str(k);
+                    w.str(v);
+                }
+                files.encode(&mut w);
+            }
+            Request::Resolve { name, files } => {
+                w.u8(1);
+                w.str(name);
+                files.encode(&mut w);
+            }
+            Request::Layer { op, off, data } => {
+                w.u8(2);
+                w.u8(*op as u8);
+                w.u64(*off);
+                w.bytes(data);
+            }
+            Request::Policy { args, candidates } => {
+                w.u8(3);
+                encode_strs(&mut w, args);
+                w.len(candidates.len());
+                for c in candidates {
+                    w.str(&c.name);
+                    w.u64(c.size);
+                    w.u64(c.last_use);
+                }
+            }
+            Request::Compute { op, data } => {
+                w.u8(4);
+                w.str(op);
+                w.bytes(data);
+            }
+        }
+        w.0
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(buf);
+        let req = match r.u8()? {
+            0 => {
+                let name = r.str()?;
+                let n = r.count(8)?;
+                let args = (0..n)
+                    .map(|_| Ok((r.str()?, r.str()?)))
+                    .collect::<Result<_, DecodeError>>()?;
+                Request::Query {
+                    name,
+                    args,
+                    files: Files::decode(&mut r)?,
+                }
+            }
+            1 => Request::Resolve {
+                name: r.str()?,
+                files: Files::decode(&mut r)?,
+            },
+            2 => Request::Layer {
+                op: LayerOp::from_u8(r.u8()?)?,
+                off: r.u64()?,
+                data: r.bytes()?,
+            },
+            3 => {
+                let args = decode_strs(&mut r)?;
+                let n = r.count(20)?;
+                let candidates = (0..n)
+                    .map(|_| {
+                        Ok(Candidate {
+                            name: r.str()?,
+                            size: r.u64()?,
+                            last_use: r.u64()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Request::Policy { args, candidates }
+            }
+            4 => Request::Compute {
+                op: r.str()?,
+                data: r.bytes()?,
+            },
+            _ => return Err(DecodeError("unknown request kind")),
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}
+
+impl Reply {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            Reply::Need(ranges) => {
+                w.u8(0);
+                w.len(ranges.len());
+                for r in ranges {
+                    w.u8(r.file);
+                    w.u64(r.off);
+                    w.u32(r.len);
+                }
+            }
+            Reply::Match(m) => {
+                w.u8(1);
+                w.u8(u8::from(*m));
+            }
+            Reply::Patch(edits) => {
+                w.u8(2);
+                w.len(edits.len());
+                for e in edits {
+                    w.u64(e.off);
+                    w.u64(e.del);
+                    w.bytes(&e.ins);
+                }
+            }
+            Reply::Bytes(b) => {
+                w.u8(3);
+                w.bytes(b);
+            }
+            Reply::Victim(i) => {
+                w.u8(4);
+                w.u32(*i);
+            }
+            Reply::Fail(why) => {
+                w.u8(5);
+                w.str(why);
+            }
+        }
+        w.0
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(buf);
+        let reply = match r.u8()? {
+            0 => {
+                let n = r.count(13)?;
+                let ranges = (0..n)
+                    .map(|_| {
+                        Ok(Range {
+                            file: r.u8()?,
+                            off: r.u64()?,
+                            len: r.u32()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Reply::Need(ranges)
+            }
+            1 => match r.u8()? {
+                0 => Reply::Match(false),
+                1 => Reply::Match(true),
+                _ => return Err(DecodeError("match is not a boolean")),
+            },
+            2 => {
+                let n = r.count(20)?;
+                let edits = (0..n)
+                    .map(|_| {
+                        Ok(Edit {
+                            off: r.u64()?,
+                            del: r.u64()?,
+                            ins: r.bytes()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Reply::Patch(edits)
+            }
+            3 => Reply::Bytes(r.bytes()?),
+            4 => Reply::Victim(r.u32()?),
+            5 => Reply::Fail(r.str()?),
+            _ => return Err(DecodeError("unknown reply kind")),
+        };
+        r.finish()?;
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip() {
+        let files = Files {
+            sizes: vec![10, 20],
+            chunks: vec![Chunk {
+                file: 1,
+                off: 4,
+                data: b"abc".to_vec(),
+            }],
+        };
+        let reqs = [
+            Request::Query {
+                name: "a.mp3".into(),
+                args: vec![("artist".into(), "X".into())],
+                files: files.clone(),
+            },
+            Request::Resolve {
+                name: "t.txt".into(),
+                files,
+            },
+            Request::Layer {
+                op: LayerOp::EncodeName,
+                off: 7,
+                data: b"n".to_vec(),
+            },
+            Request::Policy {
+                args: vec!["hot".into()],
+                candidates: vec![Candidate {
+                    name: "c".into(),
+                    size: 1,
+                    last_use: 2,
+                }],
+            },
+            Request::Compute {
+                op: "md5".into(),
+                data: vec![1, 2, 3],
+            },
+        ];
+        for req in reqs {
+            assert_eq!(Request::decode(&req.encode()).unwrap(), req);
+        }
+        let replies = [
+            Reply::Need(vec![Range {
+                file: 2,
+                off: 9,
+                len: 128,
+            }]),
+            Reply::Match(true),
+            Reply::Patch(vec![Edit {
+                off: 1,
+                del: 2,
+                ins: b"x".to_vec(),
+            }]),
+            Reply::Bytes(vec![9]),
+            Reply::Victim(3),
+            Reply::Fail("no".into()),
+        ];
+        for reply in replies {
+            assert_eq!(Reply::decode(&reply.encode()).unwrap(), reply);
+        }
+    }
+
+    #[test]
+    fn malformed_buffers_are_errors_not_panics() {
+        assert!(Reply::decode(&[]).is_err());
+        assert!(Reply::decode(&[9]).is_err());
+        // A count of 2^32-1 ranges in a 5-byte buffer must not allocate or panic.
+        assert!(Reply::decode(&[0, 255, 255, 255, 255]).is_err());
+        assert!(Reply::decode(&[1, 2]).is_err());
+        assert!(
+            Reply::decode(&[4, 1, 0, 0, 0, 0]).is_err(),
+            "trailing bytes"
+        );
+        assert!(Request::decode(&[3, 0, 0, 0, 0, 255, 255, 255, 255]).is_err());
+    }
+
+    #[test]
+    fn files_get_finds_covering_chunk_only() {
+        let f = Files {
+            sizes: vec![100],
+            chunks: vec![Chunk {
+                file: 0,
+                off: 10,
+                data: (0..10).collect(),
+            }],
+        };
+        assert_eq!(f.get(0, 12, 3), Some(&[2u8, 3, 4][..]));
+        assert_eq!(f.get(0, 18, 3), None);
+        assert_eq!(f.get(1, 12, 3), None);
+        assert_eq!(f.get(0, 5, 2), None);
+    }
+}

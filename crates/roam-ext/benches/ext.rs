@@ -1,0 +1,253 @@
+//! The extension benchmarks of docs/BENCHMARKS.md, one markdown table each, per technology:
+//! Small & Seltzer Table 1 (upcall cost), Table 2 (64-entry hot-list eviction), Table 5 (MD5
+//! of 1 MB), Table 6 (logical disk, 262,144 writes), and Sprockets Fig. 2 (the Radiohead
+//! transducer over 10,000 files, all / none matching), with the break-even against a remote
+//! fetch. Run with `cargo bench -p roam-ext --bench ext` (release build).
+
+use roam_ext::abi::Candidate;
+use roam_ext::{query, Extension, Limits, Technology};
+use std::time::{Duration, Instant};
+
+fn load(name: &str, tech: Technology) -> Extension {
+    Extension::load(
+        &roam_testkit::ext::extensions(),
+        name,
+        tech,
+        Limits::default(),
+    )
+    .expect("load extension")
+}
+
+/// Median of `rounds` timings of `n` runs of `f`, per run.
+fn per_call(n: usize, rounds: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            (0..n).for_each(|_| f());
+            t.elapsed() / n as u32
+        })
+        .collect();
+    times.sort();
+    times[rounds / 2]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e6)
+}
+
+/// Calls per timing round: forks are slow, the rest fast.
+fn calls(tech: Technology, fast: usize) -> usize {
+    match tech {
+        Technology::Fork => fast / 20,
+        Technology::Pulley => fast / 2,
+        _ => fast,
+    }
+}
+
+fn table1_upcall() -> Duration {
+    println!("\n### Upcall cost (Small & Seltzer Table 1): a call that does nothing\n");
+    println!("| technology | µs per call | added over native |");
+    println!("|---|---:|---:|");
+    let mut native = Duration::ZERO;
+    let mut wasm = Duration::ZERO;
+    for tech in Technology::all().into_iter().rev() {
+        let ext = load("bench", tech);
+        let t = per_call(calls(tech, 20_000), 5, || {
+            drop(ext.compute("noop", b"").unwrap())
+        });
+        if tech == Technology::Native {
+            native = t;
+        }
+        if tech == Technology::Wasm {
+            wasm = t;
+        }
+        println!("| {tech} | {} | {} |", us(t), us(t.saturating_sub(native)));
+    }
+    wasm
+}
+
+fn table5_md5() {
+    println!("\n### MD5 of 1 MB (Small & Seltzer Table 5)\n");
+    println!("| technology | ms per digest | x native |");
+    println!("|---|---:|---:|");
+    let data: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let mut native = Duration::ZERO;
+    for tech in Technology::all().into_iter().rev() {
+        let ext = load("bench", tech);
+        let t = per_call(if tech == Technology::Pulley { 2 } else { 20 }, 5, || {
+            drop(ext.compute("md5", &data).unwrap())
+        });
+        if tech == Technology::Native {
+            native = t;
+        }
+        println!(
+            "| {tech} | {:.3} | {:.2} |",
+            t.as_secs_f64() * 1e3,
+            t.as_secs_f64() / native.as_secs_f64()
+        );
+    }
+}
+
+fn table2_hotlist() {
+    println!("\n### Hot-list eviction, 64 candidates (Small & Seltzer Table 2)\n");
+    println!("| technology | µs per decision |");
+    println!("|---|---:|");
+    let candidates: Vec<Candidate> = (0..64)
+        .map(|i| Candidate {
+            name: format!("/http/host/data/file{i:02}.{}", ["so", "txt"][i % 2]),
+            size: 4096,
+            last_use: 1000 - i as u64,
+        })
+        .collect();
+    let hot = vec![".so".to_string(), "/http/host/data/file63.txt".to_string()];
+    for tech in Technology::all().into_iter().rev() {
+        let ext = load("hotlist", tech);
+        let t = per_call(calls(tech, 5_000), 5, || {
+            assert_eq!(
+                roam_ext::policy::choose_victim(&ext, &hot, &candidates).unwrap(),
+                61
+            );
+        });
+        println!("| {tech} | {} |", us(t));
+    }
+}
+
+fn table6_logical_disk() {
+    println!("\n### Logical disk, 262,144 block writes (Small & Seltzer Table 6)\n");
+    println!("Each write asks the extension to map a logical block to its place in the log");
+    println!("(one upcall per write); the batched column maps all writes in one call.\n");
+    println!("| technology | s, one upcall per write | s, one batched call |");
+    println!("|---|---:|---:|");
+    const WRITES: u32 = 262_144;
+    // The log head, then the logical blocks written (scattered over 256 MiB of 4 KiB blocks).
+    let batch: Vec<u8> = std::iter::once(0)
+        .chain((0..WRITES).map(|i| i.wrapping_mul(40_503) % 65_536))
+        .flat_map(u32::to_le_bytes)
+        .collect();
+    for tech in Technology::all().into_iter().rev() {
+        let ext = load("bench", tech);
+        // 262,144 forks take minutes: fork measures 4,096 writes and scales.
+        let n = if tech == Technology::Fork {
+            4096
+        } else {
+            WRITES as usize
+        };
+        let mut head = 0u32;
+        let per_write = per_call(n, 1, || {
+            let one: Vec<u8> = head
+                .to_le_bytes()
+                .into_iter()
+                .chain(batch[4..8].iter().copied())
+                .collect();
+            assert_eq!(ext.compute("ld", &one).unwrap().len(), 4);
+            head += 1;
+        }) * WRITES;
+        let batched = per_call(1, 3, || {
+            assert_eq!(
+                ext.compute("ld", &batch).unwrap().len(),
+                WRITES as usize * 4
+            )
+        });
+        println!(
+            "| {tech} | {:.3} | {:.3} |",
+            per_write.as_secs_f64(),
+            batched.as_secs_f64()
+        );
+    }
+}
+
+/// 10,000 in-memory MP3 tags (ID3v1 tail of a 3 MB file) by `artist`.
+fn transducer_run(ext: &Extension, artist: &str) -> Duration {
+    let size = 3u64 << 20;
+    let mut tail = vec![0u8; 128];
+    tail[..3].copy_from_slice(b"TAG");
+    tail[33..33 + artist.len()].copy_from_slice(artist.as_bytes());
+    let args = [("artist".to_string(), "Radiohead".to_string())];
+    let t = Instant::now();
+    let mut matched = 0;
+    for i in 0..10_000 {
+        let mut fetch = |_f: u8, off: u64, len: u32| {
+            Ok(if off == size - 128 {
+                tail.clone()
+            } else {
+                vec![0u8; len as usize]
+            })
+        };
+        matched +=
+            usize::from(query::matches(ext, &format!("{i}.mp3"), &args, size, &mut fetch).unwrap());
+    }
+    assert_eq!(matched, if artist == "Radiohead" { 10_000 } else { 0 });
+    t.elapsed()
+}
+
+fn fig2_transducer() -> (Duration, Duration) {
+    println!("\n### Radiohead transducer over 10,000 files (Sprockets Fig. 2)\n");
+    println!("| technology | s, all match | s, none match |");
+    println!("|---|---:|---:|");
+    let (mut wasm, mut fork) = (Duration::ZERO, Duration::ZERO);
+    for tech in Technology::all() {
+        let ext = load("id3", tech);
+        let (all, none) = (
+            transducer_run(&ext, "Radiohead"),
+            transducer_run(&ext, "Portishead"),
+        );
+        match tech {
+            Technology::Wasm => wasm = all,
+            Technology::Fork => fork = all,
+            _ => {}
+        }
+        println!(
+            "| {tech} | {:.3} | {:.3} |",
+            all.as_secs_f64(),
+            none.as_secs_f64()
+        );
+    }
+    (wasm, fork)
+}
+
+/// One 128-byte range GET from a loopback nginx: the cheapest remote fetch there is.
+fn remote_fetch_cost() -> Duration {
+    use std::io::{Read, Write};
+    let scratch = roam_testkit::Scratch::new("ext-bench");
+    roam_testkit::write_file(&scratch.join("www/f"), &vec![7u8; 1 << 20], 0o644);
+    let server = roam_testkit::Server::nginx(&scratch.join("www"), &scratch.join("run"));
+    let mut conn = std::net::TcpStream::connect(server.authority()).unwrap();
+    let req = "GET /f HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-1127\r\n\r\n";
+    let mut buf = vec![0u8; 4096];
+    per_call(200, 5, || {
+        conn.write_all(req.as_bytes()).unwrap();
+        let mut got = 0;
+        while !buf[..got].ends_with(&[7u8; 128]) {
+            got += conn.read(&mut buf[got..]).unwrap();
+        }
+    })
+}
+
+fn main() {
+    let wasm_call = table1_upcall();
+    table2_hotlist();
+    table5_md5();
+    table6_logical_disk();
+    let (wasm, fork) = fig2_transducer();
+    println!(
+        "\nTransducer, fork / wasm: {:.1}x",
+        fork.as_secs_f64() / wasm.as_secs_f64()
+    );
+    let fetch = remote_fetch_cost();
+    println!("\n### Break-even against a remote fetch\n");
+    println!("| remote fetch | µs | wasm calls it pays for |");
+    println!("|---|---:|---:|");
+    println!(
+        "| 128-byte range GET, loopback nginx | {} | {:.1} |",
+        us(fetch),
+        fetch.as_secs_f64() / wasm_call.as_secs_f64()
+    );
+    let wan = Duration::from_millis(20);
+    println!(
+        "| the same over a 20 ms round trip | {} | {:.1} |",
+        us(wan),
+        wan.as_secs_f64() / wasm_call.as_secs_f64()
+    );
+}

@@ -1,0 +1,200 @@
+//! The wasm technology: WebAssembly in wasmtime, compiled by Cranelift or interpreted by
+//! Pulley. Software fault isolation: the extension's loads and stores stay inside its linear
+//! memory. Each call gets a fresh instance (that *is* the rollback), a fuel budget (the
+//! deadline), a memory limit, and no WASI capability: every WASI import answers ENOTCAPABLE,
+//! except writes to stderr, which are kept (bounded) to explain a trap.
+
+use crate::runner::{reply_len, Runner};
+use crate::{Fault, Limits};
+use roam_ext_abi::LEN_PREFIX;
+use std::path::Path;
+use wasmtime::{
+    Caller, Config, Engine, Extern, ExternType, InstancePre, Linker, Memory, Module, Store,
+    StoreLimits, StoreLimitsBuilder, Trap, Val,
+};
+
+const WASI: &str = "wasi_snapshot_preview1";
+/// WASI errno `notcapable`: the answer to every request for the outside world.
+const ENOTCAPABLE: i32 = 76;
+/// WASI errno `badf`: the answer to every descriptor call (the extension has none; wasi-libc
+/// reads it as "no preopened directories").
+const EBADF: i32 = 8;
+/// Bytes of stderr kept per call.
+const STDERR_KEPT: usize = 2048;
+
+pub(crate) struct Wasm {
+    engine: Engine,
+    pre: InstancePre<Ctx>,
+}
+
+/// Per-call host state.
+struct Ctx {
+    limits: StoreLimits,
+    stderr: Vec<u8>,
+}
+
+impl Wasm {
+    pub(crate) fn load(path: &Path, interpreted: bool) -> Result<Wasm, Fault> {
+        let load = |e: wasmtime::Error| Fault::Load(format!("{e:#}"));
+        let mut config = Config::new();
+        config.consume_fuel(true);
+        if interpreted {
+            config.target("pulley64").map_err(load)?;
+        }
+        let engine = Engine::new(&config).map_err(load)?;
+        let module = Module::from_file(&engine, path).map_err(load)?;
+        let mut linker = Linker::new(&engine);
+        deny_wasi(&mut linker, &module).map_err(load)?;
+        let pre = linker.instantiate_pre(&module).map_err(load)?;
+        Ok(Wasm { engine, pre })
+    }
+
+    fn run(
+        &self,
+        store: &mut Store<Ctx>,
+        request: &[u8],
+        limits: &Limits,
+    ) -> wasmtime::Result<Result<Vec<u8>, Fault>> {
+        let instance = self.pre.instantiate(&mut *store)?;
+        // A WASI reactor's constructors run once per instance.
+        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
+            init.call(&mut *store, ())?;
+        }
+        let memory = instance
+            .get_memory(&mut *store, "memory")
+            .ok_or_else(|| wasmtime::format_err!("no memory export"))?;
+        let alloc = instance.get_typed_func::<u32, u32>(&mut *store, "roam_alloc")?;
+        let call = instance.get_typed_func::<(u32, u32), u32>(&mut *store, "roam_call")?;
+        let len = u32::try_from(request.len())?;
+        let at = alloc.call(&mut *store, len)?;
+        memory.write(&mut *store, at as usize, request)?;
+        let out = call.call(&mut *store, (at, len))? as usize;
+        Ok(read_reply(&memory, store, out, limits))
+    }
+}
+
+/// Copies the length-prefixed reply at `out` out of linear memory, bounds-checked.
+fn read_reply(
+    memory: &Memory,
+    store: &Store<Ctx>,
+    out: usize,
+    limits: &Limits,
+) -> Result<Vec<u8>, Fault> {
+    let outside = || Fault::Trap("reply lies outside the extension's memory".into());
+    let data = memory.data(store);
+    let prefix = data.get(out..out + LEN_PREFIX).ok_or_else(outside)?;
+    let len = reply_len(prefix.try_into().map_err(|_| outside())?, limits)?;
+    Ok(data
+        .get(out + LEN_PREFIX..out + LEN_PREFIX + len)
+        .ok_or_else(outside)?
+        .to_vec())
+}
+
+impl Runner for Wasm {
+    fn call(&self, request: &[u8], limits: &Limits) -> Result<Vec<u8>, Fault> {
+        let store_limits = StoreLimitsBuilder::new()
+            .memory_size(limits.memory)
+            .instances(1)
+            .build();
+        let mut store = Store::new(
+            &self.engine,
+            Ctx {
+                limits: store_limits,
+                stderr: Vec::new(),
+            },
+        );
+        store.limiter(|ctx| &mut ctx.limits);
+        store.set_fuel(limits.fuel).map_err(Fault::host)?;
+        match self.run(&mut store, request, limits) {
+            Ok(result) => result,
+            Err(e) => Err(trap_fault(&e, &store.data().stderr)),
+        }
+    }
+}
+
+/// A wasmtime error as a fault, with what the extension wrote to stderr.
+fn trap_fault(e: &wasmtime::Error, stderr: &[u8]) -> Fault {
+    if matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)) {
+        return Fault::OutOfFuel;
+    }
+    let said = String::from_utf8_lossy(stderr);
+    let said = said.trim();
+    match said.is_empty() {
+        true => Fault::Trap(format!("{e:#}")),
+        false => Fault::Trap(format!("{e:#}; it said: {said}")),
+    }
+}
+
+/// Defines every WASI import the module has as a refusal (EBADF for descriptor calls,
+/// ENOTCAPABLE for the rest); `proc_exit` traps and `fd_write` to stderr is kept. Anything else the module imports is left undefined, so such
+/// a module fails to load instead of running with surprises.
+fn deny_wasi(linker: &mut Linker<Ctx>, module: &Module) -> wasmtime::Result<()> {
+    for import in module.imports().filter(|i| i.module() == WASI) {
+        let ExternType::Func(ty) = import.ty() else {
+            continue;
+        };
+        let name = import.name().to_string();
+        linker.func_new(
+            WASI,
+            import.name(),
+            ty,
+            move |caller, args, results| match name.as_str() {
+                "proc_exit" => Err(wasmtime::format_err!(
+                    "the extension called proc_exit({:?})",
+                    args.first().and_then(Val::i32)
+                )),
+                "fd_write" if args.first().and_then(Val::i32) == Some(2) => {
+                    keep_stderr(caller, args, results)
+                }
+                n if n.starts_with("fd_") => refuse(results, EBADF),
+                _ => refuse(results, ENOTCAPABLE),
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn refuse(results: &mut [Val], errno: i32) -> wasmtime::Result<()> {
+    if let Some(r) = results.first_mut() {
+        *r = Val::I32(errno);
+    }
+    Ok(())
+}
+
+/// `fd_write(2, iovs, n, nwritten)`: append the iovecs to the kept stderr (bounded).
+fn keep_stderr(
+    mut caller: Caller<'_, Ctx>,
+    args: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let arg = |i: usize| args.get(i).and_then(Val::i32).unwrap_or(0) as u32 as usize;
+    let (iovs, n, nwritten) = (arg(1), arg(2), arg(3));
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        return refuse(results, EBADF);
+    };
+    let (data, ctx) = memory.data_and_store_mut(&mut caller);
+    let mut total = 0u32;
+    for i in 0..n.min(64) {
+        let word = |at: usize| {
+            data.get(at..at + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
+        let (Some(ptr), Some(len)) = (word(iovs + 8 * i), word(iovs + 8 * i + 4)) else {
+            break;
+        };
+        let Some(bytes) = data.get(ptr..ptr.saturating_add(len)) else {
+            break;
+        };
+        let room = STDERR_KEPT.saturating_sub(ctx.stderr.len());
+        ctx.stderr
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        total = total.saturating_add(len as u32);
+    }
+    if let Some(slot) = data.get_mut(nwritten..nwritten + 4) {
+        slot.copy_from_slice(&total.to_le_bytes());
+    }
+    if let Some(r) = results.first_mut() {
+        *r = Val::I32(0);
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! The `faults` extension: Sprockets' Table 1, one misbehaviour per `Compute` op, written once
+//! and built for every technology so that only the isolation differs.
+//!
+//! Ops (with their `data`): `ok`; `leak` (1 MiB per call, never freed); `hog` (1 GiB at once);
+//! `stomp` (u64 address + u64 length: write 0xAA there, the host's canary); `crash` (load from
+//! an unmapped address); `leak_fd` (open /dev/null, forget it); `close_fd` (u32 fd the host
+//! holds); `loop` (spin forever); `exec` (run /bin/sh); `write_file` (path: create it);
+//! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
+//! request gets a well-formed but invalid answer (see [`lie`]).
+
+use roam_ext_abi::{LayerOp, Range, Reply, Request};
+use std::hint::black_box;
+
+roam_ext_abi::export!(raw handle);
+
+fn handle(input: &[u8]) -> Vec<u8> {
+    match Request::decode(input) {
+        Ok(Request::Compute { op, .. }) if op == "malformed" => b"\xffnot a reply".to_vec(),
+        Ok(Request::Compute { op, data }) => probe(&op, &data).encode(),
+        Ok(other) => lie(other).encode(),
+        Err(e) => Reply::Fail(e.to_string()).encode(),
+    }
+}
+
+/// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
+/// a range past the end of the file, a layer that changes length or produces `..`.
+fn lie(req: Request) -> Reply {
+    match req {
+        Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
+        Request::Query { files, .. } | Request::Resolve { files, .. } => {
+            let size = files.sizes.first().copied().unwrap_or(0);
+            Reply::Need(vec![Range {
+                file: 0,
+                off: size,
+                len: 1,
+            }])
+        }
+        Request::Layer {
+            op: LayerOp::Decode | LayerOp::Encode,
+            mut data,
+            ..
+        } => {
+            data.push(b'!');
+            Reply::Bytes(data)
+        }
+        Request::Layer { .. } => Reply::Bytes(b"..".to_vec()),
+        Request::Compute { .. } => Reply::Fail("computations are probes".into()),
+    }
+}
+
+fn probe(op: &str, data: &[u8]) -> Reply {
+    match op {
+        "ok" => Reply::Bytes(b"ok".to_vec()),
+        "leak" => {
+            black_box(vec![1u8; 1 << 20].leak());
+            Reply::Bytes(b"leaked".to_vec())
+        }
+        "hog" => Reply::Bytes(black_box(vec![7u8; 1 << 30])[..1].to_vec()),
+        "stomp" => stomp(data),
+        // SAFETY: none, on purpose: this address is unmapped on every host (the fault probe).
+        "crash" => Reply::Bytes(vec![unsafe {
+            std::ptr::read_volatile((usize::MAX - 7) as *const u8)
+        }]),
+        "leak_fd" => match std::fs::File::open("/dev/null") {
+            Ok(f) => {
+                std::mem::forget(f);
+                Reply::Bytes(b"opened".to_vec())
+            }
+            Err(e) => Reply::Fail(format!("open: {e}")),
+        },
+        "close_fd" => close_fd(data),
+        "loop" => loop {
+            std::hint::spin_loop();
+        },
+        "exec" => match std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg("true")
+            .status()
+        {
+            Ok(_) => Reply::Bytes(b"executed".to_vec()),
+            Err(e) => Reply::Fail(format!("exec: {e}")),
+        },
+        "write_file" => match std::fs::write(String::from_utf8_lossy(data).as_ref(), b"pwned") {
+            Ok(()) => Reply::Bytes(b"written".to_vec()),
+            Err(e) => Reply::Fail(format!("write: {e}")),
+        },
+        "oversized" => Reply::Bytes(vec![0u8; 32 << 20]),
+        _ => Reply::Fail(format!("unknown op {op}")),
+    }
+}
+
+fn stomp(data: &[u8]) -> Reply {
+    let Some((addr, len)) = data.get(..16).map(|d| (u64_at(&d[..8]), u64_at(&d[8..]))) else {
+        return Reply::Fail("stomp needs address and length".into());
+    };
+    let p = addr as usize as *mut u8;
+    for i in 0..len as usize {
+        // SAFETY: none, on purpose: the probe writes where the host's canary lives.
+        unsafe { std::ptr::write_volatile(p.wrapping_add(i), 0xAA) };
+    }
+    Reply::Bytes(b"stomped".to_vec())
+}
+
+fn close_fd(data: &[u8]) -> Reply {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let Some(fd) = data
+        .get(..4)
+        .map(|d| i32::from_le_bytes([d[0], d[1], d[2], d[3]]))
+    else {
+        return Reply::Fail("close_fd needs a descriptor".into());
+    };
+    // SAFETY: none, on purpose: the descriptor is the host's, not ours (the fault probe).
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Reply::Bytes(b"closed".to_vec())
+}
+
+fn u64_at(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    u64::from_le_bytes(a)
+}
