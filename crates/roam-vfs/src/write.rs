@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::time::SystemTime;
 
-use roam_drivers::{ErrorKind, Kind, Meta};
+use roam_drivers::{ErrorKind, Kind, Known, Meta};
 
 use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
@@ -376,7 +376,17 @@ impl Vfs {
                 .cache
                 .journal(&r.virt)
                 .is_some_and(|j| j.base.is_none());
-        match r.driver.remove_file(&r.path) {
+        let removed = match self.known_file(&r.virt) {
+            Some((meta, siblings)) => r.driver.remove_known_file(
+                &r.path,
+                Known {
+                    meta: &meta,
+                    siblings,
+                },
+            ),
+            None => r.driver.remove_file(&r.path),
+        };
+        match removed {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
         }
@@ -384,6 +394,29 @@ impl Vfs {
         self.forget_change(&r.virt)?;
         self.remember_gone(&r.virt);
         Ok(())
+    }
+
+    /// What a fresh listing of its parent says of the file `virt` (or failing that, a fresh
+    /// stat): its metadata, and whether the listing names other entries. `rm -r` lists a
+    /// directory, then removes its entries one by one: each removal may then skip the
+    /// questions a driver would ask first.
+    fn known_file(&self, virt: &str) -> Option<(Meta, bool)> {
+        let (parent, name) = split_name(virt);
+        let t_read = self.t_read_dir(parent);
+        let listed = {
+            let st = self.state.lock().unwrap();
+            st.listings
+                .get(parent)
+                .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
+                .map(|(index, _)| (index.entries.get(name).cloned(), index.entries.len() > 1))
+        };
+        let meta = match listed {
+            Some((Some(meta), siblings)) => return Some((meta, siblings)),
+            // A fresh listing without the name: roam knows nothing to skip.
+            Some((None, _)) => return None,
+            None => self.fresh_attr(virt)?.ok()?,
+        };
+        Some((meta, false))
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
