@@ -284,22 +284,53 @@ impl SftpDriver {
         }))
     }
 
-    /// Creates the temporary `tmp` with the `len` bytes of `src`, and the mode `mode`
-    /// exactly (not masked by the server's umask), when one is given.
-    fn write_temporary(
+    /// Creates the temporary `tmp` and asks what `remote` is now, in one round trip (the
+    /// two requests are independent): the handle of `tmp`, and the mode `put` must keep.
+    /// A directory at `remote` is EISDIR before any byte is sent (and `tmp` goes again).
+    fn open_temporary(
         &self,
         link: &Link,
         tmp: &str,
+        remote: &str,
+        path: &str,
+    ) -> Result<(String, Option<u32>)> {
+        let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
+        let (sftp, target) = (link.sftp.clone(), remote.to_owned());
+        let (existing, opened) = link.block_on(async {
+            let existing = tokio::spawn(async move { sftp.lstat(target).await });
+            let opened = link.sftp.open(tmp, flags, FileAttributes::empty()).await;
+            (existing.await, opened)
+        });
+        let existing = match existing {
+            Ok(answer) => answer.map(|a| a.attrs).map_err(|e| link.fault(e)),
+            Err(e) => Err(Fault::Lost(e.to_string())),
+        };
+        let opened = opened.map_err(|e| link.fault(e));
+        match (self.mode_to_keep(link, existing, remote, path), opened) {
+            (Ok(mode), Ok(handle)) => Ok((handle.handle, mode)),
+            (Err(e), Ok(handle)) => {
+                if !link.is_broken() {
+                    let _ = link.call(link.sftp.close(handle.handle));
+                }
+                self.discard(link, tmp);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+            (Ok(_), Err(f)) => Err(self.explain(link, f, Action::Write(tmp), "write", path)),
+        }
+    }
+
+    /// Writes the `len` bytes of `src` into the open temporary `tmp`, sets the mode `mode`
+    /// exactly (not masked by the server's umask) when one is given, and closes it.
+    fn write_temporary(
+        &self,
+        link: &Link,
+        (tmp, handle): (&str, String),
         (src, len): (&mut dyn Read, u64),
         mode: Option<u32>,
         path: &str,
     ) -> Result<()> {
         let write = |f| self.explain(link, f, Action::Write(tmp), "write", path);
-        let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
-        let handle = link
-            .call(link.sftp.open(tmp, flags, FileAttributes::empty()))
-            .map_err(write)?
-            .handle;
         let written = link
             .block_on(requests::upload(link, &handle, src, len))
             .and_then(|sent| match sent == len {
@@ -329,11 +360,17 @@ impl SftpDriver {
         written.and(closed).map_err(write)
     }
 
-    /// What `put` must know of the name it replaces: the mode to keep, if it is a file.
-    /// A directory there is EISDIR before any byte is sent.
-    fn mode_to_keep(&self, link: &Link, remote: &str, path: &str) -> Result<Option<u32>> {
-        match link.call(link.sftp.lstat(remote)) {
-            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::Dir => Err(Error::new(
+    /// What `put` must know of the name it replaces, from its `lstat`: the mode to keep,
+    /// if it is a file; EISDIR if it is a directory.
+    fn mode_to_keep(
+        &self,
+        link: &Link,
+        existing: std::result::Result<FileAttributes, Fault>,
+        remote: &str,
+        path: &str,
+    ) -> Result<Option<u32>> {
+        match existing {
+            Ok(attrs) if meta::type_of(&attrs) == FileKind::Dir => Err(Error::new(
                 ErrorKind::IsADirectory,
                 format!(
                     "write {}: {}",
@@ -341,8 +378,8 @@ impl SftpDriver {
                     errors::reason(ErrorKind::IsADirectory)
                 ),
             )),
-            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::File => {
-                Ok(attrs.attrs.permissions.map(|p| p & 0o7777))
+            Ok(attrs) if meta::type_of(&attrs) == FileKind::File => {
+                Ok(attrs.permissions.map(|p| p & 0o7777))
             }
             Ok(_) => Ok(None),
             Err(f) if f.is(StatusCode::NoSuchFile) => Ok(None),
@@ -559,9 +596,9 @@ impl Driver for SftpDriver {
         self.run(
             || false,
             |link| {
-                let mode = self.mode_to_keep(link, &remote, path)?;
+                let (handle, mode) = self.open_temporary(link, &tmp, &remote, path)?;
                 let placed = self
-                    .write_temporary(link, &tmp, (&mut *src, len), mode, path)
+                    .write_temporary(link, (&tmp, handle), (&mut *src, len), mode, path)
                     .and_then(|()| {
                         link.call(requests::rename(link, &tmp, &remote))
                             .map_err(|f| {
