@@ -164,6 +164,25 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "write files", path))
     }
 
+    /// [`Driver::put`], the file then getting the modification time `mtime` where the
+    /// backend keeps times (`cp -p`, `tar` and `make` rely on it); a time it cannot keep is
+    /// left out. Returns the metadata after both. A driver that can send the time with the
+    /// contents saves the requests of [`Driver::set_mtime`] and of the `stat` after it.
+    fn put_with_mtime(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: SystemTime,
+    ) -> Result<Meta> {
+        let meta = self.put(path, src, len)?;
+        match self.set_mtime(path, mtime) {
+            // Setting the time made a new version (a new ETag on some servers): ask for it.
+            Ok(()) => self.stat(path),
+            Err(_) => Ok(meta),
+        }
+    }
+
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
     fn mkdir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "create directories", path))

@@ -343,21 +343,18 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let meta = r.driver.put(target, &mut file, md.len())?;
+        let meta = match md.modified() {
+            Ok(mtime) => r
+                .driver
+                .put_with_mtime(target, &mut file, md.len(), mtime)?,
+            Err(_) => r.driver.put(target, &mut file, md.len())?,
+        };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
-        let mut changed = false;
-        if let Some(mode) = mode.filter(|&m| meta.mode != Some(m)) {
-            changed |= r.driver.set_mode(target, mode).is_ok();
-        }
-        if let Ok(mtime) = md.modified() {
-            changed |= r.driver.set_mtime(target, mtime).is_ok();
-        }
-        // Each change makes a new version (new ETag): ask for it.
-        if changed {
-            Ok(r.driver.stat(target)?)
-        } else {
-            Ok(meta)
+        match mode.filter(|&m| meta.mode != Some(m)) {
+            // A new mode may make a new version (new ETag): ask for it.
+            Some(mode) if r.driver.set_mode(target, mode).is_ok() => Ok(r.driver.stat(target)?),
+            _ => Ok(meta),
         }
     }
 

@@ -284,6 +284,62 @@ impl SftpDriver {
         }))
     }
 
+    /// Writes a temporary sibling, then renames it over the name: readers see the old
+    /// file or the new one, never a part. A replaced file keeps its permission bits. The
+    /// temporary is removed if anything fails.
+    /// `put`, the file getting the modification time `mtime` (seconds) if one is given.
+    fn upload(
+        &self,
+        path: &str,
+        (src, len): (&mut dyn Read, u64),
+        mtime: Option<u32>,
+    ) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        let Some(parent) = parent_of(&remote) else {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "write {}: {}",
+                    self.describe(path),
+                    errors::reason(ErrorKind::IsADirectory)
+                ),
+            ));
+        };
+        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        self.run(
+            || false,
+            |link| {
+                let (handle, mode) = self.open_temporary(link, &tmp, &remote, path)?;
+                let attrs = requests::kept_attrs(mode, mtime);
+                let placed = self
+                    .write_temporary(link, (&tmp, handle), (&mut *src, len), attrs, path)
+                    .and_then(|()| {
+                        link.call(requests::rename(link, &tmp, &remote))
+                            .map_err(|f| {
+                                let action = Action::Rename {
+                                    from: &tmp,
+                                    to: &remote,
+                                };
+                                self.explain(link, f, action, "write", path)
+                            })
+                    });
+                if let Err(e) = placed {
+                    self.discard(link, &tmp);
+                    return Err(e);
+                }
+                // The file is in place; metadata that cannot be had only leaves it sparse.
+                let attrs = link.call(link.sftp.lstat(remote.as_str()));
+                Ok(attrs.map_or_else(
+                    |_| Meta {
+                        size: Some(len),
+                        ..Meta::of_kind(Kind::File)
+                    },
+                    |a| meta_of(&a.attrs, None),
+                ))
+            },
+        )
+    }
+
     /// Creates the temporary `tmp` and asks what `remote` is now, in one round trip (the
     /// two requests are independent): the handle of `tmp`, and the mode `put` must keep.
     /// A directory at `remote` is EISDIR before any byte is sent (and `tmp` goes again).
@@ -320,14 +376,14 @@ impl SftpDriver {
         }
     }
 
-    /// Writes the `len` bytes of `src` into the open temporary `tmp`, sets the mode `mode`
-    /// exactly (not masked by the server's umask) when one is given, and closes it.
+    /// Writes the `len` bytes of `src` into the open temporary `tmp`, sets `attrs` (a mode
+    /// exactly, not masked by the server's umask; times) when there are any, and closes it.
     fn write_temporary(
         &self,
         link: &Link,
         (tmp, handle): (&str, String),
         (src, len): (&mut dyn Read, u64),
-        mode: Option<u32>,
+        attrs: Option<FileAttributes>,
         path: &str,
     ) -> Result<()> {
         let write = |f| self.explain(link, f, Action::Write(tmp), "write", path);
@@ -343,12 +399,9 @@ impl SftpDriver {
                     ),
                 ))),
             })
-            .and_then(|()| match mode {
-                Some(mode) => link
-                    .call(
-                        link.sftp
-                            .fsetstat(handle.as_str(), requests::permissions(mode)),
-                    )
+            .and_then(|()| match attrs {
+                Some(attrs) => link
+                    .call(link.sftp.fsetstat(handle.as_str(), attrs))
                     .map(drop),
                 None => Ok(()),
             });
@@ -577,53 +630,20 @@ impl Driver for SftpDriver {
         )
     }
 
-    /// Writes a temporary sibling, then renames it over the name: readers see the old
-    /// file or the new one, never a part. A replaced file keeps its permission bits. The
-    /// temporary is removed if anything fails.
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let remote = self.remote(path)?;
-        let Some(parent) = parent_of(&remote) else {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!(
-                    "write {}: {}",
-                    self.describe(path),
-                    errors::reason(ErrorKind::IsADirectory)
-                ),
-            ));
-        };
-        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
-        self.run(
-            || false,
-            |link| {
-                let (handle, mode) = self.open_temporary(link, &tmp, &remote, path)?;
-                let placed = self
-                    .write_temporary(link, (&tmp, handle), (&mut *src, len), mode, path)
-                    .and_then(|()| {
-                        link.call(requests::rename(link, &tmp, &remote))
-                            .map_err(|f| {
-                                let action = Action::Rename {
-                                    from: &tmp,
-                                    to: &remote,
-                                };
-                                self.explain(link, f, action, "write", path)
-                            })
-                    });
-                if let Err(e) = placed {
-                    self.discard(link, &tmp);
-                    return Err(e);
-                }
-                // The file is in place; metadata that cannot be had only leaves it sparse.
-                let attrs = link.call(link.sftp.lstat(remote.as_str()));
-                Ok(attrs.map_or_else(
-                    |_| Meta {
-                        size: Some(len),
-                        ..Meta::of_kind(Kind::File)
-                    },
-                    |a| meta_of(&a.attrs, None),
-                ))
-            },
-        )
+        self.upload(path, (src, len), None)
+    }
+
+    /// The time goes up with the contents: set on the temporary before its rename, so no
+    /// `setstat` and `stat` follow.
+    fn put_with_mtime(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: SystemTime,
+    ) -> Result<Meta> {
+        self.upload(path, (src, len), meta::seconds(mtime))
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
