@@ -95,6 +95,17 @@ pub enum Fetched {
     NotModified,
 }
 
+/// What roam believes about a file it is about to remove (from a fresh listing or stat), so
+/// a driver whose protocol deletes missing names without complaint (S3) need not ask the
+/// server before every deletion.
+#[derive(Clone, Copy, Debug)]
+pub struct Known<'a> {
+    /// The file as last seen; its ETag lets S3 make the deletion conditional.
+    pub meta: &'a Meta,
+    /// Whether its directory holds other entries, so it outlives this one.
+    pub siblings: bool,
+}
+
 /// One protocol, rooted at one remote location (`http://host:port/prefix`, a local dir ...).
 pub trait Driver: Send + Sync + Debug {
     /// A short human name for a path, for messages: `http://127.0.0.1:8080/dir/f`.
@@ -153,6 +164,25 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "write files", path))
     }
 
+    /// [`Driver::put`], the file then getting the modification time `mtime` where the
+    /// backend keeps times (`cp -p`, `tar` and `make` rely on it); a time it cannot keep is
+    /// left out. Returns the metadata after both. A driver that can send the time with the
+    /// contents saves the requests of [`Driver::set_mtime`] and of the `stat` after it.
+    fn put_with_mtime(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: SystemTime,
+    ) -> Result<Meta> {
+        let meta = self.put(path, src, len)?;
+        match self.set_mtime(path, mtime) {
+            // Setting the time made a new version (a new ETag on some servers): ask for it.
+            Ok(()) => self.stat(path),
+            Err(_) => Ok(meta),
+        }
+    }
+
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
     fn mkdir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "create directories", path))
@@ -161,6 +191,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Removes the file (or symlink) `path` (EISDIR for a directory).
     fn remove_file(&self, path: &str) -> Result<()> {
         Err(read_only(self, "remove files", path))
+    }
+
+    /// [`Driver::remove_file`] of a file roam believes exists as `known` says. Each outcome
+    /// gets the same errno; a driver may only ask fewer questions first.
+    fn remove_known_file(&self, path: &str, _known: Known) -> Result<()> {
+        self.remove_file(path)
     }
 
     /// Removes the empty directory `path` (ENOTEMPTY if it is not empty, ENOTDIR for a file).

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use roam_drivers::http::HttpClient;
 use roam_drivers::s3::{S3Config, S3Driver};
-use roam_drivers::{Driver, Error, ErrorKind, Fetched, Kind, Meta, Validator};
+use roam_drivers::{Driver, Error, ErrorKind, Fetched, Kind, Known, Meta, Validator};
 use roam_testkit::s3::{create_bucket, enforce_auth, moto, put_object, Credentials};
 use roam_testkit::{noise, Scratch, Server};
 
@@ -439,6 +439,49 @@ fn directories_outlive_their_last_entry() {
     );
     d.remove_dir("/a").unwrap();
     assert_eq!(names(&d, "/"), owned(&[("moved.txt", Kind::File)]));
+}
+
+#[test]
+fn known_files_are_removed_with_the_errnos_of_unknown_ones() {
+    let world = World::new(&[
+        ("a/one.txt", b"1"),
+        ("a/two.txt", b"2"),
+        ("b/only.txt", b"3"),
+    ]);
+    let d = world.driver();
+    let known = |path: &str, siblings: bool| {
+        let meta = d.stat(path).unwrap();
+        move |d: &S3Driver, path: &str| {
+            d.remove_known_file(
+                path,
+                Known {
+                    meta: &meta,
+                    siblings,
+                },
+            )
+        }
+    };
+    let one = known("/a/one.txt", true);
+    one(&d, "/a/one.txt").unwrap();
+    assert_eq!(kind(d.stat("/a/one.txt")), ErrorKind::NotFound);
+    // Gone meanwhile: the conditional DELETE says so, where a plain one would succeed.
+    assert_eq!(kind(one(&d, "/a/one.txt")), ErrorKind::NotFound);
+    // Changed since roam saw it (another ETag): still a file, still removed.
+    let two = known("/a/two.txt", false);
+    put(&d, "/a/two.txt", b"changed");
+    two(&d, "/a/two.txt").unwrap();
+    assert_eq!(kind(d.stat("/a/two.txt")), ErrorKind::NotFound);
+    assert_eq!(d.stat("/a").unwrap().kind, Kind::Dir, "its last entry went");
+    // A prefix where roam saw a file: EISDIR, as for an unknown one.
+    let only = known("/b/only.txt", false);
+    assert_eq!(kind(only(&d, "/b")), ErrorKind::IsADirectory);
+    only(&d, "/b/only.txt").unwrap();
+    assert_eq!(
+        d.stat("/b").unwrap().kind,
+        Kind::Dir,
+        "no siblings: a marker keeps it"
+    );
+    d.remove_dir("/b").unwrap();
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::time::SystemTime;
 
-use roam_drivers::{ErrorKind, Kind, Meta};
+use roam_drivers::{ErrorKind, Kind, Known, Meta};
 
 use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
@@ -355,21 +355,18 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let meta = r.driver.put(target, &mut file, md.len())?;
+        let meta = match md.modified() {
+            Ok(mtime) => r
+                .driver
+                .put_with_mtime(target, &mut file, md.len(), mtime)?,
+            Err(_) => r.driver.put(target, &mut file, md.len())?,
+        };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
-        let mut changed = false;
-        if let Some(mode) = mode.filter(|&m| meta.mode != Some(m)) {
-            changed |= r.driver.set_mode(target, mode).is_ok();
-        }
-        if let Ok(mtime) = md.modified() {
-            changed |= r.driver.set_mtime(target, mtime).is_ok();
-        }
-        // Each change makes a new version (new ETag): ask for it.
-        if changed {
-            Ok(r.driver.stat(target)?)
-        } else {
-            Ok(meta)
+        match mode.filter(|&m| meta.mode != Some(m)) {
+            // A new mode may make a new version (new ETag): ask for it.
+            Some(mode) if r.driver.set_mode(target, mode).is_ok() => Ok(r.driver.stat(target)?),
+            _ => Ok(meta),
         }
     }
 
@@ -384,7 +381,17 @@ impl Vfs {
         let r = writable_remote(node)?;
         // A file created here and not uploaded yet exists only in roam's journal.
         let only_here = self.is_new_here(&r.virt);
-        match r.driver.remove_file(&r.path) {
+        let removed = match self.known_file(&r.virt) {
+            Some((meta, siblings)) => r.driver.remove_known_file(
+                &r.path,
+                Known {
+                    meta: &meta,
+                    siblings,
+                },
+            ),
+            None => r.driver.remove_file(&r.path),
+        };
+        match removed {
             Err(e) if !(only_here && e.kind == ErrorKind::NotFound) => return Err(e.into()),
             _ => {}
         }
@@ -392,6 +399,29 @@ impl Vfs {
         self.forget_change(&r.virt)?;
         self.remember_gone(&r.virt);
         Ok(())
+    }
+
+    /// What a fresh listing of its parent says of the file `virt` (or failing that, a fresh
+    /// stat): its metadata, and whether the listing names other entries. `rm -r` lists a
+    /// directory, then removes its entries one by one: each removal may then skip the
+    /// questions a driver would ask first.
+    fn known_file(&self, virt: &str) -> Option<(Meta, bool)> {
+        let (parent, name) = split_name(virt);
+        let t_read = self.t_read_dir(parent);
+        let listed = {
+            let st = self.state.lock().unwrap();
+            st.listings
+                .get(parent)
+                .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
+                .map(|(index, _)| (index.entries.get(name).cloned(), index.entries.len() > 1))
+        };
+        let meta = match listed {
+            Some((Some(meta), siblings)) => return Some((meta, siblings)),
+            // A fresh listing without the name: roam knows nothing to skip.
+            Some((None, _)) => return None,
+            None => self.fresh_attr(virt)?.ok()?,
+        };
+        Some((meta, false))
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {

@@ -4,9 +4,9 @@
 mod attach;
 mod config;
 mod doctor;
+mod find;
 mod fuse_run;
 mod mount;
-mod find;
 
 use std::ffi::OsString;
 use std::sync::Arc;

@@ -217,6 +217,13 @@ fn s3_buckets_are_directories_programs_can_write() {
         ok(&aws(Roam::new()).sh(&[], &check)),
         "data.bin\nrmdir: failed to remove '/s3/roam/dir': Directory not empty\n1\n"
     );
+    // `rm -r` removes the files it listed without asking first (a conditional DELETE
+    // each), then the directory; a fresh run finds nothing left on the server.
+    assert_eq!(
+        ok(&aws(Roam::new()).sh(&[], "rm -r /s3/roam/dir && ls -A /s3/roam")),
+        ""
+    );
+    assert_eq!(ok(&aws(Roam::new()).sh(&[], "ls -A /s3/roam")), "");
     // Wrong credentials are EACCES, said clearly.
     let o = aws(Roam::new())
         .env("AWS_SECRET_ACCESS_KEY", "wrong")

@@ -108,9 +108,7 @@ impl Conn {
     pub fn open(site: &Site, login: &Login, timeouts: Timeouts) -> Result<Conn, Fault> {
         let stream = connect(&site.host, site.port, timeouts.connect).map_err(Fault::Transport)?;
         let peer = stream.peer_addr().map_err(Fault::Transport)?.ip();
-        for set in [TcpStream::set_read_timeout, TcpStream::set_write_timeout] {
-            set(&stream, Some(timeouts.read)).map_err(Fault::Transport)?;
-        }
+        tune(&stream, timeouts.read).map_err(Fault::Transport)?;
         let mut conn = Conn {
             reader: BufReader::new(stream),
             origin: site.origin(),
@@ -311,10 +309,8 @@ impl Conn {
         let addr = SocketAddr::new(self.peer, port);
         let stream = TcpStream::connect_timeout(&addr, self.timeouts.connect);
         let stream = self.io(stream)?;
-        for set in [TcpStream::set_read_timeout, TcpStream::set_write_timeout] {
-            let set = set(&stream, Some(self.timeouts.read));
-            self.io(set)?;
-        }
+        let tuned = tune(&stream, self.timeouts.read);
+        self.io(tuned)?;
         Ok(stream)
     }
 
@@ -465,6 +461,15 @@ fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
         }
     }
     Err(last.unwrap_or_else(|| lookup_failed(io::Error::other("no address"))))
+}
+
+/// Readies a control or data socket: no exchange waits longer than `timeout`, and no
+/// write waits for the ACK of the one before (Nagle): a command, or the last piece of a
+/// file, goes out at once instead of after the server's delayed ACK.
+fn tune(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_nodelay(true)
 }
 
 /// A failed name lookup, as a kind that says "unreachable" (std gives it none).

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::{DirEntry, Driver, Fetched, Listing, Meta, Result, Validator};
+use crate::{DirEntry, Driver, Fetched, Known, Listing, Meta, Result, Validator};
 
 /// What a layer does to what passes through it. Both transforms are their own inverse,
 /// so the same function serves the way down and the way up.
@@ -168,6 +168,10 @@ impl<T: Transform> Driver for Stacked<T> {
 
     fn remove_file(&self, path: &str) -> Result<()> {
         self.lower.remove_file(&self.t.name(path))
+    }
+
+    fn remove_known_file(&self, path: &str, known: Known) -> Result<()> {
+        self.lower.remove_known_file(&self.t.name(path), known)
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {

@@ -12,7 +12,8 @@
 //!   and ranged for `read_range`. ETags are the validators.
 //! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way;
 //!   `mkdir` puts a marker; `remove_file` and `remove_dir` `DELETE` (after checking, since
-//!   S3 deletes what does not exist without complaint and has no notion of non-empty).
+//!   S3 deletes what does not exist without complaint and has no notion of non-empty);
+//!   a file roam has seen is deleted conditionally on its ETag instead, without asking.
 //!   A directory that existed only through its keys gets a marker when its last entry
 //!   goes, so that it lives on until `rmdir`, as in POSIX.
 //! - `rename` of a file is a server-side copy then a delete: not atomic (for a moment
@@ -43,8 +44,8 @@ use self::listing::{list_all, list_first};
 use self::sign::{Credentials, Signer};
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing, Meta,
+    Result, Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -181,13 +182,19 @@ impl S3Driver {
         self.check_parent(method, path)
     }
 
-    /// Deletes `key`, the object of `path` (or its marker). A directory that exists only
-    /// through its keys would vanish with its last one, where POSIX keeps it until
-    /// `rmdir` (and `rm -r` would fail on it): it is given a marker then.
+    /// Deletes `key`, the object of `path` (or its marker), then keeps its parent.
     fn delete(&self, path: &str, key: &str) -> Result<()> {
         self.send_bare(Method::Delete, key)?;
+        self.keep_parent(path);
+        Ok(())
+    }
+
+    /// After `path` was deleted: a directory that exists only through its keys would
+    /// vanish with its last one, where POSIX keeps it until `rmdir` (and `rm -r` would fail
+    /// on it), so it is given a marker then.
+    fn keep_parent(&self, path: &str) {
         let Some(parent) = parent_below_root(path) else {
-            return Ok(());
+            return;
         };
         let kept = self.is_dir(parent).and_then(|exists| {
             if exists {
@@ -203,7 +210,6 @@ impl S3Driver {
                 self.describe(parent)
             );
         }
-        Ok(())
     }
 
     /// A request without a body on `key` (a `DELETE`, or the `PUT` of a marker) that
@@ -384,6 +390,32 @@ impl Driver for S3Driver {
             return Err(self.missing_file(Method::Delete, path, missing));
         }
         self.delete(path, &self.key(path))
+    }
+
+    /// One `DELETE` with `If-Match: ETAG` instead of a `HEAD` first: a missing key fails
+    /// (404, ENOENT, or EISDIR for a prefix) where a plain `DELETE` would succeed, and a
+    /// key changed since roam saw it (412) is still a file, removed the usual way. With
+    /// siblings left, the parent needs no marker and is not listed. A server that ignores
+    /// `If-Match` deletes as a plain `DELETE` does, without ENOENT for a missing key.
+    fn remove_known_file(&self, path: &str, known: Known) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        let etag = known.meta.etag.as_deref();
+        let (Some(etag), Kind::File, false) = (etag, known.meta.kind, path == "/") else {
+            return self.remove_file(path);
+        };
+        let key = self.key(path);
+        let reply = self
+            .client
+            .send(&Req::new(Method::Delete, &key).header("if-match", etag))?;
+        match reply.status() {
+            412 => return self.remove_file(path),
+            404 => return Err(self.missing_file(Method::Delete, path, reply.into_error())),
+            _ => drop(reply.success()?),
+        }
+        if !known.siblings {
+            self.keep_parent(path);
+        }
+        Ok(())
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {

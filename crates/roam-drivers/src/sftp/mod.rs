@@ -284,22 +284,109 @@ impl SftpDriver {
         }))
     }
 
-    /// Creates the temporary `tmp` with the `len` bytes of `src`, and the mode `mode`
-    /// exactly (not masked by the server's umask), when one is given.
-    fn write_temporary(
+    /// Writes a temporary sibling, then renames it over the name: readers see the old
+    /// file or the new one, never a part. A replaced file keeps its permission bits. The
+    /// temporary is removed if anything fails.
+    /// `put`, the file getting the modification time `mtime` (seconds) if one is given.
+    fn upload(
+        &self,
+        path: &str,
+        (src, len): (&mut dyn Read, u64),
+        mtime: Option<u32>,
+    ) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        let Some(parent) = parent_of(&remote) else {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "write {}: {}",
+                    self.describe(path),
+                    errors::reason(ErrorKind::IsADirectory)
+                ),
+            ));
+        };
+        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        self.run(
+            || false,
+            |link| {
+                let (handle, mode) = self.open_temporary(link, &tmp, &remote, path)?;
+                let attrs = requests::kept_attrs(mode, mtime);
+                let placed = self
+                    .write_temporary(link, (&tmp, handle), (&mut *src, len), attrs, path)
+                    .and_then(|()| {
+                        link.call(requests::rename(link, &tmp, &remote))
+                            .map_err(|f| {
+                                let action = Action::Rename {
+                                    from: &tmp,
+                                    to: &remote,
+                                };
+                                self.explain(link, f, action, "write", path)
+                            })
+                    });
+                if let Err(e) = placed {
+                    self.discard(link, &tmp);
+                    return Err(e);
+                }
+                // The file is in place; metadata that cannot be had only leaves it sparse.
+                let attrs = link.call(link.sftp.lstat(remote.as_str()));
+                Ok(attrs.map_or_else(
+                    |_| Meta {
+                        size: Some(len),
+                        ..Meta::of_kind(Kind::File)
+                    },
+                    |a| meta_of(&a.attrs, None),
+                ))
+            },
+        )
+    }
+
+    /// Creates the temporary `tmp` and asks what `remote` is now, in one round trip (the
+    /// two requests are independent): the handle of `tmp`, and the mode `put` must keep.
+    /// A directory at `remote` is EISDIR before any byte is sent (and `tmp` goes again).
+    fn open_temporary(
         &self,
         link: &Link,
         tmp: &str,
+        remote: &str,
+        path: &str,
+    ) -> Result<(String, Option<u32>)> {
+        let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
+        let (sftp, target) = (link.sftp.clone(), remote.to_owned());
+        let (existing, opened) = link.block_on(async {
+            let existing = tokio::spawn(async move { sftp.lstat(target).await });
+            let opened = link.sftp.open(tmp, flags, FileAttributes::empty()).await;
+            (existing.await, opened)
+        });
+        let existing = match existing {
+            Ok(answer) => answer.map(|a| a.attrs).map_err(|e| link.fault(e)),
+            Err(e) => Err(Fault::Lost(e.to_string())),
+        };
+        let opened = opened.map_err(|e| link.fault(e));
+        match (self.mode_to_keep(link, existing, remote, path), opened) {
+            (Ok(mode), Ok(handle)) => Ok((handle.handle, mode)),
+            (Err(e), Ok(handle)) => {
+                if !link.is_broken() {
+                    let _ = link.call(link.sftp.close(handle.handle));
+                }
+                self.discard(link, tmp);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+            (Ok(_), Err(f)) => Err(self.explain(link, f, Action::Write(tmp), "write", path)),
+        }
+    }
+
+    /// Writes the `len` bytes of `src` into the open temporary `tmp`, sets `attrs` (a mode
+    /// exactly, not masked by the server's umask; times) when there are any, and closes it.
+    fn write_temporary(
+        &self,
+        link: &Link,
+        (tmp, handle): (&str, String),
         (src, len): (&mut dyn Read, u64),
-        mode: Option<u32>,
+        attrs: Option<FileAttributes>,
         path: &str,
     ) -> Result<()> {
         let write = |f| self.explain(link, f, Action::Write(tmp), "write", path);
-        let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
-        let handle = link
-            .call(link.sftp.open(tmp, flags, FileAttributes::empty()))
-            .map_err(write)?
-            .handle;
         let written = link
             .block_on(requests::upload(link, &handle, src, len))
             .and_then(|sent| match sent == len {
@@ -312,12 +399,9 @@ impl SftpDriver {
                     ),
                 ))),
             })
-            .and_then(|()| match mode {
-                Some(mode) => link
-                    .call(
-                        link.sftp
-                            .fsetstat(handle.as_str(), requests::permissions(mode)),
-                    )
+            .and_then(|()| match attrs {
+                Some(attrs) => link
+                    .call(link.sftp.fsetstat(handle.as_str(), attrs))
                     .map(drop),
                 None => Ok(()),
             });
@@ -329,11 +413,17 @@ impl SftpDriver {
         written.and(closed).map_err(write)
     }
 
-    /// What `put` must know of the name it replaces: the mode to keep, if it is a file.
-    /// A directory there is EISDIR before any byte is sent.
-    fn mode_to_keep(&self, link: &Link, remote: &str, path: &str) -> Result<Option<u32>> {
-        match link.call(link.sftp.lstat(remote)) {
-            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::Dir => Err(Error::new(
+    /// What `put` must know of the name it replaces, from its `lstat`: the mode to keep,
+    /// if it is a file; EISDIR if it is a directory.
+    fn mode_to_keep(
+        &self,
+        link: &Link,
+        existing: std::result::Result<FileAttributes, Fault>,
+        remote: &str,
+        path: &str,
+    ) -> Result<Option<u32>> {
+        match existing {
+            Ok(attrs) if meta::type_of(&attrs) == FileKind::Dir => Err(Error::new(
                 ErrorKind::IsADirectory,
                 format!(
                     "write {}: {}",
@@ -341,8 +431,8 @@ impl SftpDriver {
                     errors::reason(ErrorKind::IsADirectory)
                 ),
             )),
-            Ok(attrs) if meta::type_of(&attrs.attrs) == FileKind::File => {
-                Ok(attrs.attrs.permissions.map(|p| p & 0o7777))
+            Ok(attrs) if meta::type_of(&attrs) == FileKind::File => {
+                Ok(attrs.permissions.map(|p| p & 0o7777))
             }
             Ok(_) => Ok(None),
             Err(f) if f.is(StatusCode::NoSuchFile) => Ok(None),
@@ -540,53 +630,20 @@ impl Driver for SftpDriver {
         )
     }
 
-    /// Writes a temporary sibling, then renames it over the name: readers see the old
-    /// file or the new one, never a part. A replaced file keeps its permission bits. The
-    /// temporary is removed if anything fails.
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let remote = self.remote(path)?;
-        let Some(parent) = parent_of(&remote) else {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!(
-                    "write {}: {}",
-                    self.describe(path),
-                    errors::reason(ErrorKind::IsADirectory)
-                ),
-            ));
-        };
-        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
-        self.run(
-            || false,
-            |link| {
-                let mode = self.mode_to_keep(link, &remote, path)?;
-                let placed = self
-                    .write_temporary(link, &tmp, (&mut *src, len), mode, path)
-                    .and_then(|()| {
-                        link.call(requests::rename(link, &tmp, &remote))
-                            .map_err(|f| {
-                                let action = Action::Rename {
-                                    from: &tmp,
-                                    to: &remote,
-                                };
-                                self.explain(link, f, action, "write", path)
-                            })
-                    });
-                if let Err(e) = placed {
-                    self.discard(link, &tmp);
-                    return Err(e);
-                }
-                // The file is in place; metadata that cannot be had only leaves it sparse.
-                let attrs = link.call(link.sftp.lstat(remote.as_str()));
-                Ok(attrs.map_or_else(
-                    |_| Meta {
-                        size: Some(len),
-                        ..Meta::of_kind(Kind::File)
-                    },
-                    |a| meta_of(&a.attrs, None),
-                ))
-            },
-        )
+        self.upload(path, (src, len), None)
+    }
+
+    /// The time goes up with the contents: set on the temporary before its rename, so no
+    /// `setstat` and `stat` follow.
+    fn put_with_mtime(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: SystemTime,
+    ) -> Result<Meta> {
+        self.upload(path, (src, len), meta::seconds(mtime))
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

@@ -111,11 +111,27 @@ pub(super) async fn simple(
 }
 
 /// Attributes that set only permission bits.
-pub(super) fn permissions(mode: u32) -> FileAttributes {
+fn permissions(mode: u32) -> FileAttributes {
     FileAttributes {
         permissions: Some(mode & 0o7777),
         ..FileAttributes::empty()
     }
+}
+
+/// What an upload sets on its temporary before the rename: the mode `put` keeps, and the
+/// modification time (`mtime`, seconds) it was given; `None` when neither. SFTP v3 sets
+/// both times at once: the access time is the upload's, as it would be without.
+pub(super) fn kept_attrs(mode: Option<u32>, mtime: Option<u32>) -> Option<FileAttributes> {
+    if mode.is_none() && mtime.is_none() {
+        return None;
+    }
+    let now = super::meta::seconds(std::time::SystemTime::now());
+    Some(FileAttributes {
+        permissions: mode.map(|m| m & 0o7777),
+        atime: mtime.map(|m| now.unwrap_or(m)),
+        mtime,
+        ..FileAttributes::empty()
+    })
 }
 
 /// An SSH wire string: length (u32, big-endian), then the bytes.

@@ -35,6 +35,11 @@ impl Later {
         self.due.lock().unwrap().remove(virt);
     }
 
+    /// Whether `virt` waits for a delivery here.
+    pub fn is_scheduled(&self, virt: &str) -> bool {
+        self.due.lock().unwrap().contains_key(virt)
+    }
+
     /// Waits for the next due delivery and takes it.
     fn next_due(&self) -> (String, u32) {
         let mut due = self.due.lock().unwrap();

@@ -190,7 +190,13 @@ impl Kernel {
         ended.extend(mine);
         let waiting = !ended.is_empty();
         drop(granted);
-        waiting || !self.vfs().dirty().is_empty()
+        // Changes already due for delivery need no thread of their own at each exit.
+        waiting
+            || self
+                .vfs()
+                .dirty()
+                .iter()
+                .any(|virt| !self.later.is_scheduled(virt))
     }
 
     /// Delivers every change whose last writer is gone (after a process exit, and at the end
@@ -207,6 +213,13 @@ impl Kernel {
         candidates.sort();
         candidates.dedup();
         for virt in candidates {
+            // Already due for delivery (closed under T_write > 0, or a retry): the deliverer
+            // checks for writers when it is due. Asking here, at every process exit, cost a
+            // scan of every tracee's fds per pending file (make: hundreds of exits, dozens of
+            // pending .o files), and rescheduling postponed the upload at each exit.
+            if !at_end && self.later.is_scheduled(&virt) {
+                continue;
+            }
             let holders = close::writers(self, &virt, None);
             if !holders.is_empty() {
                 // Still being written: the holders' own end delivers it.
