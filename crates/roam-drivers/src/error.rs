@@ -45,6 +45,22 @@ impl ErrorKind {
             ErrorKind::Io => libc::EIO,
         }
     }
+
+    /// What a server's answer of this kind means, in strerror's words, for messages.
+    pub fn reason(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "no such file or directory",
+            ErrorKind::PermissionDenied => "permission denied",
+            ErrorKind::IsADirectory => "is a directory",
+            ErrorKind::NotADirectory => "not a directory",
+            ErrorKind::AlreadyExists => "file exists",
+            ErrorKind::NotEmpty => "directory not empty",
+            ErrorKind::NoSpace => "no space left on the server",
+            ErrorKind::Unsupported => "not supported by the server",
+            ErrorKind::InvalidName => "the server refused the name",
+            _ => "the server failed",
+        }
+    }
 }
 
 /// A driver failure: its POSIX kind and a one-line message for roam's stderr.

@@ -38,7 +38,7 @@ pub(super) fn verdict(code: u16) -> Verdict {
 
 /// The error for a refusal whose meaning is `kind`.
 pub(super) fn refused(label: &str, kind: ErrorKind, reply: &Reply) -> Error {
-    Error::new(kind, format!("{label}: {} ({reply})", reason(kind)))
+    Error::new(kind, format!("{label}: {} ({reply})", kind.reason()))
 }
 
 /// The error for a failed connection or exchange. A read that timed out says how long we
@@ -50,22 +50,6 @@ pub(super) fn transport(label: &str, err: &io::Error, read_timeout: Duration) ->
             format!("{label}: no answer within {read_timeout:?}"),
         ),
         _ => Error::from_io(label, err),
-    }
-}
-
-/// What a kind means, in strerror's words, for messages.
-pub(super) fn reason(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "no such file or directory",
-        ErrorKind::PermissionDenied => "permission denied",
-        ErrorKind::IsADirectory => "is a directory",
-        ErrorKind::NotADirectory => "not a directory",
-        ErrorKind::AlreadyExists => "file exists",
-        ErrorKind::NotEmpty => "directory not empty",
-        ErrorKind::NoSpace => "no space left on the server",
-        ErrorKind::Unsupported => "not supported by the server",
-        ErrorKind::InvalidName => "the server refused the name",
-        _ => "the server failed",
     }
 }
 

@@ -203,7 +203,7 @@ impl FtpDriver {
             Fault::Local(e) => Error::from_io(label, &e),
             Fault::Absent => Error::new(
                 ErrorKind::NotFound,
-                format!("{label}: {}", errors::reason(ErrorKind::NotFound)),
+                format!("{label}: {}", ErrorKind::NotFound.reason()),
             ),
         }
     }
@@ -365,7 +365,7 @@ impl Driver for FtpDriver {
                 format!(
                     "STOR {}: {}",
                     self.describe(path),
-                    errors::reason(ErrorKind::IsADirectory)
+                    ErrorKind::IsADirectory.reason()
                 ),
             ));
         };

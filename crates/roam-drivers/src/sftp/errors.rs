@@ -208,21 +208,6 @@ pub(super) fn parent_of(path: &str) -> Option<&str> {
     Some(if cut == 0 { "/" } else { &path[..cut] })
 }
 
-/// What a kind means, in strerror's words, for messages.
-pub(super) fn reason(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "no such file or directory",
-        ErrorKind::PermissionDenied => "permission denied",
-        ErrorKind::IsADirectory => "is a directory",
-        ErrorKind::NotADirectory => "not a directory",
-        ErrorKind::AlreadyExists => "file exists",
-        ErrorKind::NotEmpty => "directory not empty",
-        ErrorKind::Unsupported => "not supported by the server",
-        ErrorKind::InvalidName => "the server refused the request as malformed",
-        _ => "the server failed",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

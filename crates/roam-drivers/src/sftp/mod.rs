@@ -203,7 +203,7 @@ impl SftpDriver {
                     true => String::new(),
                     false => format!(" (server: {message})"),
                 };
-                Error::new(kind, format!("{label}: {}{server}", errors::reason(kind)))
+                Error::new(kind, format!("{label}: {}{server}", kind.reason()))
             }
             Fault::Lost(why) => Error::new(
                 ErrorKind::Io,
@@ -221,6 +221,30 @@ impl SftpDriver {
     fn read_link(&self, link: &Link, remote: &str, path: &str) -> Result<String> {
         link.call(requests::read_link(&link.sftp, remote))
             .map_err(|f| self.explain(link, f, Action::Stat(remote), "readlink", path))
+    }
+
+    /// Opens `path` for reading and runs `read` on the handle, counting the bytes it writes
+    /// to `dest`: a failed attempt is retried only while none were written.
+    fn download_into<T>(
+        &self,
+        path: &str,
+        dest: &mut dyn Write,
+        read: impl Fn(&Link, &str, &str, &mut Tally) -> Result<T>,
+    ) -> Result<T> {
+        let remote = self.remote(path)?;
+        let written = Cell::new(0);
+        self.run(
+            || written.get() == 0,
+            |link| {
+                let mut tally = Tally {
+                    dest: &mut *dest,
+                    written: &written,
+                };
+                self.reading(link, &remote, path, |handle| {
+                    read(link, handle, &remote, &mut tally)
+                })
+            },
+        )
     }
 
     /// Opens `remote` for reading and runs `read` on the handle, closing it after.
@@ -262,7 +286,7 @@ impl SftpDriver {
             .attrs;
         let meta = meta_of(&attrs, None);
         if meta.kind == Kind::Dir {
-            let reason = errors::reason(ErrorKind::IsADirectory);
+            let reason = ErrorKind::IsADirectory.reason();
             return Err(Error::new(
                 ErrorKind::IsADirectory,
                 format!("read {}: {reason}", self.describe(path)),
@@ -301,7 +325,7 @@ impl SftpDriver {
                 format!(
                     "write {}: {}",
                     self.describe(path),
-                    errors::reason(ErrorKind::IsADirectory)
+                    ErrorKind::IsADirectory.reason()
                 ),
             ));
         };
@@ -428,7 +452,7 @@ impl SftpDriver {
                 format!(
                     "write {}: {}",
                     self.describe(path),
-                    errors::reason(ErrorKind::IsADirectory)
+                    ErrorKind::IsADirectory.reason()
                 ),
             )),
             Ok(attrs) if meta::type_of(&attrs) == FileKind::File => {
@@ -596,38 +620,16 @@ impl Driver for SftpDriver {
         dest: &mut dyn Write,
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
-        let remote = self.remote(path)?;
-        let written = Cell::new(0);
-        self.run(
-            || written.get() == 0,
-            |link| {
-                let mut tally = Tally {
-                    dest: &mut *dest,
-                    written: &written,
-                };
-                self.reading(link, &remote, path, |handle| {
-                    self.fetch_open(link, handle, (&remote, path), &mut tally, validator)
-                })
-            },
-        )
+        self.download_into(path, dest, |link, handle, remote, tally| {
+            self.fetch_open(link, handle, (remote, path), tally, validator)
+        })
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let remote = self.remote(path)?;
-        let written = Cell::new(0);
-        self.run(
-            || written.get() == 0,
-            |link| {
-                let mut tally = Tally {
-                    dest: &mut *dest,
-                    written: &written,
-                };
-                self.reading(link, &remote, path, |handle| {
-                    link.block_on(requests::download(link, handle, offset, len, &mut tally))
-                        .map_err(|f| self.explain(link, f, Action::Read(&remote), "read", path))
-                })
-            },
-        )
+        self.download_into(path, dest, |link, handle, remote, tally| {
+            link.block_on(requests::download(link, handle, offset, len, tally))
+                .map_err(|f| self.explain(link, f, Action::Read(remote), "read", path))
+        })
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
