@@ -68,8 +68,14 @@ impl Info {
     }
 }
 
-/// Where a download is being written (see [`DiskCache::begin_download`]).
-pub enum Download {
+/// A download being written (see [`DiskCache::begin_download`]): the open file and
+/// where it lives.
+pub struct Download {
+    pub file: File,
+    target: Target,
+}
+
+enum Target {
     Temp(PathBuf),
     /// The skeleton stub, and the size it had.
     Stub {
@@ -258,32 +264,33 @@ impl DiskCache {
     /// Where the first download of `virt` goes: its skeleton stub itself, when it is one,
     /// so the name keeps its inode (programs such as `cp` compare `stat` before the open
     /// with `fstat` after it); else a new file in `tmp/`.
-    pub fn begin_download(&self, virt: &str, first: bool) -> Result<(Download, File)> {
+    pub fn begin_download(&self, virt: &str, first: bool) -> Result<Download> {
         use std::os::unix::fs::MetadataExt;
         let stub = self.meta_path(virt);
         let is_stub = fs::symlink_metadata(&stub).is_ok_and(|m| m.is_file() && m.nlink() == 1);
         if first && is_stub {
             // The stub keeps its size while being filled: stat never sees it shrink.
-            if let Ok(f) = OpenOptions::new().write(true).open(&stub) {
-                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-                return Ok((Download::Stub { path: stub, len }, f));
+            if let Ok(file) = OpenOptions::new().write(true).open(&stub) {
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                let target = Target::Stub { path: stub, len };
+                return Ok(Download { file, target });
             }
         }
-        let (tmp, f) = self.create_download()?;
-        Ok((Download::Temp(tmp), f))
+        let (tmp, file) = self.create_download()?;
+        Ok(Download {
+            file,
+            target: Target::Temp(tmp),
+        })
     }
 
     /// Gives up a download: a temporary goes, a stub is a stub again.
     pub fn abort_download(&self, d: &Download) {
-        match d {
-            Download::Temp(p) => {
+        match &d.target {
+            Target::Temp(p) => {
                 let _ = fs::remove_file(p);
             }
-            Download::Stub { path, len } => {
-                let _ = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .and_then(|f| f.set_len(*len));
+            Target::Stub { len, .. } => {
+                let _ = d.file.set_len(*len);
             }
         }
     }
@@ -297,23 +304,40 @@ impl DiskCache {
         meta: &Meta,
         info: &Info,
     ) -> Result<PathBuf> {
-        match d {
-            Download::Temp(tmp) => self.commit_download(tmp, virt, meta, info),
-            Download::Stub { path, .. } => {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| Error::cache(path, e))?;
-                f.set_len(size).map_err(|e| Error::cache(path, e))?;
-                self.finish_copy(path, meta)?;
-                let data = self.data_path(virt);
+        match &d.target {
+            Target::Temp(tmp) => self.commit_download(tmp, virt, meta, info),
+            Target::Stub { path, .. } => {
+                d.file.set_len(size).map_err(|e| Error::cache(path, e))?;
+                // A listing may have put a fresh stub in this one's place meanwhile (the
+                // filling changed its mtime): link whatever stands there, and keep it only
+                // if it is the inode we filled; else the bytes are copied from our fd.
                 let link = self.tmp_name();
                 fs::hard_link(path, &link).map_err(|e| Error::cache(&link, e))?;
+                if !same_inode(&link, &d.file) {
+                    let _ = fs::remove_file(&link);
+                    return self.commit_copy_of(&d.file, virt, meta, info);
+                }
+                self.finish_copy(&link, meta)?;
+                let data = self.data_path(virt);
                 self.install(&link, &data)?;
                 self.record_copy(virt, &data, info)?;
                 Ok(data)
             }
         }
+    }
+
+    /// Commits a copy of the bytes of `file` (a stub that lost its name mid-download).
+    fn commit_copy_of(&self, file: &File, virt: &str, meta: &Meta, info: &Info) -> Result<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let (tmp, mut out) = self.create_download()?;
+        // The stub was opened write-only; read it again through /proc.
+        let mut src = File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(|e| Error::cache(&tmp, e))?;
+        if let Err(e) = std::io::copy(&mut src, &mut out) {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::cache(&tmp, e));
+        }
+        self.commit_download(&tmp, virt, meta, info)
     }
 
     /// A sparse copy of `size` bytes at `data/VIRT` to be filled in ranges: the skeleton
@@ -617,6 +641,15 @@ fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
     };
 }
 
+/// Whether the file at `p` is the open `file`.
+fn same_inode(p: &Path, file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::symlink_metadata(p), file.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// A stub is still right when its size, mtime (to the second) and kind agree.
 fn stub_matches(p: &Path, meta: &Meta) -> bool {
     let Ok(md) = fs::symlink_metadata(p) else {
@@ -723,6 +756,30 @@ mod tests {
         c.put_stub("/http/h/d/g", &file_meta(1)).unwrap();
         c.prune_dir("/http/h/d", &HashSet::from(["g"])).unwrap();
         assert!(!p.exists() && c.meta_path("/http/h/d/g").exists());
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    /// The storm flake: a listing replaced the stub a first download was filling (its
+    /// mtime had moved), and the commit linked the fresh, empty stub as the data.
+    #[test]
+    fn a_stub_replaced_mid_download_keeps_the_downloaded_bytes() {
+        let (c, root) = cache();
+        let virt = "/http/h/d/deep.txt";
+        c.put_stub(virt, &file_meta(32)).unwrap();
+        let d = c.begin_download(virt, true).unwrap();
+        (&d.file).write_all(&[b'x'; 32]).unwrap();
+        c.put_stub(virt, &file_meta(32)).unwrap();
+        let info = Info {
+            source: "x".into(),
+            etag: None,
+            mtime: None,
+            size: 32,
+            fetched_at: 0,
+            copy_mtime_ns: None,
+        };
+        let data = c.commit(&d, virt, 32, &file_meta(32), &info).unwrap();
+        assert_eq!(fs::read(&data).unwrap(), [b'x'; 32]);
+        assert_eq!(fs::read(c.meta_path(virt)).unwrap(), [b'x'; 32]);
         fs::remove_dir_all(root).unwrap();
     }
 }

@@ -488,9 +488,9 @@ impl Vfs {
                 .mtime
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
-        let (download, file) = self.cache.begin_download(&r.virt, cached.is_none())?;
+        let download = self.cache.begin_download(&r.virt, cached.is_none())?;
         let mut out = Counted {
-            inner: BufWriter::with_capacity(1 << 20, file),
+            inner: BufWriter::with_capacity(1 << 20, &download.file),
             n: 0,
         };
         let fetched = r.driver.fetch(&r.path, &mut out, validator.as_ref());
