@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 
 use nix::errno::Errno;
 use nix::sys::ptrace;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::memory;
+use super::remote_call::{run_syscall, syscall_insn, wait_for, CallError, Seen, Want};
 use super::seccomp::Insn;
 
 /// What went wrong while taking over a process.
@@ -31,10 +31,8 @@ pub enum AttachError {
         what: &'static str,
         errno: Errno,
     },
-    #[error("{0} has no `syscall` instruction roam can borrow (no vDSO)")]
-    NoSyscallInsn(Pid),
-    #[error("{0} ended while roam was attaching")]
-    Gone(Pid),
+    #[error(transparent)]
+    Call(#[from] CallError),
 }
 
 fn sys(pid: Pid, what: &'static str) -> impl Fn(Errno) -> AttachError {
@@ -115,18 +113,12 @@ pub fn is_filtered(pid: Pid) -> bool {
     })
 }
 
-/// What installing a filter saw besides: new tracees (children attached by the kernel
-/// meanwhile).
-#[derive(Default)]
-pub struct Installed {
-    pub new_tracees: Vec<Pid>,
-}
-
 /// Makes seized thread `tid` install `filter` for every thread of its process.
-pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Installed, AttachError> {
-    let mut seen = Installed::default();
+/// Returns what the thread did meanwhile (children attached by the kernel).
+pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Seen, AttachError> {
+    let mut seen = Seen::default();
     ptrace::interrupt(tid).map_err(sys(tid, "PTRACE_INTERRUPT"))?;
-    let mut held = wait_for(tid, &mut seen, Want::EventStop)?;
+    wait_for(tid, &mut seen, Want::EventStop)?;
     let saved = ptrace::getregs(tid).map_err(sys(tid, "PTRACE_GETREGS"))?;
     let insn = syscall_insn(tid, &saved)?;
     // The filter and its `sock_fprog`, below the red zone of the thread's stack.
@@ -142,7 +134,7 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Installed, AttachErro
     base.rsp = fprog_at & !15;
     base.rip = insn;
     let mut call =
-        |nr: i64, args: [u64; 3]| run_syscall(tid, &base, nr, args, &mut seen, &mut held);
+        |nr: i64, [a, b, c]: [u64; 3]| run_syscall(tid, &base, nr, [a, b, c, 0, 0, 0], &mut seen);
     // Without CAP_SYS_ADMIN a filter needs no_new_privs; TSYNC spreads it to every thread.
     if !is_root(tid) {
         let r = call(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0])?;
@@ -170,84 +162,8 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Installed, AttachErro
         });
     }
     ptrace::setregs(tid, as_the_kernel_would_resume(saved)).map_err(sys(tid, "PTRACE_SETREGS"))?;
-    super::ptrace::resume(tid, held).map_err(sys(tid, "PTRACE_CONT"))?;
+    super::ptrace::resume(tid, seen.held).map_err(sys(tid, "PTRACE_CONT"))?;
     Ok(seen)
-}
-
-#[derive(PartialEq)]
-enum Want {
-    EventStop,
-    SyscallStop,
-}
-
-/// Waits for the next stop of `tid` of the kind wanted, resuming it past others: new
-/// tracees are noted, a signal is held (delivered when roam is done with the thread).
-fn wait_for(tid: Pid, seen: &mut Installed, want: Want) -> Result<i32, AttachError> {
-    let mut held = 0;
-    loop {
-        match waitpid(tid, Some(WaitPidFlag::__WALL)).map_err(sys(tid, "waitpid"))? {
-            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP) if want == Want::EventStop => {
-                return Ok(held)
-            }
-            WaitStatus::PtraceSyscall(_) if want == Want::SyscallStop => return Ok(held),
-            WaitStatus::PtraceEvent(_, _, event) => {
-                if matches!(
-                    event,
-                    libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE
-                ) {
-                    if let Ok(child) = ptrace::getevent(tid) {
-                        seen.new_tracees.push(Pid::from_raw(child as i32));
-                    }
-                }
-                resume_for(tid, &want)?;
-            }
-            WaitStatus::Stopped(_, sig) => {
-                held = sig as i32;
-                resume_for(tid, &want)?;
-            }
-            WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
-                return Err(AttachError::Gone(tid))
-            }
-            _ => resume_for(tid, &want)?,
-        }
-    }
-}
-
-fn resume_for(tid: Pid, want: &Want) -> Result<(), AttachError> {
-    match want {
-        Want::EventStop => ptrace::cont(tid, None),
-        Want::SyscallStop => ptrace::syscall(tid, None),
-    }
-    .map_err(sys(tid, "resuming"))
-}
-
-/// Runs system call `nr` in stopped thread `tid` from registers `base` (pointing at a
-/// `syscall` instruction); returns its raw result. The thread stays stopped after it.
-fn run_syscall(
-    tid: Pid,
-    base: &libc::user_regs_struct,
-    nr: i64,
-    args: [u64; 3],
-    seen: &mut Installed,
-    held: &mut i32,
-) -> Result<i64, AttachError> {
-    let mut regs = *base;
-    regs.rax = nr as u64;
-    // Not in a call: the kernel must not try to restart anything on the way out.
-    regs.orig_rax = u64::MAX;
-    (regs.rdi, regs.rsi, regs.rdx) = (args[0], args[1], args[2]);
-    ptrace::setregs(tid, regs).map_err(sys(tid, "PTRACE_SETREGS"))?;
-    for _ in 0..2 {
-        // Entry stop, then exit stop.
-        ptrace::syscall(tid, None).map_err(sys(tid, "PTRACE_SYSCALL"))?;
-        let sig = wait_for(tid, seen, Want::SyscallStop)?;
-        if sig != 0 {
-            *held = sig;
-        }
-    }
-    Ok(ptrace::getregs(tid)
-        .map_err(sys(tid, "PTRACE_GETREGS"))?
-        .rax as i64)
 }
 
 /// The registers of an interrupted thread as the kernel's signal path would resume it
@@ -272,33 +188,6 @@ fn as_the_kernel_would_resume(mut regs: libc::user_regs_struct) -> libc::user_re
     }
     regs.orig_rax = u64::MAX;
     regs
-}
-
-/// The address of a `syscall` instruction in `tid`'s vDSO (or the one the thread is in).
-fn syscall_insn(tid: Pid, regs: &libc::user_regs_struct) -> Result<u64, AttachError> {
-    let is_syscall = |at: u64| {
-        let mut b = [0u8; 2];
-        memory::read(tid, at, &mut b).is_ok_and(|n| n == 2) && b == [0x0f, 0x05]
-    };
-    if (regs.orig_rax as i64) >= 0 && is_syscall(regs.rip - 2) {
-        return Ok(regs.rip - 2);
-    }
-    let maps = std::fs::read_to_string(format!("/proc/{tid}/maps")).unwrap_or_default();
-    let range = maps.lines().find(|l| l.ends_with("[vdso]")).and_then(|l| {
-        let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
-        Some((
-            u64::from_str_radix(lo, 16).ok()?,
-            u64::from_str_radix(hi, 16).ok()?,
-        ))
-    });
-    let (lo, hi) = range.ok_or(AttachError::NoSyscallInsn(tid))?;
-    let mut vdso = vec![0u8; (hi - lo) as usize];
-    let n = memory::read(tid, lo, &mut vdso).map_err(sys(tid, "reading the vDSO"))?;
-    vdso[..n]
-        .windows(2)
-        .position(|w| w == [0x0f, 0x05])
-        .map(|i| lo + i as u64)
-        .ok_or(AttachError::NoSyscallInsn(tid))
 }
 
 fn insns_bytes(prog: &[Insn]) -> Vec<u8> {

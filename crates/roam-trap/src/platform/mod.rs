@@ -7,4 +7,5 @@ pub mod launch;
 pub mod memory;
 pub mod proxy;
 pub mod ptrace;
+pub mod remote_call;
 pub mod seccomp;

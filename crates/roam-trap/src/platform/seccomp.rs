@@ -38,46 +38,92 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
 pub const WATCHED_FD_BASE: u32 = 800;
 
 /// Builds the filter that traps exactly `traced` (x86_64 numbers), the calls of `gated`
-/// (number, register of an fd) when that fd is at least [`WATCHED_FD_BASE`], and every
+/// (number, register of an fd) when that fd is a watched one (at least
+/// [`WATCHED_FD_BASE`]; never a negative one such as an anonymous mmap's -1), and every
 /// foreign call.
 pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
-    let (n, m) = (traced.len(), gated.len());
-    let allow = 4 + n + 3 * m;
-    let trace = allow + 1;
-    assert!(
-        trace < 255,
-        "a linear filter jumps at most 255 instructions"
-    );
-    let to = |from: usize, target: usize| (target - from - 1) as u8;
-    let mut prog = vec![
-        stmt(BPF_LD_W_ABS, OFF_ARCH),
-        // Native arch: go on; otherwise trace.
-        jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 0, to(1, trace)),
-        stmt(BPF_LD_W_ABS, OFF_NR),
-        jump(BPF_JGE_K, X32_SYSCALL_BIT, to(3, trace), 0),
-    ];
+    use Label::*;
+    let mut b = Builder::default();
+    b.stmt(BPF_LD_W_ABS, OFF_ARCH);
+    // Native arch: go on; otherwise trace.
+    b.jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, Next, Trace);
+    b.stmt(BPF_LD_W_ABS, OFF_NR);
+    b.jump(BPF_JGE_K, X32_SYSCALL_BIT, Trace, Next);
     // Gated calls first: they include read(2), the most frequent call, whose filter run
     // (it depends on an argument, so the kernel cannot cache its verdict) stays short.
-    for (k, &(nr, arg)) in gated.iter().enumerate() {
-        let b = 4 + 3 * k;
-        // Not this call: skip to the next block, the number still in the accumulator.
-        prog.push(jump(BPF_JEQ_K, nr as u32, 0, 2));
+    for &(nr, arg) in gated {
+        // Not this call: skip the block, the number still in the accumulator.
+        b.jump(BPF_JEQ_K, nr as u32, Next, Skip(3));
         // The low 32 bits of the argument (fds are ints).
-        prog.push(stmt(BPF_LD_W_ABS, OFF_ARGS + 8 * arg as u32));
-        prog.push(jump(
-            BPF_JGE_K,
-            WATCHED_FD_BASE,
-            to(b + 2, trace),
-            to(b + 2, allow),
-        ));
+        b.stmt(BPF_LD_W_ABS, OFF_ARGS + 8 * arg as u32);
+        b.jump(BPF_JGE_K, 0x8000_0000, Allow, Next);
+        b.jump(BPF_JGE_K, WATCHED_FD_BASE, Trace, Allow);
     }
-    for (i, nr) in traced.iter().enumerate() {
-        let at = 4 + 3 * m + i;
-        prog.push(jump(BPF_JEQ_K, *nr as u32, to(at, trace), 0));
+    for &nr in traced {
+        b.jump(BPF_JEQ_K, nr as u32, Trace, Next);
     }
-    prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
-    prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_TRACE));
-    prog
+    // Jumps go forward only: the verdicts come last.
+    b.at(Allow);
+    b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
+    b.at(Trace);
+    b.stmt(BPF_RET_K, libc::SECCOMP_RET_TRACE);
+    b.finish()
+}
+
+/// Where a jump goes: the next instruction, `n` instructions further, or a named block.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Label {
+    Next,
+    Skip(usize),
+    Allow,
+    Trace,
+}
+
+/// A classic-BPF program with forward jumps to labels, resolved at the end (every jump of a
+/// linear filter must reach at most 255 instructions ahead).
+#[derive(Default)]
+struct Builder {
+    prog: Vec<Insn>,
+    jumps: Vec<(usize, Label, Label)>,
+    labels: Vec<(Label, usize)>,
+}
+
+impl Builder {
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.prog.push(stmt(code, k));
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: Label, jf: Label) {
+        self.jumps.push((self.prog.len(), jt, jf));
+        self.prog.push(jump(code, k, 0, 0));
+    }
+
+    fn at(&mut self, label: Label) {
+        self.labels.push((label, self.prog.len()));
+    }
+
+    fn finish(mut self) -> Vec<Insn> {
+        for &(from, jt, jf) in &self.jumps {
+            let offset = |l: Label| {
+                let target = match l {
+                    Label::Next => from + 1,
+                    Label::Skip(n) => from + 1 + n,
+                    named => {
+                        self.labels
+                            .iter()
+                            .find(|(k, _)| *k == named)
+                            .expect("every label used is placed")
+                            .1
+                    }
+                };
+                let off = target - from - 1;
+                assert!(off < 256, "a filter jump reaches at most 255 instructions");
+                off as u8
+            };
+            (self.prog[from].jt, self.prog[from].jf) = (offset(jt), offset(jf));
+        }
+        self.prog
+    }
 }
 
 /// Installs `prog` in the calling process. Async-signal-safe: called between fork and exec.
@@ -112,6 +158,10 @@ mod tests {
 
     /// Runs the filter with every argument register equal to `arg`.
     fn run_with_arg(prog: &[Insn], arch: u32, nr: u32, arg: u32) -> u32 {
+        run_with_args(prog, arch, nr, [arg as u64; 6])
+    }
+
+    fn run_with_args(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let i = prog[pc];
@@ -120,7 +170,14 @@ mod tests {
                     acc = match i.k {
                         OFF_ARCH => arch,
                         OFF_NR => nr,
-                        _ => arg,
+                        k => {
+                            let a = args[((k - OFF_ARGS) / 8) as usize];
+                            if (k - OFF_ARGS) % 8 == 0 {
+                                a as u32
+                            } else {
+                                (a >> 32) as u32
+                            }
+                        }
                     }
                 }
                 BPF_JEQ_K => pc += if acc == i.k { i.jt } else { i.jf } as usize,
@@ -130,6 +187,15 @@ mod tests {
             }
             pc += 1;
         }
+    }
+
+    #[test]
+    fn negative_fds_are_never_watched() {
+        let prog = filter(&[], &[(9, 4)]);
+        let mmap = |fd: i32| run_with_args(&prog, AUDIT_ARCH_X86_64, 9, [0, 0, 0, 0, fd as u64, 0]);
+        assert_eq!(mmap(-1), libc::SECCOMP_RET_ALLOW, "anonymous mmap");
+        assert_eq!(mmap(3), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(mmap(WATCHED_FD_BASE as i32), libc::SECCOMP_RET_TRACE);
     }
 
     #[test]
