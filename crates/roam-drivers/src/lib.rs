@@ -183,6 +183,23 @@ pub trait Driver: Send + Sync + Debug {
         }
     }
 
+    /// [`Driver::put_with_mtime`] (or [`Driver::put`] without a time) of a file whose parent
+    /// roam knows to be a directory and whose name it knows not to be one (a fresh listing
+    /// says so). Each outcome gets the same errno; a driver may only ask fewer questions
+    /// first (S3 lists the parent and the name otherwise: a key needs no directory).
+    fn put_in_known_dir(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: Option<SystemTime>,
+    ) -> Result<Meta> {
+        match mtime {
+            Some(t) => self.put_with_mtime(path, src, len, t),
+            None => self.put(path, src, len),
+        }
+    }
+
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
     fn mkdir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "create directories", path))

@@ -329,6 +329,11 @@ impl Vfs {
     /// The remote version now (`None`: there is none), and whether it conflicts with the
     /// version the change started from.
     fn remote_now(&self, r: &Remote, rec: &Journal) -> Result<(Option<Meta>, bool)> {
+        if let Some((None, _)) = self.listed(&r.virt) {
+            // A new name (`cp -r`): a fresh listing of its directory says nothing is there,
+            // which is all a stat would say within T_read.
+            return Ok((None, false));
+        }
         let current = match r.driver.stat(&r.path) {
             Ok(m) => Some(m),
             Err(e) if e.kind == ErrorKind::NotFound => None,
@@ -355,11 +360,20 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let meta = match md.modified() {
-            Ok(mtime) => r
+        let mtime = md.modified().ok();
+        // Where a fresh listing shows the name absent or a file, its directory exists.
+        let known_place = target == r.path
+            && self
+                .listed(&r.virt)
+                .is_some_and(|(m, _)| m.is_none_or(|m| m.kind == Kind::File));
+        let meta = match (known_place, mtime) {
+            (true, _) => r
+                .driver
+                .put_in_known_dir(target, &mut file, md.len(), mtime)?,
+            (false, Some(mtime)) => r
                 .driver
                 .put_with_mtime(target, &mut file, md.len(), mtime)?,
-            Err(_) => r.driver.put(target, &mut file, md.len())?,
+            (false, None) => r.driver.put(target, &mut file, md.len())?,
         };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
@@ -406,22 +420,25 @@ impl Vfs {
     /// directory, then removes its entries one by one: each removal may then skip the
     /// questions a driver would ask first.
     fn known_file(&self, virt: &str) -> Option<(Meta, bool)> {
-        let (parent, name) = split_name(virt);
-        let t_read = self.t_read_dir(parent);
-        let listed = {
-            let st = self.state.lock().unwrap();
-            st.listings
-                .get(parent)
-                .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
-                .map(|(index, _)| (index.entries.get(name).cloned(), index.entries.len() > 1))
-        };
-        let meta = match listed {
+        let meta = match self.listed(virt) {
             Some((Some(meta), siblings)) => return Some((meta, siblings)),
             // A fresh listing without the name: roam knows nothing to skip.
             Some((None, _)) => return None,
             None => self.fresh_attr(virt)?.ok()?,
         };
         Some((meta, false))
+    }
+
+    /// What a listing of the parent of `virt` younger than T_read says: the entry (`None`:
+    /// no such name) and whether it has siblings; `None` without such a listing.
+    fn listed(&self, virt: &str) -> Option<(Option<Meta>, bool)> {
+        let (parent, name) = split_name(virt);
+        let t_read = self.t_read_dir(parent);
+        let st = self.state.lock().unwrap();
+        st.listings
+            .get(parent)
+            .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
+            .map(|(index, _)| (index.entries.get(name).cloned(), index.entries.len() > 1))
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {

@@ -36,6 +36,7 @@ mod upload;
 mod xml;
 
 use std::io::{Read, Write};
+use std::time::SystemTime;
 
 use self::client::{Client, Method, Req};
 pub use self::config::{S3Config, DEFAULT_REGION};
@@ -222,6 +223,23 @@ impl S3Driver {
     }
 
     /// Copies the object at `from` to `to`, on the server.
+    /// One PUT (or a multipart upload) of `path`, after checking where it goes if `check`;
+    /// returns the stored object's own metadata (its Last-Modified is the server's).
+    fn put_checked(&self, path: &str, src: &mut dyn Read, len: u64, check: bool) -> Result<Meta> {
+        self.check(Method::Put, path)?;
+        if path == "/" {
+            return Err(self.fail(ErrorKind::IsADirectory, Method::Put, path, "is a directory"));
+        }
+        if check {
+            self.check_file_target(Method::Put, path)?;
+        }
+        upload::upload(&self.client, &self.key(path), src, len)?;
+        self.head(path)?.ok_or_else(|| {
+            let why = "vanished right after it was written";
+            self.fail(ErrorKind::NotFound, Method::Head, path, why)
+        })
+    }
+
     fn copy(&self, from: &str, to: &str) -> Result<()> {
         let source = self.client.endpoint.copy_source(&self.key(from));
         let key = self.key(to);
@@ -360,17 +378,19 @@ impl Driver for S3Driver {
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.check(Method::Put, path)?;
-        if path == "/" {
-            return Err(self.fail(ErrorKind::IsADirectory, Method::Put, path, "is a directory"));
-        }
-        self.check_file_target(Method::Put, path)?;
-        upload::upload(&self.client, &self.key(path), src, len)?;
-        // The stored object's own metadata (its Last-Modified is the server's).
-        self.head(path)?.ok_or_else(|| {
-            let why = "vanished right after it was written";
-            self.fail(ErrorKind::NotFound, Method::Head, path, why)
-        })
+        self.put_checked(path, src, len, true)
+    }
+
+    /// Roam's fresh listing already says the parent is a directory and the name is not:
+    /// the two listings of [`S3Driver::check_file_target`] are skipped.
+    fn put_in_known_dir(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        _mtime: Option<SystemTime>,
+    ) -> Result<Meta> {
+        self.put_checked(path, src, len, false)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
