@@ -504,6 +504,12 @@ fn changes_modes_and_times(s: Served) {
                 kind_of(driver.set_mtime("/nope", when)),
                 ErrorKind::NotFound
             );
+            // The time goes with the upload: the returned stamp already carries it.
+            let meta = driver
+                .put_with_mtime("/timed.txt", &mut &b"timed"[..], 5, when)
+                .unwrap();
+            assert_eq!((meta.size, meta.mtime), (Some(5), Some(when)));
+            assert_eq!(mtime_of(&s.real("timed.txt")), when);
         }
         Daemon::Vsftpd => {
             // "Anonymous users never get to use SITE CHMOD" (vsftpd.conf(5)): 550.
@@ -516,6 +522,12 @@ fn changes_modes_and_times(s: Served) {
                 kind_of(driver.set_mtime("/a b.txt", when)),
                 ErrorKind::Unsupported
             );
+            // Without MFMT, an upload with a time keeps the server's time.
+            let meta = driver
+                .put_with_mtime("/timed.txt", &mut &b"timed"[..], 5, when)
+                .unwrap();
+            assert_eq!(meta.size, Some(5));
+            assert_ne!(meta.mtime, Some(when));
         }
     }
 }

@@ -208,6 +208,56 @@ impl FtpDriver {
         }
     }
 
+    /// STOR to a temporary sibling, then RNFR/RNTO onto the name: readers see the old file
+    /// or the new one, never a part. The temporary is deleted if anything fails. With
+    /// `mtime`, MFMT sets it where the server can.
+    fn store(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: Option<SystemTime>,
+    ) -> Result<Meta> {
+        let remote = self.remote(path)?;
+        let Some((parent, _)) = split(&remote) else {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "STOR {}: {}",
+                    self.describe(path),
+                    ErrorKind::IsADirectory.reason()
+                ),
+            ));
+        };
+        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        self.run(Retry::Never, |conn| {
+            let stored = conn
+                .store(&format!("STOR {tmp}"), src, len)
+                .and_then(|sent| match sent == len {
+                    true => Ok(()),
+                    false => Err(Fault::Local(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("the data ended after {sent} of {len} bytes"),
+                    ))),
+                });
+            match stored.and_then(|()| rename_on(conn, &tmp, &remote)) {
+                // The file is in place; a time or stamp that cannot be had is left out.
+                Ok(()) => {
+                    if let Some(t) = mtime.filter(|_| conn.features.mfmt) {
+                        let _ =
+                            conn.expect(&format!("MFMT {} {remote}", time::format_timeval(t)), 2);
+                    }
+                    Ok(Stamp::of(conn, &remote).unwrap_or_default().meta(len))
+                }
+                Err(fault) => {
+                    let err = self.explain(conn, fault, Action::Write, "STOR", &remote);
+                    self.discard(conn, &tmp);
+                    Err(err)
+                }
+            }
+        })
+    }
+
     /// One command that succeeds with a 2xx reply (MKD, DELE, RMD, SITE CHMOD, MFMT).
     fn simple(&self, command: &str, argument: &str, action: Action, path: &str) -> Result<()> {
         let remote = self.remote(path)?;
@@ -355,43 +405,20 @@ impl Driver for FtpDriver {
         })
     }
 
-    /// STOR to a temporary sibling, then RNFR/RNTO onto the name: readers see the old file
-    /// or the new one, never a part. The temporary is deleted if anything fails.
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let remote = self.remote(path)?;
-        let Some((parent, _)) = split(&remote) else {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!(
-                    "STOR {}: {}",
-                    self.describe(path),
-                    ErrorKind::IsADirectory.reason()
-                ),
-            ));
-        };
-        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
-        self.run(Retry::Never, |conn| {
-            let stored = conn
-                .store(&format!("STOR {tmp}"), src, len)
-                .and_then(|sent| match sent == len {
-                    true => Ok(()),
-                    false => Err(Fault::Local(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        format!("the data ended after {sent} of {len} bytes"),
-                    ))),
-                });
-            match stored.and_then(|()| rename_on(conn, &tmp, &remote)) {
-                // The file is in place; a stamp that cannot be had only leaves the time out.
-                Ok(()) => Ok(Stamp::of(conn, &remote).unwrap_or_default().meta(len)),
-                Err(fault) => {
-                    let err = self.explain(conn, fault, Action::Write, "STOR", &remote);
-                    self.discard(conn, &tmp);
-                    Err(err)
-                }
-            }
-        })
+        self.store(path, src, len, None)
     }
 
+    /// The time goes with the upload on the same connection, before the one stamp.
+    fn put_with_mtime(
+        &self,
+        path: &str,
+        src: &mut dyn Read,
+        len: u64,
+        mtime: SystemTime,
+    ) -> Result<Meta> {
+        self.store(path, src, len, Some(mtime))
+    }
     fn mkdir(&self, path: &str) -> Result<()> {
         self.simple("MKD", "", Action::MakeDir, path)
     }
