@@ -106,6 +106,28 @@ pub struct Known<'a> {
     pub siblings: bool,
 }
 
+/// A temporary name in `parent` (the protocol's path of the directory of `path`) for an
+/// atomic replace by rename, unique among this process's uploads; EISDIR when `path` is the
+/// root (no parent). `op` names the request in the message.
+pub(crate) fn temporary_beside(
+    d: &(impl Driver + ?Sized),
+    op: &str,
+    path: &str,
+    parent: Option<&str>,
+) -> Result<String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(parent) = parent else {
+        let why = ErrorKind::IsADirectory.reason();
+        return Err(Error::new(
+            ErrorKind::IsADirectory,
+            format!("{op} {}: {why}", d.describe(path)),
+        ));
+    };
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!(".roam-put-{}-{n}", std::process::id());
+    Ok(format!("{}/{name}", parent.trim_end_matches('/')))
+}
+
 /// One protocol, rooted at one remote location (`http://host:port/prefix`, a local dir ...).
 pub trait Driver: Send + Sync + Debug {
     /// A short human name for a path, for messages: `http://127.0.0.1:8080/dir/f`.

@@ -29,7 +29,6 @@ mod url;
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use self::control::{Conn, Fault, Login, Timeouts};
@@ -219,17 +218,8 @@ impl FtpDriver {
         mtime: Option<SystemTime>,
     ) -> Result<Meta> {
         let remote = self.remote(path)?;
-        let Some((parent, _)) = split(&remote) else {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!(
-                    "STOR {}: {}",
-                    self.describe(path),
-                    ErrorKind::IsADirectory.reason()
-                ),
-            ));
-        };
-        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        let parent = split(&remote).map(|(parent, _)| parent);
+        let tmp = crate::temporary_beside(self, "STOR", path, parent)?;
         self.run(Retry::Never, |conn| {
             let stored = conn
                 .store(&format!("STOR {tmp}"), src, len)
@@ -317,13 +307,6 @@ fn read_netrc(path: &Path, host: &str, user: Option<&str>) -> Option<netrc::Cred
             None
         }
     }
-}
-
-/// A temporary name for uploads, unique among this process's uploads.
-fn temporary_name() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!(".roam-put-{}-{n}", std::process::id())
 }
 
 /// RNFR + RNTO.

@@ -31,7 +31,6 @@ use std::cell::Cell;
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -319,17 +318,7 @@ impl SftpDriver {
         mtime: Option<u32>,
     ) -> Result<Meta> {
         let remote = self.remote(path)?;
-        let Some(parent) = parent_of(&remote) else {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                format!(
-                    "write {}: {}",
-                    self.describe(path),
-                    ErrorKind::IsADirectory.reason()
-                ),
-            ));
-        };
-        let tmp = format!("{}/{}", parent.trim_end_matches('/'), temporary_name());
+        let tmp = crate::temporary_beside(self, "write", path, parent_of(&remote))?;
         self.run(
             || false,
             |link| {
@@ -525,13 +514,6 @@ impl SftpDriver {
             },
         )
     }
-}
-
-/// A temporary name for uploads, unique among this process's uploads.
-fn temporary_name() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!(".roam-put-{}-{n}", std::process::id())
 }
 
 /// A name from a listing, if it is safe to show. russh-sftp decodes names lossily, so a
