@@ -26,6 +26,14 @@ pub enum TrapError {
     Sys(#[from] nix::errno::Errno),
 }
 
+/// Blocks, in the calling thread, the signals the tracer reads from a signalfd (SIGCHLD).
+/// Call it before roam starts any thread (a driver's runtime, a worker): threads inherit
+/// the mask, and a thread that did not block SIGCHLD would take (and drop) the wake-up the
+/// tracer waits for.
+pub fn block_tracer_signals() -> Result<(), TrapError> {
+    Ok(tracer::tracer_signals().thread_block()?)
+}
+
 /// Runs `argv` (program and arguments) with the current environment under roam and
 /// returns its exit status (128+N if it was killed by signal N).
 /// `t_write` is Ufo's T_write: how long after the last close a change is uploaded
@@ -48,24 +56,33 @@ pub fn run(
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    let filter = roam_filter();
+    // `ROAM_NOTIFY=0`: every call a ptrace stop, as under `roam attach`.
+    let notify = std::env::var_os("ROAM_NOTIFY").is_none_or(|v| v != "0");
+    let notified = if notify {
+        kernel::table::notified_numbers()
+    } else {
+        Vec::new()
+    };
+    let filter = roam_filter(&notified);
 
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
     tracer::tracer_signals().thread_block()?;
     let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
-    let child = platform::launch::spawn(&program, &argv, &envp, &filter)?;
-    let tracer = tracer::Tracer::new(kernel, child)?;
+    let (child, listener) = platform::launch::spawn(&program, &argv, &envp, &filter, notify)?;
+    let tracer = tracer::Tracer::new(kernel, child, listener)?;
     tracer::route_signals(child)?;
     tracer.run()
 }
 
-/// The filter every tracee runs under.
-fn roam_filter() -> Vec<platform::seccomp::Insn> {
-    platform::seccomp::filter(
-        &kernel::table::traced_numbers(),
-        &kernel::table::gated_numbers(),
-    )
+/// The filter every tracee runs under: `notified` calls go to the listener, the rest of
+/// roam's calls are ptrace stops.
+fn roam_filter(notified: &[i64]) -> Vec<platform::seccomp::Insn> {
+    let traced: Vec<i64> = kernel::table::traced_numbers()
+        .into_iter()
+        .filter(|nr| !notified.contains(nr))
+        .collect();
+    platform::seccomp::filter(&traced, &kernel::table::gated_numbers(), notified)
 }
 
 /// A handle on an attached process tree, for `roam detach`.
@@ -91,7 +108,8 @@ pub fn attach(
 ) -> Result<i32, TrapError> {
     use platform::attach as a;
     let root = nix::unistd::Pid::from_raw(root);
-    let filter = roam_filter();
+    // No listener: a filter with one cannot be spread over threads with TSYNC.
+    let filter = roam_filter(&[]);
     tracer::tracer_signals().thread_block()?;
     let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
     let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;
@@ -113,7 +131,7 @@ pub fn attach(
             done.insert(pid);
         }
     }
-    let tracer = tracer::Tracer::new(kernel.clone(), root)?;
+    let tracer = tracer::Tracer::new(kernel.clone(), root, None)?;
     for tid in &tids {
         kernel.tracee_started(*tid);
     }

@@ -3,8 +3,8 @@
 //! while workers serve slow calls. It wakes on either a tracee stop (SIGCHLD, read through a
 //! signalfd) or a finished job (an eventfd); no wake-up can be lost between the two.
 
-use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -17,11 +17,15 @@ use nix::unistd::Pid;
 
 use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
 use crate::platform::inject::{FdMove, Next};
+use crate::platform::notify::Listener;
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
 
 /// How long the tracer polls for the next stop before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Longest sleep of the tracer without looking for stops (see [`Tracer::sleep`]).
+const SLEEP_BACKSTOP_MS: i32 = 100;
 
 /// Threads that serve calls needing remote work; each blocks only on its own request.
 const WORKERS: usize = 8;
@@ -101,11 +105,37 @@ pub struct Tracer {
     done_tx: Sender<Done>,
     /// Privileged programs roam runs untraced, each with the tracee waiting in its place.
     proxies: HashMap<Pid, Pid>,
+    /// Threads whose notified call needs the tracer: the listener left it unanswered.
+    takeover_rx: Receiver<Pid>,
+    takeovers: Takeovers,
+}
+
+/// Calls the tracer takes over from the listener (see `platform::notify`): the thread is
+/// interrupted out of its wait, then resumed to the restarted call's syscall-entry stop,
+/// which is served as a seccomp stop would be. Its next notification (the same call, on
+/// its way) is then let run.
+#[derive(Default)]
+struct Takeovers {
+    /// Interrupted; waiting for the interrupt stop.
+    interrupted: HashSet<Pid>,
+    /// Resumed towards the restarted call's entry stop.
+    to_entry: HashSet<Pid>,
+    /// Being served at an entry stop.
+    serving: HashSet<Pid>,
+    /// Shared with the listener thread: threads whose next notification is to run as is.
+    let_run: Arc<Mutex<HashSet<Pid>>>,
+    /// Whether a listener thread runs (and may hand calls over at any time).
+    listening: bool,
 }
 
 impl Tracer {
-    /// Must be called with [`tracer_signals`] blocked in this thread.
-    pub fn new(kernel: Arc<Kernel>, main: Pid) -> Result<Tracer, TrapError> {
+    /// Must be called with [`tracer_signals`] blocked in this thread. `listener`: the
+    /// filter's notifications, served by a thread of their own.
+    pub fn new(
+        kernel: Arc<Kernel>,
+        main: Pid,
+        listener: Option<OwnedFd>,
+    ) -> Result<Tracer, TrapError> {
         let wake = Arc::new(EventFd::from_value_and_flags(
             0,
             EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK,
@@ -130,6 +160,16 @@ impl Tracer {
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
         kernel.tracee_started(main);
+        let (takeover_tx, takeover_rx) = channel::<Pid>();
+        let mut takeovers = Takeovers::default();
+        if let Some(fd) = listener {
+            takeovers.listening = true;
+            let (kernel, wake, let_run) = (kernel.clone(), wake.clone(), takeovers.let_run.clone());
+            std::thread::Builder::new()
+                .name("roam-notify".into())
+                .spawn(move || listen(&kernel, &Listener::new(fd), &takeover_tx, &wake, &let_run))
+                .map_err(|e| TrapError::Setup(format!("cannot start the listener thread: {e}")))?;
+        }
         let deliverer = kernel.clone();
         std::thread::Builder::new()
             .name("roam-deliver".into())
@@ -149,6 +189,8 @@ impl Tracer {
             fd_moves: HashMap::new(),
             done_tx,
             proxies: HashMap::new(),
+            takeover_rx,
+            takeovers,
         })
     }
 
@@ -158,9 +200,10 @@ impl Tracer {
             let status = match self.poll() {
                 Polled::Status(s) => s,
                 Polled::Worked => continue,
-                // Nothing for a moment: sleep. With no job out only a tracee can have news,
-                // so one blocking waitpid will do; otherwise also watch the workers.
-                Polled::Idle if self.in_flight == 0 => {
+                // Nothing for a moment: sleep. With no job out and no listener only a tracee
+                // can have news, so one blocking waitpid will do; otherwise also watch the
+                // workers and the listener.
+                Polled::Idle if self.in_flight == 0 && !self.takeovers.listening => {
                     waitpid(None::<Pid>, Some(WaitPidFlag::__WALL))
                 }
                 Polled::Idle => {
@@ -198,6 +241,10 @@ impl Tracer {
                 other => return Polled::Status(other),
             }
             let mut worked = false;
+            while let Ok(tid) = self.takeover_rx.try_recv() {
+                self.take_over(tid);
+                worked = true;
+            }
             while let Ok(d) = self.done.try_recv() {
                 self.in_flight -= 1;
                 self.apply(d.tid, d.sp, d.decision, d.sig);
@@ -229,7 +276,9 @@ impl Tracer {
             },
         ];
         // SAFETY: two valid pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        // A backstop timeout: a SIGCHLD taken by a thread that did not block it (one a
+        // library started early) would otherwise leave the tracer asleep for good.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, SLEEP_BACKSTOP_MS) };
         if r < 0 && Errno::last() != Errno::EINTR {
             return Err(Errno::last().into());
         }
@@ -250,6 +299,9 @@ impl Tracer {
                 None => resume(pid, sig as i32),
             },
             WaitStatus::PtraceEvent(pid, sig, event) => self.on_event(pid, sig, event),
+            WaitStatus::PtraceSyscall(pid) if self.takeovers.to_entry.remove(&pid) => {
+                self.on_taken_over(pid)
+            }
             WaitStatus::PtraceSyscall(pid) => self.on_syscall_exit(pid),
             _ => {}
         }
@@ -338,6 +390,13 @@ impl Tracer {
                     tracing::debug!(%pid, "listen: {e}");
                 }
             }
+            libc::PTRACE_EVENT_STOP if self.takeovers.interrupted.remove(&pid) => {
+                // Out of its wait, the call about to restart: catch it at its entry.
+                self.takeovers.to_entry.insert(pid);
+                if let Err(e) = nix::sys::ptrace::syscall(pid, None) {
+                    tracing::debug!(%pid, "resume to entry: {e}");
+                }
+            }
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 if let Ok(child) = nix::sys::ptrace::getevent(pid) {
                     self.kernel.tracee_started(Pid::from_raw(child as i32));
@@ -349,14 +408,42 @@ impl Tracer {
         }
     }
 
+    /// The listener left `tid`'s call to the tracer: interrupt its wait.
+    fn take_over(&mut self, tid: Pid) {
+        match nix::sys::ptrace::interrupt(tid) {
+            Ok(()) => {
+                self.takeovers.interrupted.insert(tid);
+            }
+            Err(e) => tracing::debug!(%tid, "interrupt: {e}"),
+        }
+    }
+
+    /// The entry stop of a call taken over from the listener: served as a seccomp stop.
+    fn on_taken_over(&mut self, pid: Pid) {
+        match ptrace::syscall_at_entry(pid) {
+            Ok(call) => {
+                self.takeovers.serving.insert(pid);
+                self.serve_stop(pid, call)
+            }
+            Err(e) => {
+                tracing::debug!(%pid, "syscall info at entry: {e}");
+                resume(pid, 0)
+            }
+        }
+    }
+
     fn on_syscall(&mut self, pid: Pid) {
-        let call = match ptrace::syscall_at_stop(pid) {
-            Ok(c) => c,
+        match ptrace::syscall_at_stop(pid) {
+            Ok(call) => self.serve_stop(pid, call),
             Err(e) => {
                 tracing::debug!(%pid, "syscall info: {e}");
-                return resume(pid, 0);
+                resume(pid, 0)
             }
-        };
+        }
+    }
+
+    /// Serves a thread stopped at system call `call`, now or through a worker.
+    fn serve_stop(&mut self, pid: Pid, call: crate::platform::ptrace::Syscall) {
         match self.kernel.triage(pid, call) {
             Triage::Done(d) => self.apply(pid, call.sp, d, 0),
             Triage::Later(job) => {
@@ -370,6 +457,10 @@ impl Tracer {
 
     /// Carries a decision out on a thread stopped at a system call, then resumes it.
     fn apply(&mut self, tid: Pid, sp: u64, decision: Decision, sig: i32) {
+        if self.takeovers.serving.remove(&tid) && runs(&decision) {
+            // The call goes on into seccomp, whose notification must now let it run.
+            self.takeovers.let_run.lock().unwrap().insert(tid);
+        }
         if let Decision::OpenWatched {
             arg,
             path,
@@ -455,6 +546,55 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
         Decision::ReturnData { addr, data, ret } => {
             memory::write(tid, addr, &data)?;
             ptrace::skip_with(tid, ret)
+        }
+    }
+}
+
+/// Whether a decision lets the call itself run (maybe changed) rather than skip it.
+fn runs(decision: &Decision) -> bool {
+    !matches!(
+        decision,
+        Decision::Return(_) | Decision::ReturnData { .. } | Decision::RunUntraced { .. }
+    )
+}
+
+/// The listener thread: answers notified calls that need nothing of the tracer at once, and
+/// hands the others over (`takeovers`, with a wake-up).
+fn listen(
+    kernel: &Kernel,
+    listener: &Listener,
+    takeovers: &Sender<Pid>,
+    wake: &EventFd,
+    let_run: &Mutex<HashSet<Pid>>,
+) {
+    loop {
+        let n = match listener.recv() {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("listener: {e}");
+                return;
+            }
+        };
+        if let_run.lock().unwrap().remove(&n.tid) {
+            listener.run_as_is(&n);
+            continue;
+        }
+        match kernel.triage(n.tid, n.call) {
+            Triage::Done(Decision::Continue) => listener.run_as_is(&n),
+            Triage::Done(Decision::Return(ret)) => listener.answer(&n, ret),
+            Triage::Done(Decision::ReturnData { addr, data, ret }) => {
+                match memory::write(n.tid, addr, &data) {
+                    Ok(()) => listener.answer(&n, ret),
+                    Err(e) => listener.answer(&n, -(e as i64)),
+                }
+            }
+            _ => {
+                if takeovers.send(n.tid).is_err() {
+                    return;
+                }
+                let _ = wake.write(1);
+            }
         }
     }
 }

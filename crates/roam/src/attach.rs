@@ -60,6 +60,7 @@ pub fn attach(mounts: &[String], pid: i32, foreground: bool) -> Result<i32> {
 
 /// The agent: takes the tree over, serves `roam detach`, ends with the tree.
 fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
+    roam_trap::block_tracer_signals()?;
     let vfs = Arc::new(crate::open_vfs(mounts)?);
     let socket = control_socket(vfs.cache_root(), pid);
     std::fs::create_dir_all(socket.parent().expect("in run/"))?;

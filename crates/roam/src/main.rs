@@ -120,6 +120,7 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Run {
             mounts, program, ..
         } => {
+            roam_trap::block_tracer_signals()?;
             let vfs = Arc::new(open_vfs(&mounts)?);
             let t_write = Config::load()?.t_write();
             let code = roam_trap::run(vfs.clone(), &program, t_write)?;

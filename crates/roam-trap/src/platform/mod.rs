@@ -5,6 +5,7 @@ pub mod attach;
 pub mod inject;
 pub mod launch;
 pub mod memory;
+pub mod notify;
 pub mod proxy;
 pub mod ptrace;
 pub mod remote_call;

@@ -45,6 +45,23 @@ pub fn syscall_at_stop(pid: Pid) -> nix::Result<Syscall> {
     })
 }
 
+/// `PTRACE_GET_SYSCALL_INFO` at a syscall-entry stop (a call the tracer took over from the
+/// listener, restarted under `PTRACE_SYSCALL`).
+pub fn syscall_at_entry(pid: Pid) -> nix::Result<Syscall> {
+    let info = ptrace::syscall_info(pid)?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
+        return Err(nix::errno::Errno::EINVAL);
+    }
+    // SAFETY: `op` says the entry member of the union is the valid one.
+    let e = unsafe { info.u.entry };
+    Ok(Syscall {
+        arch: info.arch,
+        nr: e.nr as i64,
+        args: e.args,
+        sp: info.stack_pointer,
+    })
+}
+
 /// Changes argument registers of a thread stopped at a system call (x86_64 ABI).
 pub fn set_args(pid: Pid, changes: &[(usize, u64)]) -> nix::Result<()> {
     let mut regs = ptrace::getregs(pid)?;

@@ -37,11 +37,12 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
 /// that read from an fd are trapped only at or above it.
 pub const WATCHED_FD_BASE: u32 = 800;
 
-/// Builds the filter that traps exactly `traced` (x86_64 numbers), the calls of `gated`
+/// Builds the filter that stops exactly `traced` (x86_64 numbers), the calls of `gated`
 /// (number, register of an fd) when that fd is a watched one (at least
 /// [`WATCHED_FD_BASE`]; never a negative one such as an anonymous mmap's -1), and every
-/// foreign call.
-pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
+/// foreign call; `notified` calls go to roam's listener instead (`SECCOMP_RET_USER_NOTIF`,
+/// see `platform::notify`), which lets most of them run without a ptrace stop.
+pub fn filter(traced: &[i64], gated: &[(i64, usize)], notified: &[i64]) -> Vec<Insn> {
     use Label::*;
     let mut b = Builder::default();
     b.stmt(BPF_LD_W_ABS, OFF_ARCH);
@@ -59,6 +60,9 @@ pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
         b.jump(BPF_JGE_K, 0x8000_0000, Allow, Next);
         b.jump(BPF_JGE_K, WATCHED_FD_BASE, Trace, Allow);
     }
+    for &nr in notified {
+        b.jump(BPF_JEQ_K, nr as u32, Notify, Next);
+    }
     for &nr in traced {
         b.jump(BPF_JEQ_K, nr as u32, Trace, Next);
     }
@@ -67,6 +71,10 @@ pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
     b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     b.at(Trace);
     b.stmt(BPF_RET_K, libc::SECCOMP_RET_TRACE);
+    if !notified.is_empty() {
+        b.at(Notify);
+        b.stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF);
+    }
     b.finish()
 }
 
@@ -77,6 +85,7 @@ enum Label {
     Skip(usize),
     Allow,
     Trace,
+    Notify,
 }
 
 /// A classic-BPF program with forward jumps to labels, resolved at the end (every jump of a
@@ -126,11 +135,13 @@ impl Builder {
     }
 }
 
-/// Installs `prog` in the calling process. Async-signal-safe: called between fork and exec.
+/// Installs `prog` in the calling process; with `listener`, also returns a new listener fd
+/// for its notifications (else 0). Returns -1 on failure. Async-signal-safe: called
+/// between fork and exec.
 ///
 /// # Safety
 /// `prog` must be a valid filter; the call must happen in the child after `fork`.
-pub unsafe fn install(prog: &[Insn], no_new_privs: bool) -> libc::c_int {
+pub unsafe fn install(prog: &[Insn], no_new_privs: bool, listener: bool) -> libc::c_long {
     if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
         return -1;
     }
@@ -138,12 +149,16 @@ pub unsafe fn install(prog: &[Insn], no_new_privs: bool) -> libc::c_int {
         len: prog.len() as u16,
         filter: prog.as_ptr() as *mut Insn,
     };
-    libc::prctl(
-        libc::PR_SET_SECCOMP,
-        libc::SECCOMP_MODE_FILTER,
-        &fprog as *const _ as libc::c_ulong,
-        0,
-        0,
+    let flags = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    libc::syscall(
+        libc::SYS_seccomp,
+        libc::SECCOMP_SET_MODE_FILTER,
+        flags,
+        &fprog as *const libc::sock_fprog,
     )
 }
 
@@ -172,7 +187,7 @@ mod tests {
                         OFF_NR => nr,
                         k => {
                             let a = args[((k - OFF_ARGS) / 8) as usize];
-                            if (k - OFF_ARGS) % 8 == 0 {
+                            if (k - OFF_ARGS).is_multiple_of(8) {
                                 a as u32
                             } else {
                                 (a >> 32) as u32
@@ -190,8 +205,19 @@ mod tests {
     }
 
     #[test]
+    fn notified_calls_go_to_the_listener() {
+        let prog = filter(&[59], &[(0, 0)], &[4, 257]);
+        let x86 = AUDIT_ARCH_X86_64;
+        assert_eq!(run(&prog, x86, 4), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(run(&prog, x86, 257), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(run(&prog, x86, 59), libc::SECCOMP_RET_TRACE);
+        assert_eq!(run(&prog, x86, 1), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(&prog, 0x4000_0003, 4), libc::SECCOMP_RET_TRACE, "i386");
+    }
+
+    #[test]
     fn negative_fds_are_never_watched() {
-        let prog = filter(&[], &[(9, 4)]);
+        let prog = filter(&[], &[(9, 4)], &[]);
         let mmap = |fd: i32| run_with_args(&prog, AUDIT_ARCH_X86_64, 9, [0, 0, 0, 0, fd as u64, 0]);
         assert_eq!(mmap(-1), libc::SECCOMP_RET_ALLOW, "anonymous mmap");
         assert_eq!(mmap(3), libc::SECCOMP_RET_ALLOW);
@@ -200,7 +226,7 @@ mod tests {
 
     #[test]
     fn gated_calls_are_trapped_only_on_watched_fds() {
-        let prog = filter(&[2, 257], &[(0, 0), (9, 4)]);
+        let prog = filter(&[2, 257], &[(0, 0), (9, 4)], &[]);
         let x86 = AUDIT_ARCH_X86_64;
         assert_eq!(
             run_with_arg(&prog, x86, 0, 3),
@@ -232,7 +258,7 @@ mod tests {
     #[test]
     fn traps_exactly_the_listed_calls() {
         let traced = [2, 257, 4, 59];
-        let prog = filter(&traced, &[]);
+        let prog = filter(&traced, &[], &[]);
         for nr in traced {
             assert_eq!(
                 run(&prog, AUDIT_ARCH_X86_64, nr as u32),

@@ -1,0 +1,100 @@
+//! Seccomp user notification: the calls roam sees most (name lookups, stats, opens) reach
+//! roam through a listener instead of a ptrace stop. The thread waits in the kernel while a
+//! roam thread reads the call and answers: "run it as it is" (`CONTINUE`: a local name, the
+//! usual case), a result (an errno, or data written into the program's memory), or — for a
+//! call that needs the tracer (a roam name whose path must be rewritten) — no answer at
+//! all: the tracer interrupts the thread, whose wait then ends in a restart, and catches
+//! the restarted call at its syscall-entry stop (see the tracer's takeover).
+//!
+//! A notification costs two context switches and no ptrace requests: measured here about
+//! 1.7× cheaper than a seccomp ptrace stop.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+use super::ptrace::Syscall;
+
+/// One notified call.
+pub struct Notice {
+    id: u64,
+    pub tid: Pid,
+    pub call: Syscall,
+}
+
+/// roam's end of the filter's notifications.
+pub struct Listener {
+    fd: OwnedFd,
+}
+
+impl Listener {
+    pub fn new(fd: OwnedFd) -> Listener {
+        Listener { fd }
+    }
+
+    /// Waits for the next notified call. `Ok(None)`: one that went away meanwhile.
+    pub fn recv(&self) -> nix::Result<Option<Notice>> {
+        // SAFETY: an all-zero seccomp_notif is what RECV expects to fill.
+        let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: RECV writes one seccomp_notif into `n`.
+        let r = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut n as *mut libc::seccomp_notif,
+            )
+        };
+        match Errno::result(r) {
+            Ok(_) => {}
+            // The caller was interrupted (or died) before roam read the notification.
+            Err(Errno::ENOENT) | Err(Errno::EINTR) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        Ok(Some(Notice {
+            id: n.id,
+            tid: Pid::from_raw(n.pid as i32),
+            call: Syscall {
+                arch: n.data.arch,
+                nr: n.data.nr as i64,
+                args: n.data.args,
+                // Not told; only the tracer writes on a thread's stack.
+                sp: 0,
+            },
+        }))
+    }
+
+    /// Lets the call run as the program made it.
+    pub fn run_as_is(&self, n: &Notice) {
+        self.send(n.id, 0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32);
+    }
+
+    /// Makes the call return `ret` (a value, or `-errno`) without running.
+    pub fn answer(&self, n: &Notice, ret: i64) {
+        let (val, error) = if ret < 0 { (0, ret as i32) } else { (ret, 0) };
+        self.send(n.id, val, error, 0);
+    }
+
+    fn send(&self, id: u64, val: i64, error: i32, flags: u32) {
+        let mut resp = libc::seccomp_notif_resp {
+            id,
+            val,
+            error,
+            flags,
+        };
+        // SAFETY: SEND reads one seccomp_notif_resp.
+        let r = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp as *mut libc::seccomp_notif_resp,
+            )
+        };
+        if let Err(e) = Errno::result(r) {
+            // ENOENT: the thread was interrupted or died meanwhile; nothing to answer.
+            if e != Errno::ENOENT {
+                tracing::debug!("seccomp notification answer: {e}");
+            }
+        }
+    }
+}
