@@ -2,7 +2,7 @@
 //! Small & Seltzer Table 1 (upcall cost), Table 2 (64-entry hot-list eviction), Table 5 (MD5
 //! of 1 MB), Table 6 (logical disk, 262,144 writes), and Sprockets Fig. 2 (the Radiohead
 //! transducer over 10,000 files, all / none matching), with the break-even against a remote
-//! fetch. Run with `cargo bench -p roam-ext --bench ext` (release build).
+//! fetch. Run with `cargo bench -p roam-ext --bench ext [-- TABLE...]` (release build).
 
 use roam_ext::abi::Candidate;
 use roam_ext::{query, Extension, Limits, Technology};
@@ -225,16 +225,41 @@ fn remote_fetch_cost() -> Duration {
     })
 }
 
+/// Whether the table `name` was asked for: `cargo bench -p roam-ext --bench ext -- NAME...`
+/// runs only those (upcall, hotlist, md5, ld, transducer); no names run them all.
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
 fn main() {
-    let wasm_call = table1_upcall();
-    table2_hotlist();
-    table5_md5();
-    table6_logical_disk();
-    let (wasm, fork) = fig2_transducer();
-    println!(
-        "\nTransducer, fork / wasm: {:.1}x",
-        fork.as_secs_f64() / wasm.as_secs_f64()
-    );
+    if wanted("upcall") {
+        let wasm_call = table1_upcall();
+        break_even(wasm_call);
+    }
+    if wanted("hotlist") {
+        table2_hotlist();
+    }
+    if wanted("md5") {
+        table5_md5();
+    }
+    if wanted("ld") {
+        table6_logical_disk();
+    }
+    if wanted("transducer") {
+        let (wasm, fork) = fig2_transducer();
+        println!(
+            "\nTransducer, fork / wasm: {:.1}x",
+            fork.as_secs_f64() / wasm.as_secs_f64()
+        );
+    }
+}
+
+/// How many wasm calls one remote fetch pays for.
+fn break_even(wasm_call: Duration) {
     let fetch = remote_fetch_cost();
     println!("\n### Break-even against a remote fetch\n");
     println!("| remote fetch | µs | wasm calls it pays for |");

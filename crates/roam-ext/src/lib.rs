@@ -18,6 +18,8 @@
 mod converse;
 mod error;
 mod fork;
+#[cfg(feature = "wasm")]
+mod gate;
 mod native;
 mod runner;
 mod sandbox;
@@ -121,11 +123,11 @@ impl Default for Limits {
     }
 }
 
-fn runner_for(path: &Path, tech: Technology) -> Result<Box<dyn Runner>, Fault> {
+fn runner_for(path: &Path, tech: Technology, limits: &Limits) -> Result<Box<dyn Runner>, Fault> {
     Ok(match tech {
         #[cfg(feature = "wasm")]
         Technology::Wasm | Technology::Pulley => {
-            Box::new(wasm::Wasm::load(path, tech == Technology::Pulley)?)
+            Box::new(wasm::Wasm::load(path, tech == Technology::Pulley, limits)?)
         }
         #[cfg(not(feature = "wasm"))]
         Technology::Wasm | Technology::Pulley => {
@@ -169,7 +171,7 @@ impl Extension {
                 path.display()
             ))));
         }
-        let runner = runner_for(&path, tech).map_err(fail)?;
+        let runner = runner_for(&path, tech, &limits).map_err(fail)?;
         Ok(Extension {
             name: name.to_string(),
             tech,
