@@ -12,8 +12,9 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`]) converse with an extension and
-//! validate what it answers. This crate is a leaf: it knows nothing of roam's namespace.
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`]) converse with an
+//! extension and validate what it answers. This crate is a leaf: it knows nothing of roam's
+//! namespace.
 
 mod converse;
 mod error;
@@ -30,8 +31,9 @@ mod worker;
 pub mod layer;
 pub mod policy;
 pub mod query;
+pub mod resolve;
 
-pub use converse::{Fetch, MAX_BYTES, MAX_RANGES, MAX_ROUNDS};
+pub use converse::{Fetch, MAX_BYTES, MAX_MERGE_BYTES, MAX_RANGES, MAX_ROUNDS};
 pub use error::{ExtError, Fault};
 pub use roam_ext_abi as abi;
 
