@@ -243,3 +243,19 @@ fn front_ends_reject_well_formed_lies() {
         assert!(invalid(lie), "{tech}: patch past the end");
     }
 }
+
+/// More concurrent calls than the wasm pool has slots (32) all succeed: the extra callers
+/// wait for a slot rather than fail.
+#[test]
+fn more_concurrent_wasm_calls_than_pool_slots_all_succeed() {
+    let ext = load("bench", Technology::Wasm);
+    std::thread::scope(|s| {
+        for _ in 0..48 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    assert_eq!(ext.compute("noop", b"").unwrap(), b"");
+                }
+            });
+        }
+    });
+}
