@@ -379,11 +379,17 @@ impl Vfs {
                 }
             },
         };
-        // The merge takes the copy's place, with its permissions.
-        let mode = std::fs::metadata(copy).map_err(|e| Error::cache(copy, e))?;
-        std::fs::set_permissions(&merged, mode.permissions())
-            .and_then(|()| std::fs::rename(&merged, copy))
-            .map_err(|e| Error::cache(copy, e))?;
+        // The merge is written into the copy in place, not renamed over it: a program may
+        // still hold the copy open (a shell's child closing an inherited descriptor makes
+        // this upload) and must go on writing to the file that is uploaded next. Written
+        // over, then cut to length (not truncated first), a reader never finds it empty.
+        let rewritten = File::open(&merged).and_then(|mut src| {
+            let mut dest = std::fs::OpenOptions::new().write(true).open(copy)?;
+            let len = std::io::copy(&mut src, &mut dest)?;
+            dest.set_len(len)
+        });
+        let _ = std::fs::remove_file(&merged);
+        rewritten.map_err(|e| Error::cache(copy, e))?;
         Ok(true)
     }
 
