@@ -1,10 +1,12 @@
 //! The extension benchmarks of docs/BENCHMARKS.md, one markdown table each, per technology:
 //! Small & Seltzer Table 1 (upcall cost), Table 2 (64-entry hot-list eviction), Table 5 (MD5
 //! of 1 MB), Table 6 (logical disk, 262,144 writes), and Sprockets Fig. 2 (the Radiohead
-//! transducer over 10,000 files, all / none matching), with the break-even against a remote
-//! fetch. Run with `cargo bench -p roam-ext --bench ext` (release build).
+//! transducer over 10,000 files, all / none matching) and Fig. 3 (conflict resolution over 100
+//! files: the resolver's helper rounds and its merge), with the break-even against a remote
+//! fetch. Run with `cargo bench -p roam-ext --bench ext [-- TABLE...]` (release build).
 
 use roam_ext::abi::Candidate;
+use roam_ext::resolve::{self, Versions};
 use roam_ext::{query, Extension, Limits, Technology};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,30 @@ fn per_call(n: usize, rounds: usize, mut f: impl FnMut()) -> Duration {
     times[rounds / 2]
 }
 
+/// CPU time of this thread per run of `f` (median of 5 rounds of `n`): what a call costs
+/// when the machine is shared (wall time then includes other programs' turns). Only for
+/// technologies that run in this thread (wasm, pulley, native).
+fn cpu_per_call(n: usize, mut f: impl FnMut()) -> Duration {
+    let now = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec, which `ts` is.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let mut times: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = now();
+            (0..n).for_each(|_| f());
+            (now() - t) / n as u32
+        })
+        .collect();
+    times.sort();
+    times[2]
+}
+
 fn us(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1e6)
 }
@@ -46,22 +72,29 @@ fn calls(tech: Technology, fast: usize) -> usize {
 
 fn table1_upcall() -> Duration {
     println!("\n### Upcall cost (Small & Seltzer Table 1): a call that does nothing\n");
-    println!("| technology | µs per call | added over native |");
-    println!("|---|---:|---:|");
+    println!("| technology | µs per call | added over native | CPU µs per call (in-process) |");
+    println!("|---|---:|---:|---:|");
     let mut native = Duration::ZERO;
     let mut wasm = Duration::ZERO;
     for tech in Technology::all().into_iter().rev() {
         let ext = load("bench", tech);
-        let t = per_call(calls(tech, 20_000), 5, || {
-            drop(ext.compute("noop", b"").unwrap())
-        });
+        let mut noop = || drop(ext.compute("noop", b"").unwrap());
+        let t = per_call(calls(tech, 20_000), 5, &mut noop);
+        let cpu = match tech {
+            Technology::Fork | Technology::Worker => "–".to_string(),
+            _ => us(cpu_per_call(calls(tech, 20_000), &mut noop)),
+        };
         if tech == Technology::Native {
             native = t;
         }
         if tech == Technology::Wasm {
             wasm = t;
         }
-        println!("| {tech} | {} | {} |", us(t), us(t.saturating_sub(native)));
+        println!(
+            "| {tech} | {} | {} | {cpu} |",
+            us(t),
+            us(t.saturating_sub(native))
+        );
     }
     wasm
 }
@@ -207,6 +240,85 @@ fn fig2_transducer() -> (Duration, Duration) {
     (wasm, fork)
 }
 
+/// An MP3-like file of 3 MB: an ID3v2.3 tag (title, year), audio, an ID3v1 tail (title).
+fn mp3(title: &str, year: &str) -> Vec<u8> {
+    let frame = |id: &[u8], text: &str| {
+        let mut f = id.to_vec();
+        f.extend_from_slice(&(text.len() as u32 + 1).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0]);
+        f.extend_from_slice(text.as_bytes());
+        f
+    };
+    let mut body = [frame(b"TIT2", title), frame(b"TYER", year)].concat();
+    body.resize(512, 0);
+    let mut file = b"ID3\x03\0\0\0\0\x04\0".to_vec();
+    file.extend_from_slice(&body);
+    file.resize(file.len() + (3 << 20), 0x55);
+    let mut v1 = vec![0u8; 128];
+    v1[..3].copy_from_slice(b"TAG");
+    v1[3..3 + title.len()].copy_from_slice(title.as_bytes());
+    file.extend_from_slice(&v1);
+    file
+}
+
+/// A 200-line text file with lines `changed` rewritten by `who`.
+fn text(changed: &[usize], who: &str) -> Vec<u8> {
+    (0..200)
+        .map(|i| match changed.contains(&i) {
+            true => format!("line {i} changed by {who}\n"),
+            false => format!("line {i} of the original text\n"),
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// Resolves 100 conflicts of `versions` in memory with `ext`; (time, calls per file).
+fn resolve_run(ext: &Extension, versions: [&[u8]; 3]) -> (Duration, usize) {
+    let [base, local, remote] = versions.map(|v| v.len() as u64);
+    let sizes = Versions {
+        base,
+        local,
+        remote,
+    };
+    let mut calls = 0;
+    let t = Instant::now();
+    for _ in 0..100 {
+        let mut fetch = |f: u8, off: u64, len: u32| {
+            calls += 1;
+            Ok(versions[usize::from(f)][off as usize..off as usize + len as usize].to_vec())
+        };
+        let patch = resolve::resolve(ext, "f", sizes, &mut fetch).unwrap();
+        assert!(!patch.is_empty());
+    }
+    (t.elapsed(), calls / 100)
+}
+
+fn fig3_resolvers() {
+    println!("\n### Conflict resolution over 100 files (Sprockets Fig. 3)\n");
+    println!("Per file, the resolver's helper rounds (`Need`: ranges of the three versions)");
+    println!("and its merge (`Patch`), in memory; ms for 100 files.\n");
+    println!("| technology | id3merge, 3 MB MP3s (ms) | merge3, 200-line texts (ms) |");
+    println!("|---|---:|---:|");
+    let songs = [
+        mp3("Song", "1999"),
+        mp3("Better", "1999"),
+        mp3("Song", "2001"),
+    ];
+    let texts = [text(&[], ""), text(&[10, 150], "me"), text(&[80], "them")];
+    let (mut id3_rounds, mut text_rounds) = (0, 0);
+    for tech in Technology::all() {
+        let id3 = resolve_run(&load("id3merge", tech), [&songs[0], &songs[1], &songs[2]]);
+        let merge3 = resolve_run(&load("merge3", tech), [&texts[0], &texts[1], &texts[2]]);
+        (id3_rounds, text_rounds) = (id3.1, merge3.1);
+        println!(
+            "| {tech} | {:.2} | {:.2} |",
+            id3.0.as_secs_f64() * 1e3,
+            merge3.0.as_secs_f64() * 1e3
+        );
+    }
+    println!("\nRanges fetched per file: id3merge {id3_rounds}, merge3 {text_rounds}.");
+}
+
 /// One 128-byte range GET from a loopback nginx: the cheapest remote fetch there is.
 fn remote_fetch_cost() -> Duration {
     use std::io::{Read, Write};
@@ -225,16 +337,44 @@ fn remote_fetch_cost() -> Duration {
     })
 }
 
+/// Whether the table `name` was asked for: `cargo bench -p roam-ext --bench ext -- NAME...`
+/// runs only those (upcall, hotlist, md5, ld, transducer, fig3); no names run them all.
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
 fn main() {
-    let wasm_call = table1_upcall();
-    table2_hotlist();
-    table5_md5();
-    table6_logical_disk();
-    let (wasm, fork) = fig2_transducer();
-    println!(
-        "\nTransducer, fork / wasm: {:.1}x",
-        fork.as_secs_f64() / wasm.as_secs_f64()
-    );
+    if wanted("upcall") {
+        let wasm_call = table1_upcall();
+        break_even(wasm_call);
+    }
+    if wanted("hotlist") {
+        table2_hotlist();
+    }
+    if wanted("md5") {
+        table5_md5();
+    }
+    if wanted("ld") {
+        table6_logical_disk();
+    }
+    if wanted("transducer") {
+        let (wasm, fork) = fig2_transducer();
+        println!(
+            "\nTransducer, fork / wasm: {:.1}x",
+            fork.as_secs_f64() / wasm.as_secs_f64()
+        );
+    }
+    if wanted("fig3") {
+        fig3_resolvers();
+    }
+}
+
+/// How many wasm calls one remote fetch pays for.
+fn break_even(wasm_call: Duration) {
     let fetch = remote_fetch_cost();
     println!("\n### Break-even against a remote fetch\n");
     println!("| remote fetch | µs | wasm calls it pays for |");

@@ -12,6 +12,8 @@ pub const MAX_ROUNDS: usize = 4;
 pub const MAX_RANGES: usize = 16;
 /// Bytes one conversation may make roam fetch.
 pub const MAX_BYTES: u64 = 4 << 20;
+/// Bytes a merge may make roam fetch: a text merge reads all three versions whole.
+pub const MAX_MERGE_BYTES: u64 = 64 << 20;
 
 /// Fetches `len` bytes at `off` of file number `file`.
 pub type Fetch<'a> = dyn FnMut(u8, u64, u32) -> std::io::Result<Vec<u8>> + 'a;
@@ -19,6 +21,18 @@ pub type Fetch<'a> = dyn FnMut(u8, u64, u32) -> std::io::Result<Vec<u8>> + 'a;
 /// Converses with `ext` about files of `sizes` until it gives a final reply, which `accept`
 /// turns into a result (or rejects with a reason).
 pub(crate) fn converse<T>(
+    ext: &Extension,
+    sizes: Vec<u64>,
+    fetch: &mut Fetch,
+    request: impl Fn(&Files) -> Request,
+    accept: impl Fn(Reply) -> Result<T, String>,
+) -> Result<T, ExtError> {
+    converse_within(MAX_BYTES, ext, sizes, fetch, request, accept)
+}
+
+/// [`converse`] with a byte budget of its own.
+pub(crate) fn converse_within<T>(
+    budget: u64,
     ext: &Extension,
     sizes: Vec<u64>,
     fetch: &mut Fetch,
@@ -33,7 +47,8 @@ pub(crate) fn converse<T>(
     for _ in 0..=MAX_ROUNDS {
         match ext.call(&request(&files))? {
             Reply::Need(ranges) => {
-                fetched += check_need(&files, &ranges, fetched).map_err(|why| ext.invalid(why))?;
+                fetched +=
+                    check_need(&files, &ranges, fetched, budget).map_err(|why| ext.invalid(why))?;
                 for r in ranges {
                     let data =
                         fetch(r.file, r.off, r.len).map_err(|e| ext.error(Fault::host(e)))?;
@@ -51,7 +66,7 @@ pub(crate) fn converse<T>(
 }
 
 /// Validates one `Need`; returns the bytes it asks for.
-fn check_need(files: &Files, ranges: &[Range], fetched: u64) -> Result<u64, String> {
+fn check_need(files: &Files, ranges: &[Range], fetched: u64, budget: u64) -> Result<u64, String> {
     if ranges.is_empty() || ranges.len() > MAX_RANGES {
         return Err(format!(
             "asked for {} ranges (1 to {MAX_RANGES} allowed)",
@@ -82,8 +97,8 @@ fn check_need(files: &Files, ranges: &[Range], fetched: u64) -> Result<u64, Stri
         }
         total += u64::from(r.len);
     }
-    if fetched + total > MAX_BYTES {
-        return Err(format!("asked for more than {MAX_BYTES} bytes in all"));
+    if fetched + total > budget {
+        return Err(format!("asked for more than {budget} bytes in all"));
     }
     Ok(total)
 }
@@ -99,23 +114,26 @@ mod tests {
             chunks: Vec::new(),
         };
         let r = |file, off, len| Range { file, off, len };
-        assert_eq!(check_need(&files, &[r(0, 0, 10), r(1, 40, 10)], 0), Ok(20));
-        assert!(check_need(&files, &[], 0).is_err());
+        assert_eq!(
+            check_need(&files, &[r(0, 0, 10), r(1, 40, 10)], 0, MAX_BYTES),
+            Ok(20)
+        );
+        assert!(check_need(&files, &[], 0, MAX_BYTES).is_err());
         assert!(
-            check_need(&files, &[r(0, 95, 10)], 0).is_err(),
+            check_need(&files, &[r(0, 95, 10)], 0, MAX_BYTES).is_err(),
             "past the end"
         );
         assert!(
-            check_need(&files, &[r(0, u64::MAX, 10)], 0).is_err(),
+            check_need(&files, &[r(0, u64::MAX, 10)], 0, MAX_BYTES).is_err(),
             "overflow"
         );
         assert!(
-            check_need(&files, &[r(2, 0, 1)], 0).is_err(),
+            check_need(&files, &[r(2, 0, 1)], 0, MAX_BYTES).is_err(),
             "no such file"
         );
-        assert!(check_need(&files, &vec![r(0, 0, 1); MAX_RANGES + 1], 0).is_err());
+        assert!(check_need(&files, &vec![r(0, 0, 1); MAX_RANGES + 1], 0, MAX_BYTES).is_err());
         assert!(
-            check_need(&files, &[r(0, 0, 10)], MAX_BYTES - 5).is_err(),
+            check_need(&files, &[r(0, 0, 10)], MAX_BYTES - 5, MAX_BYTES).is_err(),
             "budget"
         );
         files.chunks.push(Chunk {
@@ -123,6 +141,9 @@ mod tests {
             off: 0,
             data: vec![0; 10],
         });
-        assert!(check_need(&files, &[r(0, 2, 3)], 0).is_err(), "no progress");
+        assert!(
+            check_need(&files, &[r(0, 2, 3)], 0, MAX_BYTES).is_err(),
+            "no progress"
+        );
     }
 }

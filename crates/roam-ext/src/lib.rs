@@ -12,12 +12,15 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`]) converse with an extension and
-//! validate what it answers. This crate is a leaf: it knows nothing of roam's namespace.
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`]) converse with an
+//! extension and validate what it answers. This crate is a leaf: it knows nothing of roam's
+//! namespace.
 
 mod converse;
 mod error;
 mod fork;
+#[cfg(feature = "wasm")]
+mod gate;
 mod native;
 mod runner;
 mod sandbox;
@@ -28,8 +31,9 @@ mod worker;
 pub mod layer;
 pub mod policy;
 pub mod query;
+pub mod resolve;
 
-pub use converse::{Fetch, MAX_BYTES, MAX_RANGES, MAX_ROUNDS};
+pub use converse::{Fetch, MAX_BYTES, MAX_MERGE_BYTES, MAX_RANGES, MAX_ROUNDS};
 pub use error::{ExtError, Fault};
 pub use roam_ext_abi as abi;
 
@@ -121,11 +125,11 @@ impl Default for Limits {
     }
 }
 
-fn runner_for(path: &Path, tech: Technology) -> Result<Box<dyn Runner>, Fault> {
+fn runner_for(path: &Path, tech: Technology, limits: &Limits) -> Result<Box<dyn Runner>, Fault> {
     Ok(match tech {
         #[cfg(feature = "wasm")]
         Technology::Wasm | Technology::Pulley => {
-            Box::new(wasm::Wasm::load(path, tech == Technology::Pulley)?)
+            Box::new(wasm::Wasm::load(path, tech == Technology::Pulley, limits)?)
         }
         #[cfg(not(feature = "wasm"))]
         Technology::Wasm | Technology::Pulley => {
@@ -169,7 +173,7 @@ impl Extension {
                 path.display()
             ))));
         }
-        let runner = runner_for(&path, tech).map_err(fail)?;
+        let runner = runner_for(&path, tech, &limits).map_err(fail)?;
         Ok(Extension {
             name: name.to_string(),
             tech,

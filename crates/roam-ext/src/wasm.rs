@@ -3,14 +3,24 @@
 //! memory. Each call gets a fresh instance (that *is* the rollback), a fuel budget (the
 //! deadline), a memory limit, and no WASI capability: every WASI import answers ENOTCAPABLE,
 //! except writes to stderr, which are kept (bounded) to explain a trap.
+//!
+//! A fresh instance per call costs little because everything that can be done once is done
+//! at load: the module is compiled and its imports linked once (`InstancePre`), the exports
+//! are looked up once (by index, not by name), and instances come from wasmtime's pooling
+//! allocator: memory slots are reserved once and reused, a slot's memory starts as a
+//! copy-on-write image of the module's data, and a finished call's dirty pages are found with
+//! Linux's `PAGEMAP_SCAN` and copied back from the image in place (they stay resident, so the
+//! next call takes no page faults) instead of unmapping and remapping the slot.
 
+use crate::gate::Gate;
 use crate::runner::{reply_len, Runner};
 use crate::{Fault, Limits};
 use roam_ext_abi::LEN_PREFIX;
 use std::path::Path;
 use wasmtime::{
-    Caller, Config, Engine, Extern, ExternType, InstancePre, Linker, Memory, Module, Store,
-    StoreLimits, StoreLimitsBuilder, Trap, Val,
+    Caller, Config, Enabled, Engine, Extern, ExternType, InstanceAllocationStrategy, InstancePre,
+    Linker, Memory, Module, ModuleExport, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder, Trap, Val,
 };
 
 const WASI: &str = "wasi_snapshot_preview1";
@@ -21,10 +31,28 @@ const ENOTCAPABLE: i32 = 76;
 const EBADF: i32 = 8;
 /// Bytes of stderr kept per call.
 const STDERR_KEPT: usize = 2048;
+/// Instances of one extension alive at once (pool slots); further calls wait for a slot.
+/// Each slot reserves address space only (4 GiB plus guard), not memory.
+const SLOTS: u32 = 32;
+/// Dirty bytes of a slot's memory reset in place (resident) after a call; beyond that the
+/// rest is given back to the kernel. A call that touches more (a memory hog) pays page faults
+/// next time, not roam's memory.
+const KEEP_RESIDENT: usize = 4 << 20;
 
 pub(crate) struct Wasm {
-    engine: Engine,
     pre: InstancePre<Ctx>,
+    exports: Exports,
+    /// Bounds concurrent calls to the pool's slots.
+    slots: Gate,
+}
+
+/// The exports a call uses, looked up once.
+struct Exports {
+    memory: ModuleExport,
+    alloc: ModuleExport,
+    call: ModuleExport,
+    /// A WASI reactor's constructors, run once per instance.
+    initialize: Option<ModuleExport>,
 }
 
 /// Per-call host state.
@@ -34,19 +62,29 @@ struct Ctx {
 }
 
 impl Wasm {
-    pub(crate) fn load(path: &Path, interpreted: bool) -> Result<Wasm, Fault> {
+    pub(crate) fn load(path: &Path, interpreted: bool, limits: &Limits) -> Result<Wasm, Fault> {
         let load = |e: wasmtime::Error| Fault::Load(format!("{e:#}"));
-        let mut config = Config::new();
-        config.consume_fuel(true);
-        if interpreted {
-            config.target("pulley64").map_err(load)?;
-        }
-        let engine = Engine::new(&config).map_err(load)?;
+        let engine = Engine::new(&config(interpreted, limits).map_err(load)?).map_err(load)?;
         let module = Module::from_file(&engine, path).map_err(load)?;
         let mut linker = Linker::new(&engine);
         deny_wasi(&mut linker, &module).map_err(load)?;
         let pre = linker.instantiate_pre(&module).map_err(load)?;
-        Ok(Wasm { engine, pre })
+        let export = |name: &str| {
+            module
+                .get_export_index(name)
+                .ok_or_else(|| Fault::Load(format!("the module exports no `{name}`")))
+        };
+        let exports = Exports {
+            memory: export("memory")?,
+            alloc: export("roam_alloc")?,
+            call: export("roam_call")?,
+            initialize: module.get_export_index("_initialize"),
+        };
+        Ok(Wasm {
+            pre,
+            exports,
+            slots: Gate::new(SLOTS as usize),
+        })
     }
 
     fn run(
@@ -56,21 +94,60 @@ impl Wasm {
         limits: &Limits,
     ) -> wasmtime::Result<Result<Vec<u8>, Fault>> {
         let instance = self.pre.instantiate(&mut *store)?;
-        // A WASI reactor's constructors run once per instance.
-        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
-            init.call(&mut *store, ())?;
+        let mut export = |e: &ModuleExport| {
+            instance
+                .get_module_export(&mut *store, e)
+                .ok_or_else(|| wasmtime::format_err!("export missing from the instance"))
+        };
+        let init = self
+            .exports
+            .initialize
+            .as_ref()
+            .map(&mut export)
+            .transpose()?;
+        let memory = export(&self.exports.memory)?;
+        let alloc = export(&self.exports.alloc)?;
+        let call = export(&self.exports.call)?;
+        let memory = memory
+            .into_memory()
+            .ok_or_else(|| wasmtime::format_err!("`memory` is not a memory"))?;
+        let func = |e: Extern| {
+            e.into_func()
+                .ok_or_else(|| wasmtime::format_err!("an entry point is not a function"))
+        };
+        if let Some(init) = init {
+            func(init)?
+                .typed::<(), ()>(&*store)?
+                .call(&mut *store, ())?;
         }
-        let memory = instance
-            .get_memory(&mut *store, "memory")
-            .ok_or_else(|| wasmtime::format_err!("no memory export"))?;
-        let alloc = instance.get_typed_func::<u32, u32>(&mut *store, "roam_alloc")?;
-        let call = instance.get_typed_func::<(u32, u32), u32>(&mut *store, "roam_call")?;
+        let alloc = func(alloc)?.typed::<u32, u32>(&*store)?;
+        let call = func(call)?.typed::<(u32, u32), u32>(&*store)?;
         let len = u32::try_from(request.len())?;
         let at = alloc.call(&mut *store, len)?;
         memory.write(&mut *store, at as usize, request)?;
         let out = call.call(&mut *store, (at, len))? as usize;
         Ok(read_reply(&memory, store, out, limits))
     }
+}
+
+/// The engine's configuration: fuel (the deadline is counted in instructions, so it holds
+/// without a timer thread), and the pooling allocator sized for `limits`.
+fn config(interpreted: bool, limits: &Limits) -> wasmtime::Result<Config> {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    if interpreted {
+        config.target("pulley64")?;
+    }
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(SLOTS)
+        .total_memories(SLOTS)
+        .total_tables(SLOTS)
+        .max_memory_size(limits.memory)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Ok(config)
 }
 
 /// Copies the length-prefixed reply at `out` out of linear memory, bounds-checked.
@@ -92,12 +169,13 @@ fn read_reply(
 
 impl Runner for Wasm {
     fn call(&self, request: &[u8], limits: &Limits) -> Result<Vec<u8>, Fault> {
+        let _slot = self.slots.enter();
         let store_limits = StoreLimitsBuilder::new()
             .memory_size(limits.memory)
             .instances(1)
             .build();
         let mut store = Store::new(
-            &self.engine,
+            self.pre.module().engine(),
             Ctx {
                 limits: store_limits,
                 stderr: Vec::new(),

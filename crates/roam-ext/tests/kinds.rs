@@ -1,8 +1,10 @@
 //! The kinds' front ends with the example extensions, under every isolating technology: the
-//! id3 query converses for ranges, hotlist picks an eviction victim, rot13 transforms a layer;
-//! and each front end rejects the well-formed lies of the `faults` extension.
+//! id3 query converses for ranges, hotlist picks an eviction victim, rot13 transforms a layer,
+//! merge3 and id3merge merge three versions into a patch; and each front end rejects the
+//! well-formed lies of the `faults` extension.
 
 use roam_ext::abi::{Candidate, LayerOp};
+use roam_ext::resolve::{self, Versions};
 use roam_ext::{query, Extension, Fault, Limits, Technology};
 
 const ISOLATED: [Technology; 4] = [
@@ -100,6 +102,108 @@ fn rot13_layer_round_trips_contents_and_names() {
     }
 }
 
+/// Merges three versions with a resolver extension: the patched remote version, or the
+/// error; `asked` collects the ranges fetched, by file.
+fn merge(
+    ext: &Extension,
+    versions: [&[u8]; 3],
+    asked: &mut Vec<(u8, u64, u32)>,
+) -> Result<Vec<u8>, roam_ext::ExtError> {
+    let [base, local, remote] = versions.map(|v| v.len() as u64);
+    let sizes = Versions {
+        base,
+        local,
+        remote,
+    };
+    let mut fetch = |f: u8, off: u64, len: u32| {
+        asked.push((f, off, len));
+        Ok(versions[usize::from(f)][off as usize..off as usize + len as usize].to_vec())
+    };
+    let patch = resolve::resolve(ext, "f", sizes, &mut fetch)?;
+    let (mut remote, mut out) = (versions[2], Vec::new());
+    patch.apply(&mut remote, &mut out).unwrap();
+    Ok(out)
+}
+
+#[test]
+fn merge3_merges_different_lines_and_declines_overlaps() {
+    let base = b"one\ntwo\nthree\nfour\n";
+    for tech in ISOLATED {
+        let ext = load("merge3", tech);
+        let mut asked = Vec::new();
+        let merged = merge(
+            &ext,
+            [base, b"ONE\ntwo\nthree\nfour\n", b"one\ntwo\nthree\nFOUR\n"],
+            &mut asked,
+        );
+        assert_eq!(merged.unwrap(), b"ONE\ntwo\nthree\nFOUR\n", "{tech}");
+        assert_eq!(
+            asked,
+            [(0, 0, 19), (1, 0, 19), (2, 0, 19)],
+            "{tech}: whole files"
+        );
+        let overlap = merge(&ext, [base, b"1\ntwo\n", b"uno\ntwo\n"], &mut Vec::new());
+        let fault = overlap.unwrap_err().fault;
+        assert!(
+            matches!(&fault, Fault::Refused(why) if why.contains("line 1")),
+            "{tech}: {fault}"
+        );
+    }
+}
+
+/// An MP3-like file: a 1 MiB stretch of audio between an ID3v2.3 tag (title, year) and an
+/// ID3v1 tail (title).
+fn mp3(title: &str, year: &str) -> Vec<u8> {
+    let frame = |id: &[u8], text: &str| {
+        let mut f = id.to_vec();
+        f.extend_from_slice(&(text.len() as u32 + 1).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0]);
+        f.extend_from_slice(text.as_bytes());
+        f
+    };
+    let mut body = [frame(b"TIT2", title), frame(b"TYER", year)].concat();
+    body.resize(512, 0);
+    let mut file = b"ID3\x03\0\0\0\0\x04\0".to_vec();
+    file.extend_from_slice(&body);
+    file.resize(file.len() + (1 << 20), 0x55);
+    let mut v1 = vec![0u8; 128];
+    v1[..3].copy_from_slice(b"TAG");
+    v1[3..3 + title.len()].copy_from_slice(title.as_bytes());
+    file.extend_from_slice(&v1);
+    file
+}
+
+#[test]
+fn id3merge_merges_fields_reading_tags_and_only_its_own_audio() {
+    let base = mp3("Song", "1999");
+    for tech in ISOLATED {
+        let ext = load("id3merge", tech);
+        let mut asked = Vec::new();
+        let merged = merge(
+            &ext,
+            [&base, &mp3("Better", "1999"), &mp3("Song", "2001")],
+            &mut asked,
+        );
+        assert_eq!(merged.unwrap(), mp3("Better", "2001"), "{tech}");
+        // Of the remote version only its tags are read (the patch is of its tags).
+        let remote: u64 = asked
+            .iter()
+            .filter(|(f, _, _)| *f == resolve::REMOTE)
+            .map(|(_, _, len)| u64::from(*len))
+            .sum();
+        assert_eq!(remote, 10 + 128 + 512, "{tech}");
+        let twice = merge(
+            &ext,
+            [&base, &mp3("A", "1999"), &mp3("B", "1999")],
+            &mut Vec::new(),
+        );
+        assert!(
+            matches!(twice.unwrap_err().fault, Fault::Refused(_)),
+            "{tech}: title changed on both sides"
+        );
+    }
+}
+
 /// Whether the call failed validation (the reply was well-formed but not acceptable).
 fn invalid<T>(r: Result<T, roam_ext::ExtError>) -> bool {
     matches!(r.map(|_| ()).unwrap_err().fault, Fault::Invalid(_))
@@ -135,5 +239,23 @@ fn front_ends_reject_well_formed_lies() {
             )),
             "{tech}: `..` name"
         );
+        let lie = merge(&ext, [b"a\n", b"b\n", b"c\n"], &mut Vec::new());
+        assert!(invalid(lie), "{tech}: patch past the end");
     }
+}
+
+/// More concurrent calls than the wasm pool has slots (32) all succeed: the extra callers
+/// wait for a slot rather than fail.
+#[test]
+fn more_concurrent_wasm_calls_than_pool_slots_all_succeed() {
+    let ext = load("bench", Technology::Wasm);
+    std::thread::scope(|s| {
+        for _ in 0..48 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    assert_eq!(ext.compute("noop", b"").unwrap(), b"");
+                }
+            });
+        }
+    });
 }

@@ -7,6 +7,9 @@
 //! - `data/VIRT`: whole fetched files; opens of remote files are redirected here.
 //! - `info/VIRT`: a small JSON sidecar per data file (source, validators, fetch time).
 //! - `tmp/`: downloads in progress; a file enters `data/` only complete, by `rename`.
+//! - `journal/VIRT`: the record of a change not yet uploaded; `base/VIRT`: for names a
+//!   resolver may merge, the version that change started from (a three-way merge needs it),
+//!   kept as long as the record.
 //!
 //! Because both trees mirror virtual names, a real path inside them maps straight back to
 //! the virtual name (`unmap`), which is how the tracer understands a cwd or a dirfd that
@@ -118,6 +121,7 @@ pub struct DiskCache {
     data: PathBuf,
     info: PathBuf,
     journal: PathBuf,
+    base: PathBuf,
     tmp: PathBuf,
     meta_prefix: String,
     data_prefix: String,
@@ -139,9 +143,9 @@ impl DiskCache {
         fs::set_permissions(root, fs::Permissions::from_mode(0o700))
             .map_err(|e| Error::cache(root, e))?;
         let root = fs::canonicalize(root).map_err(|e| Error::cache(root, e))?;
-        let [meta, data, info, journal, tmp] =
-            ["meta", "data", "info", "journal", "tmp"].map(|d| root.join(d));
-        for d in [&meta, &data, &info, &journal, &tmp] {
+        let [meta, data, info, journal, base, tmp] =
+            ["meta", "data", "info", "journal", "base", "tmp"].map(|d| root.join(d));
+        for d in [&meta, &data, &info, &journal, &base, &tmp] {
             mk(d)?;
         }
         let meta_prefix = meta.to_string_lossy().into_owned();
@@ -152,6 +156,7 @@ impl DiskCache {
             data,
             info,
             journal,
+            base,
             tmp,
             meta_prefix,
             data_prefix,
@@ -457,14 +462,37 @@ impl DiskCache {
         serde_json::from_slice(&data).ok()
     }
 
+    /// Drops the record of a change, and the base version kept for it.
     pub fn drop_journal(&self, virt: &str) -> Result<()> {
         use std::io::ErrorKind::{IsADirectory, NotFound};
-        let p = under(&self.journal, virt);
-        match std::fs::remove_file(&p) {
-            // A directory here only holds the records of names below `virt`.
-            Err(e) if !matches!(e.kind(), NotFound | IsADirectory) => Err(Error::cache(&p, e)),
-            _ => Ok(()),
+        for p in [under(&self.journal, virt), under(&self.base, virt)] {
+            match std::fs::remove_file(&p) {
+                // A directory here only holds the records of names below `virt`.
+                Err(e) if !matches!(e.kind(), NotFound | IsADirectory) => {
+                    return Err(Error::cache(&p, e))
+                }
+                _ => {}
+            }
         }
+        Ok(())
+    }
+
+    /// Keeps the copy of `virt` as it is now (the clean version a change starts from) as
+    /// its base: a reflink where the file system can share the blocks, else a copy. Not a
+    /// hard link: the copy itself is written in place.
+    pub fn keep_base(&self, virt: &str) -> Result<()> {
+        let data = self.data_path(virt);
+        let tmp = self.tmp_name();
+        clone_or_copy(&data, &tmp).map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            Error::cache(&data, e)
+        })?;
+        self.install(&tmp, &under(&self.base, virt))
+    }
+
+    /// The base version kept for the change of `virt`, if any.
+    pub fn base_path(&self, virt: &str) -> Option<PathBuf> {
+        Some(under(&self.base, virt)).filter(|p| p.is_file())
     }
 
     /// Every journaled (not yet uploaded) virtual name.
@@ -588,6 +616,23 @@ fn ensure_dir(p: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
         Err(e) => Err(Error::cache(p, e)),
     }
+}
+
+/// Copies `src` to a new file `dest`, sharing its blocks (`FICLONE`) where the file system
+/// can (btrfs, XFS), else by `copy_file_range` (what `io::copy` uses between files).
+fn clone_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut from = File::open(src)?;
+    let mut to = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dest)?;
+    // SAFETY: FICLONE takes the source descriptor as its argument; both are open files.
+    if unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) } == 0 {
+        return Ok(());
+    }
+    std::io::copy(&mut from, &mut to).map(drop)
 }
 
 fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {

@@ -3,9 +3,11 @@
 //! moment (the copy plus a record of the remote version it started from), and uploaded
 //! atomically by the driver when the last writer closes it (T_write = 0: the upload's error
 //! is the error of `close`). A remote file changed behind roam's back meanwhile is a
-//! conflict: the remote file is left as it is and the local version is uploaded beside it
-//! as `NAME.roam-conflict-<time>`. Name operations (mkdir, unlink, rename ...) go straight
-//! to the driver and update the caches.
+//! conflict: it is offered to the resolver (a resolver extension, per glob, studies the base,
+//! local and remote versions and answers a patch of the remote one, which is checked and
+//! applied; see `merge.rs`); unmerged, the remote file is left as it is and the local version
+//! is uploaded beside it as `NAME.roam-conflict-<time>`. Name operations (mkdir, unlink,
+//! rename ...) go straight to the driver and update the caches.
 
 use std::fs::File;
 use std::time::SystemTime;
@@ -19,8 +21,28 @@ use crate::{Error, Info, Node, Remote, Result, Vfs};
 /// What to do with a change that meets a remote version changed meanwhile (the hook where
 /// resolver extensions plug in: an ID3 tag merge, a three-way text merge ...).
 pub trait ConflictResolver: Send + Sync {
-    /// `copy` holds the local version; `remote` describes the server's current one.
-    fn resolve(&self, virt: &str, copy: &std::path::Path, remote: &Meta) -> Resolution;
+    /// Whether changes of `virt` should keep the version they start from (a copy in the
+    /// cache, dropped with the change), so that a conflict can be merged three ways.
+    fn wants_base(&self, _virt: &str) -> bool {
+        false
+    }
+
+    fn resolve(&self, conflict: &Conflict) -> Resolution;
+}
+
+/// A conflict as a resolver sees it: three versions of one file.
+pub struct Conflict<'a> {
+    pub virt: &'a str,
+    /// The version the change started from, if it was kept (see
+    /// [`ConflictResolver::wants_base`]).
+    pub base: Option<&'a std::path::Path>,
+    /// The local version: the change being written back.
+    pub local: &'a std::path::Path,
+    /// The server's version now.
+    pub remote: &'a Meta,
+    /// Reads `len` bytes at `off` of the server's version (by ranges where the protocol
+    /// can; else it is fetched whole once).
+    pub read_remote: &'a dyn Fn(u64, u32) -> std::io::Result<Vec<u8>>,
 }
 
 /// A resolver's answer.
@@ -30,13 +52,15 @@ pub enum Resolution {
     KeepBoth,
     /// Upload this file (a merge of both) in place of the remote version.
     Merged(std::path::PathBuf),
+    /// Apply this (checked) patch to the remote version and upload the result in its place.
+    Patch(roam_ext::resolve::Patch),
 }
 
 /// The default: never merge, keep both versions.
 pub struct KeepBoth;
 
 impl ConflictResolver for KeepBoth {
-    fn resolve(&self, _virt: &str, _copy: &std::path::Path, _remote: &Meta) -> Resolution {
+    fn resolve(&self, _conflict: &Conflict) -> Resolution {
         Resolution::KeepBoth
     }
 }
@@ -104,15 +128,22 @@ impl Vfs {
     }
 
     /// Changes an existing file: its current contents (unless truncated) become the copy.
+    /// Where a resolver may merge the file, they are also kept as the change's base, even
+    /// when truncated (an editor's save truncates, and a merge needs what it started from).
     fn start_change(&self, r: &Remote, meta: &Meta, truncate: bool) -> Result<std::path::PathBuf> {
-        let base = if truncate {
+        let keep_base = self.resolver.wants_base(&r.virt);
+        let mut base = info_of(r, meta);
+        if !truncate || keep_base {
+            self.fetch_file_locked(r, meta)?;
+            base = self.cache.info(&r.virt).unwrap_or(base);
+        }
+        if keep_base {
+            self.cache.keep_base(&r.virt)?;
+        }
+        if truncate {
             let data = self.cache.clear_data(&r.virt)?;
             File::create(&data).map_err(|e| Error::cache(&data, e))?;
-            info_of(r, meta)
-        } else {
-            self.fetch_file_locked(r, meta)?;
-            self.cache.info(&r.virt).unwrap_or_else(|| info_of(r, meta))
-        };
+        }
         self.journal(r, Some(base))?;
         self.cache.make_writable(&r.virt)
     }
@@ -238,13 +269,21 @@ impl Vfs {
             .ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
         let r = writable_remote(&node)?;
         let data = self.cache.data_path(virt);
-        let Some(before) = stamp(&data) else {
+        if stamp(&data).is_none() {
             // The copy is gone (the file was removed meanwhile): nothing left to deliver.
             self.forget_change(virt)?;
             return Ok(Flushed::Clean);
-        };
+        }
         let (current, conflict) = self.remote_now(r, &rec)?;
         let merged = conflict && self.merge(r, &data, current.as_ref())?;
+        // Stamped after a merge, which replaced the copy.
+        let Some(before) = stamp(&data) else {
+            return Err(posix(
+                libc::EIO,
+                virt,
+                "the copy vanished during the upload",
+            ));
+        };
         if conflict && !merged {
             let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
             self.upload(r, &beside, None)?;
@@ -310,20 +349,48 @@ impl Vfs {
         })
     }
 
-    /// Whether the remote changed since the change started from it.
     /// Offers a conflict to the resolver; when it merges, the merged file becomes the copy
     /// (and is uploaded over the remote version, which the merge took into account).
     fn merge(&self, r: &Remote, copy: &std::path::Path, remote: Option<&Meta>) -> Result<bool> {
         let Some(remote) = remote else {
             return Ok(false);
         };
-        match self.resolver.resolve(&r.virt, copy, remote) {
-            Resolution::KeepBoth => Ok(false),
-            Resolution::Merged(file) => {
-                std::fs::rename(&file, copy).map_err(|e| Error::cache(copy, e))?;
-                Ok(true)
-            }
-        }
+        let server = crate::merge::ServerVersion::new(r, &self.cache);
+        let base = self.cache.base_path(&r.virt);
+        let read_remote = |off, len| server.read(off, len);
+        let conflict = Conflict {
+            virt: &r.virt,
+            base: base.as_deref(),
+            local: copy,
+            remote,
+            read_remote: &read_remote,
+        };
+        let merged = match self.resolver.resolve(&conflict) {
+            Resolution::KeepBoth => return Ok(false),
+            Resolution::Merged(file) => file,
+            Resolution::Patch(patch) => match server.patched(&patch, remote) {
+                Ok(file) => file,
+                Err(why) => {
+                    tracing::warn!(
+                        "{}: merge not applied: {why}; keeping both versions",
+                        r.virt
+                    );
+                    return Ok(false);
+                }
+            },
+        };
+        // The merge is written into the copy in place, not renamed over it: a program may
+        // still hold the copy open (a shell's child closing an inherited descriptor makes
+        // this upload) and must go on writing to the file that is uploaded next. Written
+        // over, then cut to length (not truncated first), a reader never finds it empty.
+        let rewritten = File::open(&merged).and_then(|mut src| {
+            let mut dest = std::fs::OpenOptions::new().write(true).open(copy)?;
+            let len = std::io::copy(&mut src, &mut dest)?;
+            dest.set_len(len)
+        });
+        let _ = std::fs::remove_file(&merged);
+        rewritten.map_err(|e| Error::cache(copy, e))?;
+        Ok(true)
     }
 
     /// The remote version now (`None`: there is none), and whether it conflicts with the

@@ -1,14 +1,18 @@
 //! The write path against a local directory served through the cache (`file+cache`): the
 //! conflict hook (a change that meets a remote version changed meanwhile is offered to the
 //! resolver; by default both versions are kept, a merging resolver replaces the remote one
-//! with its merge), and the listings roam patches with its own changes.
+//! with its merge), resolver extensions (`merge3` merges, declines overlapping changes, and a
+//! lying resolver's patch is refused: both versions kept), and the listings roam patches with
+//! its own changes.
 
 use std::path::Path;
 use std::time::Duration;
 
 use roam_drivers::http::HttpConfig;
-use roam_drivers::Meta;
-use roam_vfs::{ConflictResolver, Consistency, Flushed, Resolution, TRead, Vfs, VfsConfig};
+use roam_vfs::{
+    Conflict, ConflictResolver, Consistency, ExtResolvers, Flushed, Resolution, TRead, Vfs,
+    VfsConfig,
+};
 
 fn vfs(root: &Path) -> Vfs {
     let cfg = VfsConfig {
@@ -29,8 +33,8 @@ fn vfs(root: &Path) -> Vfs {
 struct Concatenate(std::path::PathBuf);
 
 impl ConflictResolver for Concatenate {
-    fn resolve(&self, _virt: &str, copy: &Path, _remote: &Meta) -> Resolution {
-        let mut merged = std::fs::read(copy).unwrap();
+    fn resolve(&self, c: &Conflict) -> Resolution {
+        let mut merged = std::fs::read(c.local).unwrap();
         merged.extend(std::fs::read(self.0.join("srv/f")).unwrap());
         let out = self.0.join("merged");
         std::fs::write(&out, merged).unwrap();
@@ -124,4 +128,107 @@ fn own_changes_patch_the_listing_instead_of_dropping_it() {
     let other = v.lookup("/w/other").unwrap().unwrap();
     assert_eq!(v.stat(&other).unwrap_err().errno(), libc::ENOENT);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A vfs over `root/srv` whose `*.txt` conflicts go to the resolver extension `ext` (wasm).
+fn vfs_resolving(root: &Path, ext: &str) -> Vfs {
+    let mut v = vfs(root);
+    let ext = roam_ext::Extension::load(
+        &roam_testkit::ext::extensions(),
+        ext,
+        roam_ext::Technology::Wasm,
+        roam_ext::Limits::default(),
+    )
+    .unwrap();
+    v.set_resolver(Box::new(ExtResolvers::new(vec![("*.txt".into(), ext)])));
+    v
+}
+
+/// Rewrites /w/f.txt (from `base`) as `mine` while another client writes `theirs`; returns
+/// what the flush said, after checking the base was kept while the change was pending.
+fn text_conflict(v: &Vfs, root: &Path, base: &str, mine: &str, theirs: &str) -> Flushed {
+    std::fs::write(root.join("srv/f.txt"), base).unwrap();
+    let node = v.lookup("/w/f.txt").unwrap().unwrap();
+    let copy = v
+        .open_for_write(&node, libc::O_WRONLY | libc::O_TRUNC, 0o644)
+        .unwrap();
+    let kept = root.join("cache/base/w/f.txt");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), base, "base kept");
+    std::fs::write(&copy, mine).unwrap();
+    std::fs::write(root.join("srv/f.txt"), theirs).unwrap();
+    let flushed = v.flush("/w/f.txt", &|| false).unwrap();
+    assert!(!kept.exists(), "the base goes with the change");
+    flushed
+}
+
+/// The files beside f.txt on the server: (name, contents).
+fn beside(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("srv"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != "f.txt")
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect()
+}
+
+#[test]
+fn merge3_merges_changes_to_different_lines() {
+    let root = setup("merge3");
+    let v = vfs_resolving(&root, "merge3");
+    let flushed = text_conflict(
+        &v,
+        &root,
+        "one\ntwo\nthree\n",
+        "ONE\ntwo\nthree\n",
+        "one\ntwo\nthree\nfour\n",
+    );
+    assert_eq!(flushed, Flushed::Uploaded);
+    let merged = "ONE\ntwo\nthree\nfour\n";
+    assert_eq!(
+        std::fs::read_to_string(root.join("srv/f.txt")).unwrap(),
+        merged
+    );
+    assert_eq!(
+        beside(&root),
+        ["base\n"],
+        "no conflict copy (only the other file)"
+    );
+    assert_eq!(
+        std::fs::read_to_string(v.data_path("/w/f.txt")).unwrap(),
+        merged,
+        "the copy is the merge"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn overlapping_changes_keep_both_versions() {
+    let root = setup("overlap");
+    let v = vfs_resolving(&root, "merge3");
+    let flushed = text_conflict(&v, &root, "one\ntwo\n", "ONE\ntwo\n", "uno\ntwo\nthree\n");
+    assert!(matches!(flushed, Flushed::Conflict(_)), "{flushed:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("srv/f.txt")).unwrap(),
+        "uno\ntwo\nthree\n"
+    );
+    let mut kept = beside(&root);
+    kept.sort();
+    assert_eq!(kept, ["ONE\ntwo\n", "base\n"]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_patch_past_the_end_is_refused_and_both_versions_kept() {
+    let root = setup("evil");
+    let v = vfs_resolving(&root, "faults");
+    let flushed = text_conflict(&v, &root, "a\n", "mine\n", "theirs!\n");
+    assert!(matches!(flushed, Flushed::Conflict(_)), "{flushed:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("srv/f.txt")).unwrap(),
+        "theirs!\n"
+    );
+    let mut kept = beside(&root);
+    kept.sort();
+    assert_eq!(kept, ["base\n", "mine\n"], "nothing lost");
+    std::fs::remove_dir_all(&root).unwrap();
 }

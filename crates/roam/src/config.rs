@@ -12,6 +12,10 @@
 //! policy_args = ["/http/example.org/big/index.db", ".so"]   # its arguments (the hot list)
 //! [extensions]
 //! dir = "/opt/roam/ext"      # NAME.wasm, libNAME.so; default: $XDG_CONFIG_HOME/roam/extensions
+//! [[resolver]]               # conflicts of matching files are merged by an extension
+//! glob = "*.txt"             # a file name, or with `/` a whole path ("/proj/**/*.c")
+//! ext = "merge3"             # the resolver extension (first matching rule wins)
+//! tech = "wasm"              # optional: wasm (default), pulley, fork or worker
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -39,6 +43,9 @@ pub struct Config {
     pub http: HttpSection,
     #[serde(default)]
     pub extensions: ExtensionsSection,
+    /// Resolver extensions per glob, tried in file order.
+    #[serde(default)]
+    pub resolver: Vec<ResolverRule>,
     #[serde(default)]
     pub mounts: BTreeMap<String, String>,
     /// T_read per glob of names (`"/http/*/live/**" = 0`), first match wins (in file order).
@@ -81,6 +88,15 @@ pub struct CacheSection {
 #[serde(deny_unknown_fields)]
 pub struct ExtensionsSection {
     pub dir: Option<PathBuf>,
+}
+
+/// `[[resolver]]`: which extension merges conflicts of which files.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolverRule {
+    pub glob: String,
+    pub ext: String,
+    pub tech: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -196,6 +212,39 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The `[[resolver]]` rules with their extensions loaded (native ones refused: they run
+    /// inside roam, unisolated).
+    pub fn resolvers(&self) -> Result<Option<roam_vfs::ExtResolvers>> {
+        if self.resolver.is_empty() {
+            return Ok(None);
+        }
+        let mut rules = Vec::new();
+        for rule in &self.resolver {
+            let context = || format!("[[resolver]] glob = {:?}", rule.glob);
+            let tech: roam_ext::Technology = match &rule.tech {
+                Some(t) => t
+                    .parse()
+                    .map_err(anyhow::Error::msg)
+                    .with_context(context)?,
+                None => roam_ext::Technology::Wasm,
+            };
+            if tech == roam_ext::Technology::Native {
+                anyhow::bail!("{}: native extensions are for benchmarks only", context());
+            }
+            let ext = roam_ext::Extension::load(
+                &self.extensions_dir(),
+                &rule.ext,
+                tech,
+                Default::default(),
+            )
+            .with_context(context)?;
+            rules.push((rule.glob.clone(), ext));
+        }
+        Ok(Some(roam_vfs::ExtResolvers::new(rules)))
+    }
+}
+
 fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ROAM_CONFIG") {
         return Some(p.into());
@@ -242,5 +291,28 @@ mod tests {
             Config::default().consistency().unwrap().t_read("/x"),
             TRead::Fixed(DEFAULT_T_READ)
         );
+    }
+
+    #[test]
+    fn resolver_rules_parse_in_order_and_refuse_native() {
+        let c: Config = toml::from_str(
+            "[[resolver]]\nglob = \"*.txt\"\next = \"merge3\"\n[[resolver]]\nglob = \"/music/**\"\next = \"id3merge\"\ntech = \"fork\"\n",
+        )
+        .unwrap();
+        let rules: Vec<_> = c
+            .resolver
+            .iter()
+            .map(|r| (&r.glob[..], &r.ext[..]))
+            .collect();
+        assert_eq!(rules, [("*.txt", "merge3"), ("/music/**", "id3merge")]);
+        assert_eq!(c.resolver[1].tech.as_deref(), Some("fork"));
+        assert!(
+            toml::from_str::<Config>("[[resolver]]\nglob = \"*\"\n").is_err(),
+            "no ext"
+        );
+        let native: Config =
+            toml::from_str("[[resolver]]\nglob = \"*\"\next = \"m\"\ntech = \"native\"\n").unwrap();
+        let err = native.resolvers().unwrap_err().to_string();
+        assert!(err.contains("native"), "{err}");
     }
 }

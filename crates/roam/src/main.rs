@@ -247,6 +247,9 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
     if let Some(policy) = cfg.eviction_policy()? {
         vfs.set_eviction_policy(policy);
     }
+    if let Some(resolvers) = cfg.resolvers()? {
+        vfs.set_resolver(Box::new(resolvers));
+    }
     Ok(vfs)
 }
 

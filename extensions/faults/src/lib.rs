@@ -8,7 +8,7 @@
 //! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
 //! request gets a well-formed but invalid answer (see [`lie`]).
 
-use roam_ext_abi::{LayerOp, Range, Reply, Request};
+use roam_ext_abi::{Edit, LayerOp, Range, Reply, Request};
 use std::hint::black_box;
 
 roam_ext_abi::export!(raw handle);
@@ -23,16 +23,26 @@ fn handle(input: &[u8]) -> Vec<u8> {
 }
 
 /// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
-/// a range past the end of the file, a layer that changes length or produces `..`.
+/// a range past the end of the file, a patch past the end of the file, a layer that changes
+/// length or produces `..`.
 fn lie(req: Request) -> Reply {
     match req {
         Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
-        Request::Query { files, .. } | Request::Resolve { files, .. } => {
+        Request::Query { files, .. } => {
             let size = files.sizes.first().copied().unwrap_or(0);
             Reply::Need(vec![Range {
                 file: 0,
                 off: size,
                 len: 1,
+            }])
+        }
+        Request::Resolve { files, .. } => {
+            // Overwrites a byte past the end of the remote version (file 2).
+            let remote = files.sizes.get(2).copied().unwrap_or(0);
+            Reply::Patch(vec![Edit {
+                off: remote,
+                del: 1,
+                ins: b"evil".to_vec(),
             }])
         }
         Request::Layer {
