@@ -12,17 +12,23 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::handles::Opened;
 use crate::write::SetAttr;
 use crate::Roamfs;
 
 const GEN: Generation = Generation(0);
 
-fn keep_cache(keep: bool) -> FopenFlags {
+/// The open flags for the kernel: keep its cached pages (the same version), and send no
+/// `flush` at `close` where roam has nothing to do then.
+fn fopen_flags(keep: bool, how: Opened) -> FopenFlags {
+    let mut flags = FopenFlags::empty();
     if keep {
-        FopenFlags::FOPEN_KEEP_CACHE
-    } else {
-        FopenFlags::empty()
+        flags |= FopenFlags::FOPEN_KEEP_CACHE;
     }
+    if !how.needs_flush() {
+        flags |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    flags
 }
 
 fn reply_entry(reply: ReplyEntry, res: Result<(fuser::FileAttr, Duration), Errno>) {
@@ -41,12 +47,14 @@ fn reply_empty(reply: ReplyEmpty, res: Result<(), Errno>) {
 
 impl Filesystem for Roamfs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // O_TRUNC reaches open (one journaled change, not a truncate upload first), and
-        // `ls -l` gets attributes with the listing.
+        // O_TRUNC reaches open (one journaled change, not a truncate upload first);
+        // `ls -l` gets attributes with the listing; roam drops set-ID bits itself on
+        // write and chown (KILLPRIV_V2), so the kernel need not ask for the mode first.
         let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_PARALLEL_DIROPS;
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(wanted & config.capabilities());
         Ok(())
     }
@@ -159,7 +167,7 @@ impl Filesystem for Roamfs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match Roamfs::open(self, ino.0, flags.0) {
-            Ok((fh, keep)) => reply.opened(FileHandle(fh), keep_cache(keep)),
+            Ok((fh, keep, how)) => reply.opened(FileHandle(fh), fopen_flags(keep, how)),
             Err(e) => reply.error(e),
         }
     }
@@ -188,12 +196,13 @@ impl Filesystem for Roamfs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match Roamfs::write(self, fh.0, offset, data) {
+        let kill_suid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match Roamfs::write(self, fh.0, offset, data, kill_suid) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -345,8 +354,8 @@ impl Filesystem for Roamfs {
         reply: ReplyCreate,
     ) {
         match Roamfs::create(self, parent.0, name, mode, flags) {
-            Ok((attr, ttl, fh)) => {
-                reply.created(&ttl, &attr, GEN, FileHandle(fh), FopenFlags::empty())
+            Ok((attr, ttl, fh, how)) => {
+                reply.created(&ttl, &attr, GEN, FileHandle(fh), fopen_flags(false, how))
             }
             Err(e) => reply.error(e),
         }
