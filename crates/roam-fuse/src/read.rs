@@ -5,11 +5,13 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use fuser::{Errno, FileAttr, FileType};
+use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
 use roam_drivers::Kind;
 use roam_vfs::Node;
 
 use crate::attr;
+
+const GEN: Generation = Generation(0);
 use crate::handles::{Data, OpenDir, OpenFile, Opened};
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
@@ -19,6 +21,10 @@ impl Roamfs {
         match self.place(virt)? {
             Place::Synthetic => Ok((
                 attr::synthetic_dir(ino, self.owner, self.mounted),
+                self.ttl(virt, None),
+            )),
+            Place::UrlAlias(scheme) => Ok((
+                attr::alias(ino, scheme, self.owner, self.mounted),
                 self.ttl(virt, None),
             )),
             Place::Local(p) => {
@@ -125,6 +131,7 @@ impl Roamfs {
                     _ => Err(Errno::EINVAL),
                 }
             }
+            Place::UrlAlias(scheme) => Ok(scheme.as_bytes().to_vec()),
             Place::Synthetic => Err(Errno::EINVAL),
         }
     }
@@ -134,6 +141,7 @@ impl Roamfs {
         let virt = self.virt_of(ino)?;
         let names: Vec<(String, FileType)> = match self.place(&virt)? {
             Place::Synthetic => self.synthetic_children(&virt),
+            Place::UrlAlias(_) => return Err(Errno::ENOTDIR),
             Place::Local(p) => local_entries(&p)?,
             Place::Remote(node) => {
                 let dir = self.vfs.open_path(&node).map_err(vfs_errno)?;
@@ -152,6 +160,28 @@ impl Roamfs {
         }
         drop(inodes);
         Ok(self.handles.add_dir(OpenDir { virt, entries }))
+    }
+
+    /// `readdir` with each entry's attributes (`ls -l` in one request).
+    pub(crate) fn readdirplus(&self, fh: u64, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let Some(dir) = self.handles.dir(fh) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, (ino, _, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
+            let virt = match name.as_str() {
+                "." => dir.virt.clone(),
+                ".." => roam_vfs::path::split_name(&dir.virt).0.to_owned(),
+                _ => roam_vfs::path::join(&dir.virt, name),
+            };
+            // A name that vanished since opendir is left out, as a fresh listing would.
+            let Ok((attr, ttl)) = self.attr_of(*ino, &virt) else {
+                continue;
+            };
+            if reply.add(INodeNo(*ino), i as u64 + 1, name, &ttl, &attr, GEN) {
+                break;
+            }
+        }
+        reply.ok();
     }
 
     /// The next components of the mount points below the made-up directory `virt`.
@@ -179,6 +209,8 @@ impl Roamfs {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let (path, how) = match self.place(&virt)? {
             Place::Synthetic => return Err(Errno::EISDIR),
+            // Only O_PATH|O_NOFOLLOW opens a symlink itself, and that never reaches roam.
+            Place::UrlAlias(_) => return Err(Errno::ELOOP),
             Place::Local(p) => (p, Opened::InPlace),
             Place::Remote(node) if self.vfs.in_memory(&node) => {
                 let c = self.vfs.open_in_memory(&node, None).map_err(vfs_errno)?;

@@ -32,7 +32,7 @@ impl Roamfs {
     fn new_child(&self, parent: u64, name: &OsStr) -> Res<(String, Place)> {
         let virt = self.child(parent, name)?;
         match self.place(&virt) {
-            Ok(Place::Synthetic) | Err(Errno::ENOENT) => Err(Errno::EROFS),
+            Ok(Place::Synthetic | Place::UrlAlias(_)) | Err(Errno::ENOENT) => Err(Errno::EROFS),
             Ok(p) => Ok((virt, p)),
             Err(e) => Err(e),
         }
@@ -69,7 +69,7 @@ impl Roamfs {
                     .map_err(vfs_errno)?,
                 Opened::Uploads,
             ),
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
         let file = open_local(&path, flags | libc::O_CREAT, mode)?;
         self.created(Data::File(file), virt, how)
@@ -166,7 +166,7 @@ impl Roamfs {
                 .create(p)
                 .map_err(io_errno)?,
             Place::Remote(node) => self.vfs.mkdir(&node).map_err(vfs_errno)?,
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)
     }
@@ -184,7 +184,7 @@ impl Roamfs {
                 let target = target.to_str().ok_or(Errno::EINVAL)?;
                 self.vfs.symlink(target, &node).map_err(vfs_errno)?
             }
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)
     }
@@ -218,7 +218,7 @@ impl Roamfs {
             (Place::Local(p), true) => std::fs::remove_dir(p).map_err(io_errno)?,
             (Place::Remote(node), false) => self.vfs.remove_file(&node).map_err(vfs_errno)?,
             (Place::Remote(node), true) => self.vfs.remove_dir(&node).map_err(vfs_errno)?,
-            (Place::Synthetic, _) => unreachable!("refused by new_child"),
+            (Place::Synthetic | Place::UrlAlias(_), _) => unreachable!("refused by new_child"),
         }
         self.inodes.lock().unwrap().detach(&virt);
         Ok(())
@@ -263,7 +263,7 @@ impl Roamfs {
                 self.set_memory(&node, open.as_deref(), set)?
             }
             Place::Remote(node) => self.set_remote(&node, open.as_deref(), set)?,
-            Place::Synthetic => return Err(Errno::EPERM),
+            Place::Synthetic | Place::UrlAlias(_) => return Err(Errno::EPERM),
         }
         self.getattr(ino, fh)
     }
