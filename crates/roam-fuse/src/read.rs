@@ -103,12 +103,17 @@ impl Roamfs {
     }
 
     /// Attributes of an open file from what it holds: the local file, or the in-memory
-    /// file (whose changes all pass through this mount, so the kernel may keep them).
+    /// file. A file served in place or in memory is what the kernel is told, for T_read; a
+    /// copy being written is not the remote file yet, so its attributes are asked again.
     pub(crate) fn open_attr(&self, f: &OpenFile) -> Res<(FileAttr, Duration)> {
         match &f.data {
             Data::File(file) => {
                 let md = file.metadata().map_err(io_errno)?;
-                Ok((attr::from_local(f.ino, &md), Duration::ZERO))
+                let ttl = match f.how {
+                    Opened::InPlace => self.ttl(&f.virt, md.modified().ok()),
+                    _ => Duration::ZERO,
+                };
+                Ok((attr::from_local(f.ino, &md), ttl))
             }
             Data::Memory(c) => {
                 let meta = c.meta();

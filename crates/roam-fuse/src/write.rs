@@ -86,12 +86,6 @@ impl Roamfs {
         let (fh, _, _) = self.add_file(data, ino, virt, how);
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         let (attr, ttl) = self.open_attr(&f)?;
-        // A file served in place is what the kernel is told; a copy being written is not
-        // the remote file yet, so its attributes are asked again.
-        let ttl = match how {
-            Opened::InPlace => self.ttl(&f.virt, Some(attr.mtime)),
-            _ => ttl,
-        };
         Ok((attr, ttl, fh, how))
     }
 
