@@ -4,10 +4,11 @@
 # 1. tar extraction of a ~2,000-file tree (/usr/include subtrees), one and two at once,
 #    into tmpfs vs `roam mount DIR mem:` (puffs' dtfs) vs `rclone mount :memory:`;
 # 2. the same into a local directory vs `roam mount DIR null:LOCALDIR` (puffs' null layer)
-#    vs `rclone mount LOCALDIR`;
+#    vs `rclone mount LOCALDIR`, and into a directory in tmpfs vs the null layer over it;
 # 3. a large file from nginx on loopback read with cat: uncached, cached (kernel page
 #    cache, a second read), backend-cached (a new mount over roam's warm disk cache).
-# Prints markdown tables: median seconds of RUNS and the ratio to the native row.
+# Prints markdown tables: median seconds of RUNS and the ratio to the native row; the rows
+# of a tar table are interleaved run by run, so load on a shared machine hits them alike.
 #
 # Usage: bench/fuse.sh        Environment: RUNS=5, SIZE_MB=256, ROAM=target/release/roam
 set -euo pipefail
@@ -20,12 +21,16 @@ command -v rclone >/dev/null || { echo "rclone is required (Debian: rclone)" >&2
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/roam-fuse.XXXXXX")
 mnt=$work/mnt
-mkdir -p "$mnt" "$work/www" "$work/local"
+mkdir -p "$mnt" "$work/www" "$work/local" "$work/ram"
+# A directory in memory too, so the null layer's own cost shows without the disk's noise.
+mount -t tmpfs -o size=1g tmpfs "$work/ram"
+mkdir "$work/ram/local"
 export ROAM_CONFIG=$work/none.toml
 
 cleanup() {
     fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
     stop_nginx "$work"
+    umount "$work/ram" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,6 +48,8 @@ mount_kind() {
     case $1 in
         tmpfs) mount -t tmpfs -o size=1g tmpfs "$mnt" ;;
         local) mount --bind "$work/local" "$mnt" ;;
+        ram) mount --bind "$work/ram/local" "$mnt" ;;
+        roam-null-ram) "$ROAM" mount "$mnt" "null:$work/ram/local" ;;
         roam-mem) "$ROAM" mount "$mnt" mem: ;;
         roam-null) "$ROAM" mount "$mnt" "null:$work/local" ;;
         rclone-mem) rclone mount :memory: "$mnt" --vfs-cache-mode writes --daemon ;;
@@ -56,7 +63,7 @@ mount_kind() {
 
 unmount_kind() {
     case $1 in
-        tmpfs | local) umount "$mnt" ;;
+        tmpfs | local | ram) umount "$mnt" ;;
         *) fusermount3 -u "$mnt" ;;
     esac
     wait_unmounted
@@ -66,7 +73,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", b-a}'; }
 
 # tar_once KIND N: seconds to extract the tree N times at once into a fresh KIND.
 tar_once() {
-    rm -rf "${work:?}/local/"* "$work"/cache-*
+    rm -rf "${work:?}/local/"* "$work/ram/local/"* "$work"/cache-*
     mount_kind "$1"
     local t0 t1
     t0=$(date +%s.%N)
@@ -80,25 +87,29 @@ tar_once() {
     secs "$t0" "$t1"
 }
 
-tar_median() { for _ in $(seq "$RUNS"); do tar_once "$1" "$2"; done | median; }
-
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 
+# tar_table TITLE BASE KIND...: every run times each row once, in turn, so a burst of load
+# on the shared machine falls on all rows alike; prints medians and ratios to BASE.
 tar_table() {
-    local title=$1 base=$2
-    shift 2
-    echo "### $title ($files files, $((($(stat -c %s "$work/tree.tar") + 524288) / 1048576)) MB; median of $RUNS)"
+    local title=$1 base=$2 times=$work/times kind
+    shift
+    : > "$times"
+    for _ in $(seq "$RUNS"); do
+        for kind in "$@"; do
+            echo "$kind $(tar_once "$kind" 1) $(tar_once "$kind" 2)" >> "$times"
+        done
+    done
+    echo "### $title ($files files, $((($(stat -c %s "$work/tree.tar") + 524288) / 1048576)) MB; median of $RUNS, rows interleaved)"
     echo
     echo "| into | 1 tar (s) | ratio | 2 tars at once (s) | ratio |"
     echo "| --- | --- | --- | --- | --- |"
-    local b1 b2
-    b1=$(tar_median "$base" 1)
-    b2=$(tar_median "$base" 2)
-    echo "| $base | $b1 | 1.00 | $b2 | 1.00 |"
+    local b1 b2 s1 s2
+    b1=$(awk -v k="$base" '$1 == k {print $2}' "$times" | median)
+    b2=$(awk -v k="$base" '$1 == k {print $3}' "$times" | median)
     for kind in "$@"; do
-        local s1 s2
-        s1=$(tar_median "$kind" 1)
-        s2=$(tar_median "$kind" 2)
+        s1=$(awk -v k="$kind" '$1 == k {print $2}' "$times" | median)
+        s2=$(awk -v k="$kind" '$1 == k {print $3}' "$times" | median)
         echo "| $kind | $s1 | $(ratio "$s1" "$b1") | $s2 | $(ratio "$s2" "$b2") |"
     done
     echo
@@ -106,6 +117,7 @@ tar_table() {
 
 tar_table "tar extraction: tmpfs vs in-memory file systems" tmpfs roam-mem rclone-mem
 tar_table "tar extraction: local directory vs null layers over it" local roam-null rclone-local
+tar_table "tar extraction: a directory in tmpfs vs the null layer over it (the layer alone, no disk)" ram roam-null-ram
 
 # Large file.
 head -c "${SIZE_MB}M" /dev/urandom > "$work/www/big.bin"

@@ -128,6 +128,15 @@ pub(crate) fn temporary_beside(
     Ok(format!("{}/{name}", parent.trim_end_matches('/')))
 }
 
+/// How [`Driver::open_in_place`] makes a missing file.
+#[derive(Clone, Copy, Debug)]
+pub struct NewFile {
+    /// Its permission bits.
+    pub mode: u32,
+    /// `O_EXCL`: an existing file is `AlreadyExists`.
+    pub exclusive: bool,
+}
+
 /// One protocol, rooted at one remote location (`http://host:port/prefix`, a local dir ...).
 pub trait Driver: Send + Sync + Debug {
     /// A short human name for a path, for messages: `http://127.0.0.1:8080/dir/f`.
@@ -151,6 +160,24 @@ pub trait Driver: Send + Sync + Debug {
     /// (the local driver). The cache then redirects to it instead of fetching.
     fn local_path(&self, _path: &str) -> Option<PathBuf> {
         None
+    }
+
+    /// Whether this backend keeps its files in this process as open local files (`mem:`'s
+    /// memory files), so a frontend reads, writes, truncates and stats them in place
+    /// ([`Driver::open_in_place`]): there is nothing to copy, journal or upload, and
+    /// nothing to cache, since asking the backend costs no more than asking a cache.
+    fn in_memory(&self) -> bool {
+        false
+    }
+
+    /// The file `path` itself, shared by everyone who has it open (where
+    /// [`Driver::in_memory`]). With `create` it is made first when missing.
+    fn open_in_place(
+        &self,
+        path: &str,
+        _create: Option<NewFile>,
+    ) -> Result<std::sync::Arc<mem::Contents>> {
+        Err(unsupported(self, "open files in place", path))
     }
 
     /// Whether [`Driver::read_range`] works, so large files can be read in pieces.

@@ -2,42 +2,166 @@
 //! mount target for tests and benchmarks that measures roam itself, with no server behind.
 //!
 //! One ordered map from driver path to object; a directory's children are the keys right
-//! below it, found by a range scan.
+//! below it, found by a range scan. A file's [`Contents`] are shared with every open
+//! handle, so frontends read and write them in place ([`Driver::open_in_place`]) with no
+//! copy, journal or upload, and a file unlinked while open stays usable through them.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::{
-    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, NewFile,
+    Result, Validator,
 };
 
-#[derive(Clone)]
-struct Object {
-    kind: Kind,
-    data: Arc<Vec<u8>>,
+/// A file: its bytes, permission bits and modification time.
+#[derive(Debug)]
+pub struct Contents {
+    body: RwLock<Body>,
+    /// The tree's version when this file was made: with `changes`, its ETag.
+    born: u64,
+}
+
+#[derive(Debug)]
+struct Body {
+    bytes: Vec<u8>,
     mode: u32,
     mtime: SystemTime,
-    target: Option<String>,
-    /// Changes with every new version, as an ETag.
-    version: u64,
+    /// Bumped by every change, so each version has its own ETag.
+    changes: u64,
+}
+
+impl Contents {
+    fn new(bytes: Vec<u8>, mode: u32, born: u64) -> Arc<Contents> {
+        Arc::new(Contents {
+            body: RwLock::new(Body {
+                bytes,
+                mode,
+                mtime: SystemTime::now(),
+                changes: 0,
+            }),
+            born,
+        })
+    }
+
+    /// Copies the bytes at `offset` into `buf`; returns how many (fewer at the end).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        let body = self.body.read().unwrap();
+        let start = usize::try_from(offset).map_or(body.bytes.len(), |o| o.min(body.bytes.len()));
+        let n = buf.len().min(body.bytes.len() - start);
+        buf[..n].copy_from_slice(&body.bytes[start..start + n]);
+        n
+    }
+
+    /// Writes `data` at `offset`; a gap before it reads as zeros (a sparse file).
+    pub fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        let start = usize::try_from(offset).map_err(|_| too_big())?;
+        let end = start.checked_add(data.len()).ok_or_else(too_big)?;
+        self.change(|b| {
+            if b.bytes.len() < end {
+                b.bytes.resize(end, 0);
+            }
+            b.bytes[start..end].copy_from_slice(data);
+        });
+        Ok(())
+    }
+
+    /// Truncates or extends (with zeros) to `len` bytes.
+    pub fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| too_big())?;
+        self.change(|b| b.bytes.resize(len, 0));
+        Ok(())
+    }
+
+    /// What `stat` says of this file.
+    pub fn meta(&self) -> Meta {
+        let b = self.body.read().unwrap();
+        Meta {
+            size: Some(b.bytes.len() as u64),
+            mtime: Some(b.mtime),
+            mode: Some(b.mode),
+            etag: Some(format!("{}.{}", self.born, b.changes)),
+            ..Meta::of_kind(Kind::File)
+        }
+    }
+
+    /// A change of contents: a new version with a new mtime.
+    fn change(&self, f: impl FnOnce(&mut Body)) {
+        let mut b = self.body.write().unwrap();
+        f(&mut b);
+        b.mtime = SystemTime::now();
+        b.changes += 1;
+    }
+
+    /// Sets the permission bits.
+    pub fn set_mode(&self, mode: u32) {
+        self.set(|b| b.mode = mode & 0o7777);
+    }
+
+    /// Sets the modification time.
+    pub fn set_mtime(&self, mtime: SystemTime) {
+        self.set(|b| b.mtime = mtime);
+    }
+
+    /// A change of attributes only: a new version, the mtime as set.
+    fn set(&self, f: impl FnOnce(&mut Body)) {
+        let mut b = self.body.write().unwrap();
+        f(&mut b);
+        b.changes += 1;
+    }
+}
+
+fn too_big() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::EFBIG)
+}
+
+#[derive(Clone)]
+enum Object {
+    File(Arc<Contents>),
+    Dir {
+        mode: u32,
+        mtime: SystemTime,
+        version: u64,
+    },
+    Symlink {
+        target: String,
+        mtime: SystemTime,
+    },
 }
 
 impl Object {
+    fn kind(&self) -> Kind {
+        match self {
+            Object::File(_) => Kind::File,
+            Object::Dir { .. } => Kind::Dir,
+            Object::Symlink { .. } => Kind::Symlink,
+        }
+    }
+
     fn meta(&self) -> Meta {
-        Meta {
-            kind: self.kind,
-            size: Some(match self.kind {
-                Kind::Symlink => self.target.as_ref().map_or(0, |t| t.len() as u64),
-                _ => self.data.len() as u64,
-            }),
-            mtime: Some(self.mtime),
-            mode: Some(self.mode),
-            etag: Some(self.version.to_string()),
-            symlink_target: self.target.clone(),
+        match self {
+            Object::File(c) => c.meta(),
+            Object::Dir {
+                mode,
+                mtime,
+                version,
+            } => Meta {
+                size: Some(0),
+                mtime: Some(*mtime),
+                mode: Some(*mode),
+                etag: Some(version.to_string()),
+                ..Meta::of_kind(Kind::Dir)
+            },
+            Object::Symlink { target, mtime } => Meta {
+                size: Some(target.len() as u64),
+                mtime: Some(*mtime),
+                mode: Some(0o777),
+                symlink_target: Some(target.clone()),
+                ..Meta::of_kind(Kind::Symlink)
+            },
         }
     }
 }
@@ -69,7 +193,7 @@ impl MemDriver {
     /// An empty file system: just the root directory.
     pub fn new() -> MemDriver {
         let mut objects = BTreeMap::new();
-        objects.insert("/".to_owned(), new_object(Kind::Dir, 0o755, 0));
+        objects.insert("/".to_owned(), new_dir(0));
         MemDriver {
             tree: Mutex::new(Tree {
                 objects,
@@ -92,44 +216,37 @@ impl MemDriver {
 
     /// Checks that the parent of `path` is a directory, for a new object there.
     fn parent_is_dir(&self, tree: &Tree, path: &str) -> Result<()> {
-        match tree.objects.get(parent(path)).map(|o| o.kind) {
+        match tree.objects.get(parent(path)).map(Object::kind) {
             Some(Kind::Dir) => Ok(()),
             Some(_) => Err(self.err(ErrorKind::NotADirectory, path, "parent is not a directory")),
             None => Err(self.err(ErrorKind::NotFound, path, "no such directory")),
         }
     }
 
-    fn get(&self, tree: &Tree, path: &str) -> Result<Object> {
+    fn get<'t>(&self, tree: &'t Tree, path: &str) -> Result<&'t Object> {
         tree.objects
             .get(self.checked(path)?)
-            .cloned()
             .ok_or_else(|| self.err(ErrorKind::NotFound, path, "no such file or directory"))
     }
 
+    /// The contents of the file `path`.
+    fn file(&self, path: &str) -> Result<Arc<Contents>> {
+        match self.get(&self.tree.lock().unwrap(), path)? {
+            Object::File(c) => Ok(c.clone()),
+            Object::Dir { .. } => Err(self.err(ErrorKind::IsADirectory, path, "is a directory")),
+            Object::Symlink { .. } => Err(self.err(ErrorKind::InvalidName, path, "is a symlink")),
+        }
+    }
+
     /// Adds a new object at `path` (its parent must be a directory, the name free).
-    fn create(&self, path: &str, kind: Kind, mode: u32, target: Option<String>) -> Result<()> {
+    fn create(&self, path: &str, make: impl FnOnce(u64) -> Object) -> Result<()> {
         let mut tree = self.tree.lock().unwrap();
         self.parent_is_dir(&tree, self.checked(path)?)?;
         if tree.objects.contains_key(path) {
             return Err(self.err(ErrorKind::AlreadyExists, path, "exists"));
         }
         let version = tree.bump();
-        let mut o = new_object(kind, mode, version);
-        o.target = target;
-        tree.objects.insert(path.to_owned(), o);
-        Ok(())
-    }
-
-    /// Changes the object at `path` in place.
-    fn change(&self, path: &str, f: impl FnOnce(&mut Object)) -> Result<()> {
-        let mut tree = self.tree.lock().unwrap();
-        let version = tree.bump();
-        let o = tree
-            .objects
-            .get_mut(self.checked(path)?)
-            .ok_or_else(|| self.err(ErrorKind::NotFound, path, "no such file or directory"))?;
-        f(o);
-        o.version = version;
+        tree.objects.insert(path.to_owned(), make(version));
         Ok(())
     }
 }
@@ -158,13 +275,10 @@ impl Tree {
     }
 }
 
-fn new_object(kind: Kind, mode: u32, version: u64) -> Object {
-    Object {
-        kind,
-        data: Arc::new(Vec::new()),
-        mode,
+fn new_dir(version: u64) -> Object {
+    Object::Dir {
+        mode: 0o755,
         mtime: SystemTime::now(),
-        target: None,
         version,
     }
 }
@@ -187,7 +301,7 @@ impl Driver for MemDriver {
 
     fn list(&self, path: &str) -> Result<Listing> {
         let tree = self.tree.lock().unwrap();
-        if self.get(&tree, path)?.kind != Kind::Dir {
+        if self.get(&tree, path)?.kind() != Kind::Dir {
             return Err(self.err(ErrorKind::NotADirectory, path, "not a directory"));
         }
         let base = if path == "/" { 0 } else { path.len() };
@@ -213,19 +327,42 @@ impl Driver for MemDriver {
         dest: &mut dyn Write,
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
-        let o = self.get(&self.tree.lock().unwrap(), path)?;
-        match o.kind {
-            Kind::Dir => return Err(self.err(ErrorKind::IsADirectory, path, "is a directory")),
-            Kind::Symlink => return Err(self.err(ErrorKind::InvalidName, path, "is a symlink")),
-            Kind::File => {}
-        }
-        let meta = o.meta();
+        let c = self.file(path)?;
+        let meta = c.meta();
         if validator.is_some_and(|v| v.etag.is_some() && v.etag == meta.etag) {
             return Ok(Fetched::NotModified);
         }
-        dest.write_all(&o.data)
+        dest.write_all(&c.body.read().unwrap().bytes)
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
         Ok(Fetched::Body(meta))
+    }
+
+    fn in_memory(&self) -> bool {
+        true
+    }
+
+    fn open_in_place(&self, path: &str, create: Option<NewFile>) -> Result<Arc<Contents>> {
+        let Some(new) = create else {
+            return self.file(path);
+        };
+        let mut tree = self.tree.lock().unwrap();
+        self.parent_is_dir(&tree, self.checked(path)?)?;
+        match tree.objects.get(path) {
+            Some(_) if new.exclusive => Err(self.err(ErrorKind::AlreadyExists, path, "exists")),
+            Some(Object::File(c)) => Ok(c.clone()),
+            Some(Object::Dir { .. }) => {
+                Err(self.err(ErrorKind::IsADirectory, path, "is a directory"))
+            }
+            Some(Object::Symlink { .. }) => {
+                Err(self.err(ErrorKind::InvalidName, path, "is a symlink"))
+            }
+            None => {
+                let c = Contents::new(Vec::new(), new.mode & 0o7777, tree.bump());
+                tree.objects
+                    .insert(path.to_owned(), Object::File(c.clone()));
+                Ok(c)
+            }
+        }
     }
 
     fn reads_ranges(&self) -> bool {
@@ -233,10 +370,11 @@ impl Driver for MemDriver {
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let o = self.get(&self.tree.lock().unwrap(), path)?;
-        let start = (offset as usize).min(o.data.len());
-        let end = start.saturating_add(len as usize).min(o.data.len());
-        dest.write_all(&o.data[start..end])
+        let c = self.file(path)?;
+        let body = c.body.read().unwrap();
+        let start = usize::try_from(offset).map_or(body.bytes.len(), |o| o.min(body.bytes.len()));
+        let end = start.saturating_add(len as usize).min(body.bytes.len());
+        dest.write_all(&body.bytes[start..end])
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
         Ok((end - start) as u64)
     }
@@ -251,28 +389,27 @@ impl Driver for MemDriver {
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
         let mut tree = self.tree.lock().unwrap();
         self.parent_is_dir(&tree, self.checked(path)?)?;
-        let version = tree.bump();
         let mode = match tree.objects.get(path) {
-            Some(o) if o.kind == Kind::Dir => {
+            Some(Object::Dir { .. }) => {
                 return Err(self.err(ErrorKind::IsADirectory, path, "is a directory"))
             }
-            Some(o) => o.mode,
-            None => 0o644,
+            Some(Object::File(c)) => c.meta().mode.unwrap_or(0o644),
+            _ => 0o644,
         };
-        let mut o = new_object(Kind::File, mode, version);
-        o.data = Arc::new(data);
-        let meta = o.meta();
-        tree.objects.insert(path.to_owned(), o);
+        // A new object, as an atomic upload makes: open handles keep the old contents.
+        let c = Contents::new(data, mode, tree.bump());
+        let meta = c.meta();
+        tree.objects.insert(path.to_owned(), Object::File(c));
         Ok(meta)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
-        self.create(path, Kind::Dir, 0o755, None)
+        self.create(path, new_dir)
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
         let mut tree = self.tree.lock().unwrap();
-        if self.get(&tree, path)?.kind == Kind::Dir {
+        if self.get(&tree, path)?.kind() == Kind::Dir {
             return Err(self.err(ErrorKind::IsADirectory, path, "is a directory"));
         }
         tree.objects.remove(path);
@@ -281,7 +418,7 @@ impl Driver for MemDriver {
 
     fn remove_dir(&self, path: &str) -> Result<()> {
         let mut tree = self.tree.lock().unwrap();
-        if self.get(&tree, path)?.kind != Kind::Dir {
+        if self.get(&tree, path)?.kind() != Kind::Dir {
             return Err(self.err(ErrorKind::NotADirectory, path, "not a directory"));
         }
         if path == "/" || tree.below(path).next().is_some() {
@@ -293,7 +430,7 @@ impl Driver for MemDriver {
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let mut tree = self.tree.lock().unwrap();
-        let moving = self.get(&tree, from)?;
+        let moving = self.get(&tree, from)?.kind();
         self.parent_is_dir(&tree, self.checked(to)?)?;
         if from == to {
             return Ok(());
@@ -302,7 +439,7 @@ impl Driver for MemDriver {
             return Err(self.err(ErrorKind::InvalidName, to, "inside the directory moved"));
         }
         if let Some(there) = tree.objects.get(to) {
-            match (moving.kind == Kind::Dir, there.kind == Kind::Dir) {
+            match (moving == Kind::Dir, there.kind() == Kind::Dir) {
                 (false, true) => {
                     return Err(self.err(ErrorKind::IsADirectory, to, "is a directory"))
                 }
@@ -325,15 +462,43 @@ impl Driver for MemDriver {
     }
 
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
-        self.change(path, |o| o.mode = mode & 0o7777)
+        let mut tree = self.tree.lock().unwrap();
+        let version = tree.bump();
+        match tree.objects.get_mut(self.checked(path)?) {
+            Some(Object::File(c)) => c.set_mode(mode),
+            Some(Object::Dir {
+                mode: m,
+                version: v,
+                ..
+            }) => (*m, *v) = (mode & 0o7777, version),
+            // A symlink's bits are always 0777, as on Linux.
+            Some(Object::Symlink { .. }) => {}
+            None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
+        }
+        Ok(())
     }
 
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
-        self.change(path, |o| o.mtime = mtime)
+        let mut tree = self.tree.lock().unwrap();
+        let version = tree.bump();
+        match tree.objects.get_mut(self.checked(path)?) {
+            Some(Object::File(c)) => c.set_mtime(mtime),
+            Some(Object::Dir {
+                mtime: t,
+                version: v,
+                ..
+            }) => (*t, *v) = (mtime, version),
+            Some(Object::Symlink { mtime: t, .. }) => *t = mtime,
+            None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
+        }
+        Ok(())
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
-        self.create(path, Kind::Symlink, 0o777, Some(target.to_owned()))
+        self.create(path, |_| Object::Symlink {
+            target: target.to_owned(),
+            mtime: SystemTime::now(),
+        })
     }
 }
 
@@ -403,5 +568,38 @@ mod tests {
         assert_eq!(names(&d, "/"), ["e", "g"]);
         d.symlink("g", "/l").unwrap();
         assert_eq!(d.stat("/l").unwrap().symlink_target.as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn files_are_written_in_place_and_outlive_their_name() {
+        let d = MemDriver::new();
+        let new = NewFile {
+            mode: 0o640,
+            exclusive: true,
+        };
+        let f = d.open_in_place("/f", Some(new)).unwrap();
+        let kind = |r: Result<Arc<Contents>>| r.unwrap_err().kind;
+        assert_eq!(
+            kind(d.open_in_place("/f", Some(new))),
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            kind(d.open_in_place("/nope/f", Some(new))),
+            ErrorKind::NotFound
+        );
+        let before = d.stat("/f").unwrap();
+        f.write_at(b"tail", 6).unwrap();
+        let after = d.stat("/f").unwrap();
+        assert_eq!((after.size, after.mode), (Some(10), Some(0o640)));
+        assert_ne!(before.etag, after.etag, "a write is a new version");
+        let mut out = Vec::new();
+        d.fetch("/f", &mut out, None).unwrap();
+        assert_eq!(out, b"\0\0\0\0\0\0tail");
+        d.remove_file("/f").unwrap();
+        f.set_len(2).unwrap();
+        let mut buf = [9u8; 4];
+        assert_eq!(f.read_at(&mut buf, 0), 2);
+        assert_eq!(buf, [0, 0, 9, 9]);
+        assert_eq!(kind(d.open_in_place("/f", None)), ErrorKind::NotFound);
     }
 }

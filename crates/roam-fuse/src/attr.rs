@@ -104,3 +104,14 @@ pub fn synthetic_dir(ino: u64, owner: Owner, mounted: SystemTime) -> FileAttr {
     };
     from_meta(ino, &meta, owner, mounted)
 }
+
+/// The symlink `SCHEME:` → `SCHEME` at the root of the whole namespace (URLs as paths).
+pub fn alias(ino: u64, scheme: &str, owner: Owner, mounted: SystemTime) -> FileAttr {
+    let meta = Meta {
+        mode: Some(0o777),
+        mtime: Some(mounted),
+        symlink_target: Some(scheme.to_owned()),
+        ..Meta::of_kind(Kind::Symlink)
+    };
+    from_meta(ino, &meta, owner, mounted)
+}

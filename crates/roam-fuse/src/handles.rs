@@ -1,26 +1,113 @@
-//! Open files and directories. A file handle holds the local file that answers reads and
-//! writes: the fetched copy, the journaled copy being written, or the file itself for
-//! mounts served in place; requests on it are plain `pread`/`pwrite`.
+//! Open files and directories. A file handle holds what answers reads and writes: the
+//! fetched copy, the journaled copy being written, or the file itself for mounts served in
+//! place (a local file, or an in-memory backend's file); requests on it are plain
+//! `pread`/`pwrite` or memory copies.
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 
 use fuser::FileType;
+use roam_drivers::mem::Contents;
+
+use crate::inodes::Version;
+
+/// Where an open file's bytes are.
+pub enum Data {
+    /// A local file: a copy, or the file itself.
+    File(File),
+    /// The file of an in-memory backend itself.
+    Memory(Arc<Contents>),
+}
+
+impl Data {
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        match self {
+            Data::File(f) => f.read_at(buf, offset),
+            Data::Memory(c) => Ok(c.read_at(buf, offset)),
+        }
+    }
+
+    pub fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        match self {
+            Data::File(f) => f.write_all_at(data, offset),
+            Data::Memory(c) => c.write_at(data, offset),
+        }
+    }
+
+    pub fn set_len(&self, len: u64) -> std::io::Result<()> {
+        match self {
+            Data::File(f) => f.set_len(len),
+            Data::Memory(c) => c.set_len(len),
+        }
+    }
+
+    /// Drops the set-user-ID bit (and set-group-ID with group execute), as the kernel
+    /// does on a write by an unprivileged user or on `chown`: roam told the kernel to
+    /// leave that to it (FUSE_HANDLE_KILLPRIV_V2, which saves a GETATTR per `chown`).
+    pub fn kill_suid(&self) -> std::io::Result<()> {
+        match self {
+            Data::File(f) => {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = f.metadata()?.permissions().mode();
+                if killed(mode) != mode {
+                    f.set_permissions(std::fs::Permissions::from_mode(killed(mode)))?;
+                }
+            }
+            Data::Memory(c) => {
+                let mode = c.meta().mode.unwrap_or(0);
+                if killed(mode) != mode {
+                    c.set_mode(killed(mode));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Size and mtime of the version it holds now.
+    pub fn version(&self) -> Option<Version> {
+        match self {
+            Data::File(f) => f.metadata().ok().map(|md| (md.len(), md.modified().ok())),
+            Data::Memory(c) => {
+                let m = c.meta();
+                Some((m.size.unwrap_or(0), m.mtime))
+            }
+        }
+    }
+}
+
+/// `mode` without the bits a write or `chown` takes away.
+fn killed(mode: u32) -> u32 {
+    let sgid = if mode & 0o010 != 0 { 0o2000 } else { 0 };
+    mode & !(0o4000 | sgid)
+}
 
 /// One open file.
 pub struct OpenFile {
-    pub file: File,
+    pub data: Data,
     pub ino: u64,
     pub virt: String,
+    pub how: Opened,
+}
+
+impl OpenFile {
     /// Writes go to a journaled copy that is uploaded when the last writer closes it.
-    pub uploads: bool,
-    /// The file itself (a local mount), not a copy.
-    pub in_place: bool,
+    pub fn uploads(&self) -> bool {
+        self.how == Opened::Uploads
+    }
+
+    /// The local file of the handle, for calls only a local file answers.
+    pub fn file(&self) -> Option<&File> {
+        match &self.data {
+            Data::File(f) => Some(f),
+            Data::Memory(_) => None,
+        }
+    }
 }
 
 /// What an open file is.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Opened {
     /// A fetched copy, read only.
     Copy,
@@ -28,6 +115,16 @@ pub enum Opened {
     Uploads,
     /// The file of a local mount itself.
     InPlace,
+    /// The file of an in-memory backend itself.
+    Memory,
+}
+
+impl Opened {
+    /// Whether closing it needs roam (an upload); the kernel is told not to send `flush`
+    /// otherwise, which saves a request per `close`.
+    pub fn needs_flush(self) -> bool {
+        self == Opened::Uploads
+    }
 }
 
 /// A directory's entries as they were at `opendir`, so `readdir` offsets stay valid.
@@ -99,7 +196,7 @@ impl Handles {
             .unwrap()
             .iter()
             .filter(|(&fh, h)| {
-                fh != except && matches!(h, Handle::File(f) if f.uploads && f.virt == virt)
+                fh != except && matches!(h, Handle::File(f) if f.uploads() && f.virt == virt)
             })
             .count()
     }

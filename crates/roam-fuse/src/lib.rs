@@ -13,8 +13,10 @@
 //! layer: every call goes to the local file system unchanged), and everything else, served
 //! through roam-vfs's cache and write path.
 //!
-//! Requests are served by a pool of threads (fuser's event loops on cloned `/dev/fuse`
-//! fds): a request waiting for a slow server holds one thread, never the mount.
+//! Requests are read by a few threads (fuser's event loops on cloned `/dev/fuse` fds),
+//! which answer what is local themselves and pass requests on remote names to a pool of
+//! workers ([`ops`]): a request waiting for a slow server holds one worker, never the
+//! mount.
 
 mod attr;
 mod fusermount;
@@ -42,6 +44,10 @@ enum Place {
     Local(PathBuf),
     /// A name served through roam-vfs.
     Remote(Node),
+    /// `SCHEME:` at the root of the whole namespace: a symlink to the implicit mount
+    /// `SCHEME`, so that URLs work as paths (the kernel reads `DIR/http://h/f` as
+    /// `DIR/http:/h/f`).
+    UrlAlias(&'static str),
 }
 
 /// The file system the kernel talks to.
@@ -100,8 +106,25 @@ impl Roamfs {
                 None => Place::Remote(node),
             }),
             None if self.is_above_mounts(virt) => Ok(Place::Synthetic),
-            None => Err(Errno::ENOENT),
+            None => match url_alias(virt) {
+                Some(scheme) => Ok(Place::UrlAlias(scheme)),
+                None => Err(Errno::ENOENT),
+            },
         }
+    }
+
+    /// Whether answering about `virt` may wait for a server: names of remote mounts may;
+    /// made-up directories and files served in place or in memory never do.
+    fn may_block(&self, virt: &str) -> bool {
+        matches!(self.place(virt), Ok(Place::Remote(node)) if !self.vfs.in_memory(&node))
+    }
+
+    fn ino_may_block(&self, ino: u64) -> bool {
+        self.virt_of(ino).is_ok_and(|v| self.may_block(&v))
+    }
+
+    fn child_may_block(&self, parent: u64, name: &std::ffi::OsStr) -> bool {
+        self.child(parent, name).is_ok_and(|v| self.may_block(&v))
     }
 
     /// Whether `virt` is a strict ancestor of a mount point.
@@ -122,6 +145,15 @@ impl Roamfs {
             let _ = tx.send(ino);
         }
     }
+}
+
+/// The scheme of an implicit mount `virt` names as `/SCHEME:`.
+fn url_alias(virt: &str) -> Option<&'static str> {
+    let scheme = virt.strip_prefix('/')?.strip_suffix(':')?;
+    roam_vfs::IMPLICIT_SCHEMES
+        .iter()
+        .copied()
+        .find(|s| *s == scheme)
 }
 
 /// The errno of a roam-vfs failure; the user hears of failures worth telling.

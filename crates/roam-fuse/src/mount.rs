@@ -1,17 +1,25 @@
-//! Mounting: a FUSE session over a [`Roamfs`], served by a pool of threads, and the thread
+//! Mounting: a FUSE session over a [`Roamfs`] (readers and workers, see [`crate::ops`]), and the thread
 //! that passes roam's invalidations (a remote file changed) to the kernel.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use fuser::{BackgroundSession, Config, INodeNo, MountOption, Session, SessionACL};
 
+use crate::ops::{Pool, Served};
 use crate::Roamfs;
+
+/// Threads reading `/dev/fuse`. They never wait for a server (the workers do), so two
+/// keep both cores busy with two programs at once; more only add cold threads for the
+/// kernel to wake in turn (one tar into `mem:` took 0.21 s with 1 reader and 0.56 s with
+/// 16; two tars at once 1.30 s with 1, 0.71 s with 2, 0.90 s with 4; docs/BENCHMARKS.md).
+const READERS: usize = 2;
 
 /// How to mount.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Request threads: how many slow requests can wait at once without holding up others.
+    /// Worker threads: how many requests on remote names can wait at once without holding
+    /// up others.
     pub threads: usize,
     /// What `mount` and `/proc/mounts` show as the source (`roam`, `roam:mem:` ...).
     pub fsname: String,
@@ -69,8 +77,12 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     } else {
         SessionACL::Owner
     };
-    config.n_threads = Some(opts.threads.max(1));
+    config.n_threads = Some(READERS);
     config.clone_fd = true;
+    let fs = Served {
+        fs: Arc::new(fs),
+        pool: Pool::new(opts.threads)?,
+    };
     // SAFETY: geteuid cannot fail.
     let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {
         (Session::new(fs, dir, &config)?, None)

@@ -1,8 +1,17 @@
 //! The FUSE request handlers: each turns a request into one call of [`Roamfs`] and its
 //! result into the reply (the data, or the errno).
+//!
+//! Where a request is answered depends on whether it can wait for a server. The few
+//! threads that read `/dev/fuse` answer everything that cannot (made-up directories,
+//! files served in place or in memory, reads and writes of open files) themselves: a
+//! handoff to another thread would cost two more context switches per request, and the
+//! kernel wakes its readers in turn, so each extra reader is one more cold thread per
+//! request. Requests on remote names go to the [`Pool`], where a slow server holds one
+//! worker, never a reader.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use fuser::{
@@ -12,22 +21,35 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::handles::Opened;
 use crate::write::SetAttr;
 use crate::Roamfs;
 
 const GEN: Generation = Generation(0);
 
-fn keep_cache(keep: bool) -> FopenFlags {
+/// The open flags for the kernel: keep its cached pages (the same version), and send no
+/// `flush` at `close` where roam has nothing to do then.
+fn fopen_flags(keep: bool, how: Opened) -> FopenFlags {
+    let mut flags = FopenFlags::empty();
     if keep {
-        FopenFlags::FOPEN_KEEP_CACHE
-    } else {
-        FopenFlags::empty()
+        flags |= FopenFlags::FOPEN_KEEP_CACHE;
     }
+    if !how.needs_flush() {
+        flags |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    flags
 }
 
 fn reply_entry(reply: ReplyEntry, res: Result<(fuser::FileAttr, Duration), Errno>) {
     match res {
         Ok((attr, ttl)) => reply.entry(&ttl, &attr, GEN),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_attr(reply: ReplyAttr, res: Result<(fuser::FileAttr, Duration), Errno>) {
+    match res {
+        Ok((attr, ttl)) => reply.attr(&ttl, &attr),
         Err(e) => reply.error(e),
     }
 }
@@ -39,27 +61,97 @@ fn reply_empty(reply: ReplyEmpty, res: Result<(), Errno>) {
     }
 }
 
-impl Filesystem for Roamfs {
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Worker threads for requests that may wait for a server.
+pub struct Pool {
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+impl Pool {
+    /// `n` workers; they end when the pool is dropped (the session ended).
+    pub fn new(n: usize) -> std::io::Result<Pool> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..n.max(1) {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("roam-fuse-{i}"))
+                .spawn(move || loop {
+                    let job = rx.lock().unwrap().recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                })?;
+        }
+        Ok(Pool {
+            jobs: Mutex::new(tx),
+        })
+    }
+
+    fn run(&self, job: Job) {
+        // The workers outlive the session, so the channel is open while requests come.
+        let _ = self.jobs.lock().unwrap().send(job);
+    }
+}
+
+/// The file system as the kernel sees it: [`Roamfs`] and where its requests run.
+pub struct Served {
+    pub fs: Arc<Roamfs>,
+    pub pool: Pool,
+}
+
+impl Served {
+    /// Runs `f` here when the request cannot wait for a server, else on a worker.
+    fn serve(&self, may_block: bool, f: impl FnOnce(&Roamfs) + Send + 'static) {
+        if may_block {
+            let fs = self.fs.clone();
+            self.pool.run(Box::new(move || f(&fs)));
+        } else {
+            f(&self.fs);
+        }
+    }
+
+    fn ino_blocks(&self, ino: INodeNo) -> bool {
+        self.fs.ino_may_block(ino.0)
+    }
+
+    fn child_blocks(&self, parent: INodeNo, name: &OsStr) -> bool {
+        self.fs.child_may_block(parent.0, name)
+    }
+
+    /// Whether closing or syncing the open file `fh` uploads.
+    fn uploads(&self, fh: FileHandle) -> bool {
+        self.fs.handles.file(fh.0).is_some_and(|f| f.uploads())
+    }
+}
+
+impl Filesystem for Served {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // O_TRUNC reaches open (one journaled change, not a truncate upload first), and
-        // `ls -l` gets attributes with the listing.
+        // O_TRUNC reaches open (one journaled change, not a truncate upload first);
+        // `ls -l` gets attributes with the listing; roam drops set-ID bits itself on
+        // write and chown (KILLPRIV_V2), so the kernel need not ask for the mode first.
         let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_PARALLEL_DIROPS;
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(wanted & config.capabilities());
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_entry(reply, Roamfs::lookup(self, parent.0, name));
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_entry(reply, fs.lookup(parent.0, &name))
+        });
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match Roamfs::getattr(self, ino.0, fh.map(|f| f.0)) {
-            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(e),
-        }
+        self.serve(self.ino_blocks(ino), move |fs| {
+            reply_attr(reply, fs.getattr(ino.0, fh.map(|f| f.0)))
+        });
     }
 
     fn setattr(
@@ -88,17 +180,16 @@ impl Filesystem for Roamfs {
             atime,
             mtime,
         };
-        match Roamfs::setattr(self, ino.0, fh.map(|f| f.0), &set) {
-            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(e),
-        }
+        self.serve(self.ino_blocks(ino), move |fs| {
+            reply_attr(reply, fs.setattr(ino.0, fh.map(|f| f.0), &set))
+        });
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match Roamfs::readlink(self, ino.0) {
+        self.serve(self.ino_blocks(ino), move |fs| match fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn mkdir(
@@ -110,15 +201,24 @@ impl Filesystem for Roamfs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        reply_entry(reply, Roamfs::mkdir(self, parent.0, name, mode));
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_entry(reply, fs.mkdir(parent.0, &name, mode))
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(reply, Roamfs::unlink(self, parent.0, name, false));
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_empty(reply, fs.unlink(parent.0, &name, false))
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(reply, Roamfs::unlink(self, parent.0, name, true));
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_empty(reply, fs.unlink(parent.0, &name, true))
+        });
     }
 
     fn symlink(
@@ -129,7 +229,10 @@ impl Filesystem for Roamfs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        reply_entry(reply, Roamfs::symlink(self, parent.0, link_name, target));
+        let (name, target) = (link_name.to_owned(), target.to_owned());
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_entry(reply, fs.symlink(parent.0, &name, &target))
+        });
     }
 
     fn rename(
@@ -142,8 +245,12 @@ impl Filesystem for Roamfs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let res = Roamfs::rename(self, parent.0, name, newparent.0, newname, flags.bits());
-        reply_empty(reply, res);
+        let blocks = self.child_blocks(parent, name) || self.child_blocks(newparent, newname);
+        let (name, newname): (OsString, OsString) = (name.to_owned(), newname.to_owned());
+        self.serve(blocks, move |fs| {
+            let res = fs.rename(parent.0, &name, newparent.0, &newname, flags.bits());
+            reply_empty(reply, res)
+        });
     }
 
     fn link(
@@ -154,16 +261,23 @@ impl Filesystem for Roamfs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply_entry(reply, Roamfs::link(self, ino.0, newparent.0, newname));
+        let blocks = self.ino_blocks(ino) || self.child_blocks(newparent, newname);
+        let newname = newname.to_owned();
+        self.serve(blocks, move |fs| {
+            reply_entry(reply, fs.link(ino.0, newparent.0, &newname))
+        });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match Roamfs::open(self, ino.0, flags.0) {
-            Ok((fh, keep)) => reply.opened(FileHandle(fh), keep_cache(keep)),
-            Err(e) => reply.error(e),
-        }
+        self.serve(self.ino_blocks(ino), move |fs| {
+            match fs.open(ino.0, flags.0) {
+                Ok((fh, keep, how)) => reply.opened(FileHandle(fh), fopen_flags(keep, how)),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
+    /// Reads and writes go to a local file or to memory: answered here.
     fn read(
         &self,
         _req: &Request,
@@ -175,7 +289,7 @@ impl Filesystem for Roamfs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match Roamfs::read(self, fh.0, offset, size) {
+        match self.fs.read(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
         }
@@ -188,12 +302,13 @@ impl Filesystem for Roamfs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match Roamfs::write(self, fh.0, offset, data) {
+        let kill_suid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.fs.write(fh.0, offset, data, kill_suid) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -207,7 +322,9 @@ impl Filesystem for Roamfs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply_empty(reply, Roamfs::flush(self, fh.0));
+        self.serve(self.uploads(fh), move |fs| {
+            reply_empty(reply, fs.flush(fh.0))
+        });
     }
 
     fn release(
@@ -220,8 +337,10 @@ impl Filesystem for Roamfs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        Roamfs::release(self, fh.0);
-        reply.ok();
+        self.serve(self.uploads(fh), move |fs| {
+            fs.release(fh.0);
+            reply.ok();
+        });
     }
 
     fn fsync(
@@ -232,16 +351,19 @@ impl Filesystem for Roamfs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty(reply, Roamfs::fsync(self, fh.0));
+        self.serve(self.uploads(fh), move |fs| {
+            reply_empty(reply, fs.fsync(fh.0))
+        });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match Roamfs::opendir(self, ino.0) {
+        self.serve(self.ino_blocks(ino), move |fs| match fs.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
+    /// The entries were read at `opendir`: answered here.
     fn readdir(
         &self,
         _req: &Request,
@@ -250,7 +372,7 @@ impl Filesystem for Roamfs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let Some(dir) = self.handles.dir(fh.0) else {
+        let Some(dir) = self.fs.handles.dir(fh.0) else {
             return reply.error(Errno::EBADF);
         };
         for (i, (ino, kind, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
@@ -264,29 +386,14 @@ impl Filesystem for Roamfs {
     fn readdirplus(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
-        let Some(dir) = self.handles.dir(fh.0) else {
-            return reply.error(Errno::EBADF);
-        };
-        for (i, (ino, _, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
-            let virt = match name.as_str() {
-                "." => dir.virt.clone(),
-                ".." => roam_vfs::path::split_name(&dir.virt).0.to_owned(),
-                _ => roam_vfs::path::join(&dir.virt, name),
-            };
-            // A name that vanished since opendir is left out, as a fresh listing would.
-            let Ok((attr, ttl)) = self.attr_of(*ino, &virt) else {
-                continue;
-            };
-            if reply.add(INodeNo(*ino), i as u64 + 1, name, &ttl, &attr, GEN) {
-                break;
-            }
-        }
-        reply.ok();
+        self.serve(self.ino_blocks(ino), move |fs| {
+            fs.readdirplus(fh.0, offset, reply)
+        });
     }
 
     fn releasedir(
@@ -297,7 +404,7 @@ impl Filesystem for Roamfs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.handles.remove(fh.0);
+        self.fs.handles.remove(fh.0);
         reply.ok();
     }
 
@@ -319,7 +426,7 @@ impl Filesystem for Roamfs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match Roamfs::statfs(self) {
+        match self.fs.statfs() {
             Ok(st) => reply.statfs(
                 st.f_blocks,
                 st.f_bfree,
@@ -344,11 +451,14 @@ impl Filesystem for Roamfs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match Roamfs::create(self, parent.0, name, mode, flags) {
-            Ok((attr, ttl, fh)) => {
-                reply.created(&ttl, &attr, GEN, FileHandle(fh), FopenFlags::empty())
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            match fs.create(parent.0, &name, mode, flags) {
+                Ok((attr, ttl, fh, how)) => {
+                    reply.created(&ttl, &attr, GEN, FileHandle(fh), fopen_flags(false, how))
+                }
+                Err(e) => reply.error(e),
             }
-            Err(e) => reply.error(e),
-        }
+        });
     }
 }

@@ -1,16 +1,18 @@
 //! The read side: attributes, directory listings, opening and reading files.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use fuser::{Errno, FileAttr, FileType};
+use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
 use roam_drivers::Kind;
 use roam_vfs::Node;
 
 use crate::attr;
-use crate::handles::{OpenDir, OpenFile, Opened};
+
+const GEN: Generation = Generation(0);
+use crate::handles::{Data, OpenDir, OpenFile, Opened};
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
 impl Roamfs {
@@ -19,6 +21,10 @@ impl Roamfs {
         match self.place(virt)? {
             Place::Synthetic => Ok((
                 attr::synthetic_dir(ino, self.owner, self.mounted),
+                self.ttl(virt, None),
+            )),
+            Place::UrlAlias(scheme) => Ok((
+                attr::alias(ino, scheme, self.owner, self.mounted),
                 self.ttl(virt, None),
             )),
             Place::Local(p) => {
@@ -85,18 +91,35 @@ impl Roamfs {
             .and_then(|fh| self.handles.file(fh))
             .or_else(|| self.handles.file_of(ino));
         // An open file being written, or served in place, answers for itself.
-        if let Some(f) = open.as_ref().filter(|f| f.uploads || f.in_place) {
-            let md = f.file.metadata().map_err(io_errno)?;
-            return Ok((attr::from_local(ino, &md), Duration::ZERO));
+        if let Some(f) = open.as_ref().filter(|f| f.how != Opened::Copy) {
+            return self.open_attr(f);
         }
         let virt = self.virt_of(ino)?;
         match (self.attr_of(ino, &virt), open) {
             // Removed while open: the copy still holds what the program reads.
-            (Err(Errno::ENOENT), Some(f)) => {
-                let md = f.file.metadata().map_err(io_errno)?;
-                Ok((attr::from_local(ino, &md), Duration::ZERO))
-            }
+            (Err(Errno::ENOENT), Some(f)) => self.open_attr(&f),
             (res, _) => res,
+        }
+    }
+
+    /// Attributes of an open file from what it holds: the local file, or the in-memory
+    /// file. A file served in place or in memory is what the kernel is told, for T_read; a
+    /// copy being written is not the remote file yet, so its attributes are asked again.
+    pub(crate) fn open_attr(&self, f: &OpenFile) -> Res<(FileAttr, Duration)> {
+        match &f.data {
+            Data::File(file) => {
+                let md = file.metadata().map_err(io_errno)?;
+                let ttl = match f.how {
+                    Opened::InPlace => self.ttl(&f.virt, md.modified().ok()),
+                    _ => Duration::ZERO,
+                };
+                Ok((attr::from_local(f.ino, &md), ttl))
+            }
+            Data::Memory(c) => {
+                let meta = c.meta();
+                let ttl = self.ttl(&f.virt, meta.mtime);
+                Ok((attr::from_meta(f.ino, &meta, self.owner, self.mounted), ttl))
+            }
         }
     }
 
@@ -113,6 +136,7 @@ impl Roamfs {
                     _ => Err(Errno::EINVAL),
                 }
             }
+            Place::UrlAlias(scheme) => Ok(scheme.as_bytes().to_vec()),
             Place::Synthetic => Err(Errno::EINVAL),
         }
     }
@@ -122,6 +146,7 @@ impl Roamfs {
         let virt = self.virt_of(ino)?;
         let names: Vec<(String, FileType)> = match self.place(&virt)? {
             Place::Synthetic => self.synthetic_children(&virt),
+            Place::UrlAlias(_) => return Err(Errno::ENOTDIR),
             Place::Local(p) => local_entries(&p)?,
             Place::Remote(node) => {
                 let dir = self.vfs.open_path(&node).map_err(vfs_errno)?;
@@ -142,6 +167,28 @@ impl Roamfs {
         Ok(self.handles.add_dir(OpenDir { virt, entries }))
     }
 
+    /// `readdir` with each entry's attributes (`ls -l` in one request).
+    pub(crate) fn readdirplus(&self, fh: u64, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let Some(dir) = self.handles.dir(fh) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, (ino, _, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
+            let virt = match name.as_str() {
+                "." => dir.virt.clone(),
+                ".." => roam_vfs::path::split_name(&dir.virt).0.to_owned(),
+                _ => roam_vfs::path::join(&dir.virt, name),
+            };
+            // A name that vanished since opendir is left out, as a fresh listing would.
+            let Ok((attr, ttl)) = self.attr_of(*ino, &virt) else {
+                continue;
+            };
+            if reply.add(INodeNo(*ino), i as u64 + 1, name, &ttl, &attr, GEN) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
     /// The next components of the mount points below the made-up directory `virt`.
     fn synthetic_children(&self, virt: &str) -> Vec<(String, FileType)> {
         let mut names: Vec<String> = self
@@ -159,15 +206,23 @@ impl Roamfs {
             .collect()
     }
 
-    /// Opens a file for reading, or for writing through the journaled copy.
-    pub(crate) fn open(&self, ino: u64, flags: i32) -> Res<(u64, bool)> {
+    /// Opens a file for reading, or for writing through the journaled copy; a file
+    /// served in place (local or in memory) is opened itself. Says whether the kernel may
+    /// keep its cached pages, and whether `close` needs a `flush`.
+    pub(crate) fn open(&self, ino: u64, flags: i32) -> Res<(u64, bool, Opened)> {
         let virt = self.virt_of(ino)?;
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let (path, uploads) = match self.place(&virt)? {
+        let (path, how) = match self.place(&virt)? {
             Place::Synthetic => return Err(Errno::EISDIR),
-            Place::Local(p) => {
-                let file = open_local(&p, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
-                return Ok(self.add_file(file, ino, virt, Opened::InPlace));
+            // Only O_PATH|O_NOFOLLOW opens a symlink itself, and that never reaches roam.
+            Place::UrlAlias(_) => return Err(Errno::ELOOP),
+            Place::Local(p) => (p, Opened::InPlace),
+            Place::Remote(node) if self.vfs.in_memory(&node) => {
+                let c = self.vfs.open_in_memory(&node, None).map_err(vfs_errno)?;
+                if flags & libc::O_TRUNC != 0 {
+                    c.set_len(0).map_err(io_errno)?;
+                }
+                return Ok(self.add_file(Data::Memory(c), ino, virt, Opened::Memory));
             }
             Place::Remote(node) if writes => (
                 self.vfs
@@ -178,24 +233,28 @@ impl Roamfs {
             Place::Remote(node) => (self.vfs.open_path(&node).map_err(vfs_errno)?, Opened::Copy),
         };
         let file = open_local(&path, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
-        Ok(self.add_file(file, ino, virt, uploads))
+        Ok(self.add_file(Data::File(file), ino, virt, how))
     }
 
     /// Registers an open file; says whether the kernel may keep the pages it cached of
     /// this very version.
-    pub(crate) fn add_file(&self, file: File, ino: u64, virt: String, how: Opened) -> (u64, bool) {
-        let keep = file.metadata().is_ok_and(|md| {
-            let version = (md.len(), md.modified().ok());
-            self.inodes.lock().unwrap().cache_version(ino, version)
-        });
+    pub(crate) fn add_file(
+        &self,
+        data: Data,
+        ino: u64,
+        virt: String,
+        how: Opened,
+    ) -> (u64, bool, Opened) {
+        let keep = data
+            .version()
+            .is_some_and(|v| self.inodes.lock().unwrap().cache_version(ino, v));
         let fh = self.handles.add_file(OpenFile {
-            file,
+            data,
             ino,
             virt,
-            uploads: how == Opened::Uploads,
-            in_place: how == Opened::InPlace,
+            how,
         });
-        (fh, keep)
+        (fh, keep, how)
     }
 
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Res<Vec<u8>> {
@@ -203,7 +262,7 @@ impl Roamfs {
         let mut buf = vec![0u8; size as usize];
         let mut n = 0;
         while n < buf.len() {
-            match f.file.read_at(&mut buf[n..], offset + n as u64) {
+            match f.data.read_at(&mut buf[n..], offset + n as u64) {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -6,14 +6,14 @@
 
 use std::ffi::OsStr;
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
+use roam_drivers::NewFile;
 use roam_vfs::{Flushed, Node};
 
-use crate::handles::{OpenFile, Opened};
+use crate::handles::{Data, OpenFile, Opened};
 use crate::read::open_local;
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
@@ -32,7 +32,7 @@ impl Roamfs {
     fn new_child(&self, parent: u64, name: &OsStr) -> Res<(String, Place)> {
         let virt = self.child(parent, name)?;
         match self.place(&virt) {
-            Ok(Place::Synthetic) | Err(Errno::ENOENT) => Err(Errno::EROFS),
+            Ok(Place::Synthetic | Place::UrlAlias(_)) | Err(Errno::ENOENT) => Err(Errno::EROFS),
             Ok(p) => Ok((virt, p)),
             Err(e) => Err(e),
         }
@@ -44,35 +44,58 @@ impl Roamfs {
         name: &OsStr,
         mode: u32,
         flags: i32,
-    ) -> Res<(FileAttr, Duration, u64)> {
+    ) -> Res<(FileAttr, Duration, u64, Opened)> {
         let (virt, place) = self.new_child(parent, name)?;
         let mode = mode & 0o7777;
         let (path, how) = match place {
             Place::Local(p) => (p, Opened::InPlace),
+            Place::Remote(node) if self.vfs.in_memory(&node) => {
+                let new = NewFile {
+                    mode,
+                    exclusive: flags & libc::O_EXCL != 0,
+                };
+                let c = self
+                    .vfs
+                    .open_in_memory(&node, Some(new))
+                    .map_err(vfs_errno)?;
+                if flags & libc::O_TRUNC != 0 {
+                    c.set_len(0).map_err(io_errno)?;
+                }
+                return self.created(Data::Memory(c), virt, Opened::Memory);
+            }
             Place::Remote(node) => (
                 self.vfs
                     .open_for_write(&node, flags | libc::O_CREAT, mode)
                     .map_err(vfs_errno)?,
                 Opened::Uploads,
             ),
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
         let file = open_local(&path, flags | libc::O_CREAT, mode)?;
-        let ino = self.ino_of(&virt);
-        let md = file.metadata().map_err(io_errno)?;
-        // A file served in place is what the kernel is told; a copy being written is not
-        // the remote file yet, so its attributes are asked again.
-        let ttl = match how {
-            Opened::InPlace => self.ttl(&virt, md.modified().ok()),
-            _ => Duration::ZERO,
-        };
-        let (fh, _) = self.add_file(file, ino, virt, how);
-        Ok((crate::attr::from_local(ino, &md), ttl, fh))
+        self.created(Data::File(file), virt, how)
     }
 
-    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Res<u32> {
+    /// The reply to `create`: the new file's attributes and handle.
+    fn created(
+        &self,
+        data: Data,
+        virt: String,
+        how: Opened,
+    ) -> Res<(FileAttr, Duration, u64, Opened)> {
+        let ino = self.ino_of(&virt);
+        let (fh, _, _) = self.add_file(data, ino, virt, how);
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
-        f.file.write_all_at(data, offset).map_err(io_errno)?;
+        let (attr, ttl) = self.open_attr(&f)?;
+        Ok((attr, ttl, fh, how))
+    }
+
+    /// A write; `kill_suid`: the kernel asks roam to drop set-ID bits first.
+    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8], kill_suid: bool) -> Res<u32> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        if kill_suid {
+            f.data.kill_suid().map_err(io_errno)?;
+        }
+        f.data.write_all_at(data, offset).map_err(io_errno)?;
         Ok(data.len() as u32)
     }
 
@@ -81,7 +104,7 @@ impl Roamfs {
         let Some(f) = self.handles.file(fh) else {
             return Ok(());
         };
-        if !f.uploads || self.handles.writers(&f.virt, fh) > 0 {
+        if !f.uploads() || self.handles.writers(&f.virt, fh) > 0 {
             return Ok(());
         }
         self.upload(&f, fh, false)
@@ -92,7 +115,7 @@ impl Roamfs {
         let Some(f) = self.handles.remove(fh) else {
             return;
         };
-        if f.uploads && self.handles.writers(&f.virt, fh) == 0 {
+        if f.uploads() && self.handles.writers(&f.virt, fh) == 0 {
             if let Err(e) = self.upload(&f, fh, false) {
                 tracing::warn!(
                     "{}: not uploaded ({e:?}); the change stays journaled for `roam sync`",
@@ -101,19 +124,19 @@ impl Roamfs {
             }
         }
         // The kernel's pages are of the version just written.
-        if let Ok(md) = f.file.metadata() {
-            let version = (md.len(), md.modified().ok());
+        if let Some(version) = f.data.version() {
             self.inodes.lock().unwrap().cache_version(f.ino, version);
         }
     }
 
     pub(crate) fn fsync(&self, fh: u64) -> Res<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
-        if f.uploads {
+        match (f.uploads(), f.file()) {
             // A durability point: upload now; the fd stays open for more writes.
-            self.upload(&f, fh, true)
-        } else {
-            f.file.sync_all().map_err(io_errno)
+            (true, _) => self.upload(&f, fh, true),
+            (false, Some(file)) => file.sync_all().map_err(io_errno),
+            // In memory: nothing more durable exists.
+            (false, None) => Ok(()),
         }
     }
 
@@ -137,7 +160,7 @@ impl Roamfs {
                 .create(p)
                 .map_err(io_errno)?,
             Place::Remote(node) => self.vfs.mkdir(&node).map_err(vfs_errno)?,
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)
     }
@@ -155,7 +178,7 @@ impl Roamfs {
                 let target = target.to_str().ok_or(Errno::EINVAL)?;
                 self.vfs.symlink(target, &node).map_err(vfs_errno)?
             }
-            Place::Synthetic => unreachable!("refused by new_child"),
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)
     }
@@ -189,7 +212,7 @@ impl Roamfs {
             (Place::Local(p), true) => std::fs::remove_dir(p).map_err(io_errno)?,
             (Place::Remote(node), false) => self.vfs.remove_file(&node).map_err(vfs_errno)?,
             (Place::Remote(node), true) => self.vfs.remove_dir(&node).map_err(vfs_errno)?,
-            (Place::Synthetic, _) => unreachable!("refused by new_child"),
+            (Place::Synthetic | Place::UrlAlias(_), _) => unreachable!("refused by new_child"),
         }
         self.inodes.lock().unwrap().detach(&virt);
         Ok(())
@@ -230,26 +253,62 @@ impl Roamfs {
         let open = fh.and_then(|fh| self.handles.file(fh));
         match self.place(&virt)? {
             Place::Local(p) => set_local(&p, open.as_deref(), set)?,
+            Place::Remote(node) if self.vfs.in_memory(&node) => {
+                self.set_memory(&node, open.as_deref(), set)?
+            }
             Place::Remote(node) => self.set_remote(&node, open.as_deref(), set)?,
-            Place::Synthetic => return Err(Errno::EPERM),
+            Place::Synthetic | Place::UrlAlias(_) => return Err(Errno::EPERM),
         }
         self.getattr(ino, fh)
     }
 
-    fn set_remote(&self, node: &Node, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
+    /// Remote files belong to the user who mounted: a `chown` to anyone else is `EPERM`.
+    fn check_owner(&self, set: &SetAttr) -> Res<()> {
         if set.uid.is_some_and(|u| u != self.owner.uid)
             || set.gid.is_some_and(|g| g != self.owner.gid)
         {
             return Err(Errno::EPERM);
         }
+        Ok(())
+    }
+
+    /// setattr of an in-memory node: a file is changed itself (through its open handle,
+    /// which outlives an unlink); a directory or symlink by name.
+    fn set_memory(&self, node: &Node, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
+        let file = match open.map(|f| &f.data) {
+            Some(Data::Memory(c)) => Some(c.clone()),
+            _ => self.vfs.open_in_memory(node, None).ok(),
+        };
+        let Some(c) = file else {
+            return self.set_remote(node, None, set);
+        };
+        self.check_owner(set)?;
+        let data = Data::Memory(c.clone());
+        if set.uid.is_some() || set.gid.is_some() {
+            data.kill_suid().map_err(io_errno)?;
+        }
+        if let Some(mode) = set.mode {
+            c.set_mode(mode);
+        }
+        if let Some(size) = set.size {
+            c.set_len(size).map_err(io_errno)?;
+        }
+        if let Some(mtime) = set.mtime {
+            c.set_mtime(resolve(mtime));
+        }
+        Ok(())
+    }
+
+    fn set_remote(&self, node: &Node, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
+        self.check_owner(set)?;
         if let Some(mode) = set.mode {
             self.vfs.set_mode(node, mode & 0o7777).map_err(vfs_errno)?;
         }
-        let writing = open.filter(|f| f.uploads);
+        let writing = open.filter(|f| f.uploads());
         if let Some(size) = set.size {
             match writing {
                 // ftruncate of a file being written: its copy, uploaded at close.
-                Some(f) => f.file.set_len(size).map_err(io_errno)?,
+                Some(f) => f.data.set_len(size).map_err(io_errno)?,
                 None => self.vfs.truncate(node, size).map_err(vfs_errno)?,
             }
         }
@@ -285,7 +344,7 @@ fn set_local(p: &Path, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
     }
     if let Some(size) = set.size {
         match open {
-            Some(f) => f.file.set_len(size).map_err(io_errno)?,
+            Some(f) => f.data.set_len(size).map_err(io_errno)?,
             None => open_local(p, libc::O_WRONLY, 0)?
                 .set_len(size)
                 .map_err(io_errno)?,

@@ -95,6 +95,25 @@ impl Vfs {
         }
     }
 
+    /// Whether `node`'s backend keeps its files in memory (`mem:`): a frontend then reads
+    /// and writes them in place ([`Vfs::open_in_memory`]) instead of through
+    /// [`Vfs::open_for_write`]'s journaled copy.
+    pub fn in_memory(&self, node: &Node) -> bool {
+        matches!(node, Node::Remote(r) if r.driver.in_memory())
+    }
+
+    /// The file itself of an in-memory node, made first (with `create`) when missing. Its
+    /// changes need no upload, so nothing is journaled; roam's caches do not hold such
+    /// files ([`Vfs::stat`] asks the backend each time).
+    pub fn open_in_memory(
+        &self,
+        node: &Node,
+        create: Option<roam_drivers::NewFile>,
+    ) -> Result<std::sync::Arc<roam_drivers::mem::Contents>> {
+        let r = writable_remote(node)?;
+        Ok(r.driver.open_in_place(&r.path, create)?)
+    }
+
     /// Prepares `node` to be opened with `flags` (which include write access or `O_CREAT`)
     /// and returns the local copy the program must open instead. Journals the change first.
     /// `mode` is the permission bits a new file gets (the program's, less its umask).

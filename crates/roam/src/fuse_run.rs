@@ -47,6 +47,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     for prefix in &prefixes {
         bind_prefix(&root, prefix)?;
     }
+    url_aliases(&root);
     enter_root(&root)?;
     std::env::set_current_dir(&cwd).ok();
     let status = std::process::Command::new(&program[0])
@@ -131,6 +132,18 @@ fn bind_prefix(root: &Path, prefix: &str) -> Result<()> {
     }
     let source = root.join(FUSE_AT).join(rel);
     mount(source.to_str(), &target, None, libc::MS_BIND, None)
+}
+
+/// `/http:` → `http` and the like for every implicit mount, so that a URL passed as an
+/// absolute-looking path resolves (the kernel reads `/http://h/f` as `/http:/h/f`), as the
+/// whole-namespace `roam mount` does at its root.
+fn url_aliases(root: &Path) {
+    for scheme in roam_vfs::IMPLICIT_SCHEMES {
+        let link = root.join(format!("{scheme}:"));
+        if let Err(e) = std::os::unix::fs::symlink(scheme, &link) {
+            tracing::warn!("/{scheme}: not made in the program's root ({e})");
+        }
+    }
 }
 
 /// pivot_root into `root`; the old root is detached.

@@ -32,7 +32,8 @@ pub struct MountArgs {
     /// Extra mounts inside the namespace (LOCAL=URL), as for `run`.
     #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
     mounts: Vec<String>,
-    /// Request threads (slow remote files block only the requests on them).
+    /// Worker threads for requests on remote names (a slow server holds one each; local
+    /// and in-memory requests are answered by the two threads reading /dev/fuse).
     #[arg(long, default_value_t = 16)]
     threads: usize,
 }

@@ -163,6 +163,31 @@ fn the_whole_namespace_is_one_mount() {
     );
 }
 
+/// URLs as paths, as far as the kernel lets them through: it reads `DIR/http://h/f` as
+/// `DIR/http:/h/f`, and `http:` at the root is a symlink to `http`; from the root as cwd a
+/// bare URL works too. The alias is not listed and cannot be removed.
+#[test]
+fn urls_work_as_paths_at_the_root_of_the_whole_namespace() {
+    let fx = common::fixture();
+    let m = FuseMount::start(Roam::new(), None, &[]);
+    let host = fx.server.authority();
+    let script = format!(
+        "head -1 /w/http://{host}/hello.txt && cd /w && head -1 http://{host}/hello.txt && readlink http: && ls /w | grep -c : ; rm /w/ftp:"
+    );
+    let o = m.sh(&script, &[]);
+    assert_eq!(
+        stdout(&o),
+        "first line\nfirst line\nhttp\n0\n",
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("cannot remove '/w/ftp:': Read-only file system"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A server that accepts connections and never answers: the request fails with
 /// ETIMEDOUT after roam's read timeout, and the mount keeps serving meanwhile.
 #[test]
@@ -372,14 +397,14 @@ mod run_fuse {
 
     fn script(host: &str) -> String {
         format!(
-            "head -1 /http/{host}/hello.txt && echo hi > /scratch/x/a && cat /scratch/x/a && grep TracerPid /proc/self/status && id -u && cat /http/{host}/nothere"
+            "head -1 /http/{host}/hello.txt && head -1 /http://{host}/hello.txt && echo hi > /scratch/x/a && cat /scratch/x/a && grep TracerPid /proc/self/status && id -u && cat /http/{host}/nothere"
         )
     }
 
     fn check(o: &std::process::Output, uid: u32) {
         assert_eq!(
             stdout(o),
-            format!("first line\nhi\nTracerPid:\t0\n{uid}\n"),
+            format!("first line\nfirst line\nhi\nTracerPid:\t0\n{uid}\n"),
             "{}",
             stderr(o)
         );

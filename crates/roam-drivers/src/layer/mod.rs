@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::{DirEntry, Driver, Fetched, Known, Listing, Meta, Result, Validator};
+use crate::{DirEntry, Driver, Fetched, Known, Listing, Meta, NewFile, Result, Validator};
 
 /// What a layer does to what passes through it. Both transforms are their own inverse,
 /// so the same function serves the way down and the way up.
@@ -130,6 +130,22 @@ impl<T: Transform> Driver for Stacked<T> {
             self.lower.local_path(&self.t.name(path))
         } else {
             None
+        }
+    }
+
+    fn in_memory(&self) -> bool {
+        T::TRANSPARENT && self.lower.in_memory()
+    }
+
+    fn open_in_place(
+        &self,
+        path: &str,
+        create: Option<NewFile>,
+    ) -> Result<Arc<crate::mem::Contents>> {
+        if T::TRANSPARENT {
+            self.lower.open_in_place(&self.t.name(path), create)
+        } else {
+            Err(crate::unsupported(self, "open files in place", path))
         }
     }
 
