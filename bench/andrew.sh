@@ -9,6 +9,8 @@
 # Configurations:
 #   native              the phases on a local directory
 #   roam (local)        the same under `roam run`: what roam costs a program that uses no remote file
+#   roam (local, stops) the same with ROAM_NOTIFY=0: every name call a ptrace stop instead of a
+#                       seccomp user notification (what the listener saves)
 #   strace -f / proot   the anchors, same local directory
 #   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
 #                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
@@ -31,12 +33,13 @@ run() { # NAME, then the command prefix words
         || echo "NOTE: $name failed (see $work/err.log)" >&2
 }
 
-configs=("native" "roam (local)" "strace -f" "proot" "roam file+cache")
+configs=("native" "roam (local)" "roam (local, stops)" "strace -f" "proot" "roam file+cache")
 export ROAM_CACHE_DIR=$work/cache ROAM_CONFIG=$work/none.toml
 for r in $(seq "$RUNS"); do
     echo "[andrew.sh] run $r/$RUNS" >&2
     DEST=$work/dst run native env
     DEST=$work/dst run "roam (local)" "$ROAM" run --
+    DEST=$work/dst run "roam (local, stops)" env ROAM_NOTIFY=0 "$ROAM" run --
     command -v strace >/dev/null && DEST=$work/dst run "strace -f" strace -f -o /dev/null
     command -v proot >/dev/null && DEST=$work/dst run proot proot
     DEST=/w/dst run "roam file+cache" "$ROAM" run -m "/w=file+cache://$work/mnt" --
