@@ -12,7 +12,7 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`]) converse with an extension and
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`archive`]) converse with an extension and
 //! validate what it answers. This crate is a leaf: it knows nothing of roam's namespace.
 
 mod converse;
@@ -25,6 +25,7 @@ mod sandbox;
 mod wasm;
 mod worker;
 
+pub mod archive;
 pub mod layer;
 pub mod policy;
 pub mod query;

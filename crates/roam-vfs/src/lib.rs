@@ -11,6 +11,7 @@
 //! Consistency follows Ufo: metadata, listings and file contents younger than `T_read` are
 //! used as they are; older ones are revalidated (ETag / Last-Modified) before use.
 
+mod archive;
 mod cache;
 mod consistency;
 mod error;
@@ -84,6 +85,8 @@ pub struct Vfs {
     resolver: Box<dyn ConflictResolver>,
     /// An extension that picks eviction victims instead of plain LRU (none: LRU).
     policy: Option<EvictionPolicy>,
+    /// The archive extension that shows zip/tar files as directories (none: they are files).
+    archives: Option<archive::Archives>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -135,17 +138,25 @@ impl Vfs {
             partials: Mutex::new(HashMap::new()),
             resolver: Box::new(KeepBoth),
             policy: None,
+            archives: None,
         })
     }
 
     /// The node a normalised absolute name stands for, `None` for a local name.
     pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
-        self.mounts.lookup(virt)
+        match self.archive_lookup(virt)? {
+            Some(member) => Ok(Some(member)),
+            None => self.mounts.lookup(virt),
+        }
     }
 
     /// Path prefixes under which roam names live.
     pub fn prefixes(&self) -> Vec<String> {
-        self.mounts.prefixes()
+        let mut prefixes = self.mounts.prefixes();
+        if self.archives.is_some() {
+            prefixes.push(archive::VIEW_ROOT.to_owned());
+        }
+        prefixes
     }
 
     /// The private cache directory.

@@ -12,6 +12,8 @@
 //! policy_args = ["/http/example.org/big/index.db", ".so"]   # its arguments (the hot list)
 //! [extensions]
 //! dir = "/opt/roam/ext"      # NAME.wasm, libNAME.so; default: $XDG_CONFIG_HOME/roam/extensions
+//! archive = "archive"        # shows *.zip/*.tar as directories (default: `archive` if it is
+//!                            # there; "" turns archives off)
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -81,6 +83,8 @@ pub struct CacheSection {
 #[serde(deny_unknown_fields)]
 pub struct ExtensionsSection {
     pub dir: Option<PathBuf>,
+    /// The archive extension (default: `archive`, when the extension dir has it).
+    pub archive: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +197,27 @@ impl Config {
             ext,
             args: self.cache.policy_args.clone(),
         }))
+    }
+}
+
+impl Config {
+    /// The archive extension, loaded: the one `[extensions] archive` names (which must load),
+    /// else `archive` if it is installed; none when the setting is empty.
+    pub fn archive_extension(&self) -> Result<Option<roam_ext::Extension>> {
+        let tech = roam_ext::Technology::Wasm;
+        let dir = self.extensions_dir();
+        let name = match self.extensions.archive.as_deref() {
+            Some("") => return Ok(None),
+            Some(name) => name,
+            None if tech.artifact(&dir, "archive").is_file() => "archive",
+            None => return Ok(None),
+        };
+        Ok(Some(roam_ext::Extension::load(
+            &dir,
+            name,
+            tech,
+            Default::default(),
+        )?))
     }
 }
 
