@@ -277,16 +277,12 @@ impl ArchiveDriver {
         Ok(buf)
     }
 
+    /// Bytes of the archive into `dest`; a backend that cannot read ranges says so
+    /// (`ENOTSUP`), which archives then are on it.
     fn read_into(&self, off: u64, len: u64, dest: &mut dyn Write) -> DResult<u64> {
-        let (driver, path) = (&self.archive.driver, &self.archive.path);
-        if driver.reads_ranges() {
-            return driver.read_range(path, off, len, dest);
-        }
-        Err(self.fail(
-            ErrorKind::Unsupported,
-            "/",
-            "this backend cannot read byte ranges, which archives need",
-        ))
+        self.archive
+            .driver
+            .read_range(&self.archive.path, off, len, dest)
     }
 
     /// Where a file member's data is: an extent of the archive, or the (inflated) bytes.

@@ -245,3 +245,20 @@ fn hostile_names_under_roam_run() {
 fn hostile_names_through_roam_mount() {
     hostile_names(Fuse);
 }
+
+/// Every backend with range reads serves archives; `file` is a local directory in place
+/// (a local archive in the namespace).
+#[test]
+fn archives_on_other_backends() {
+    let scratch = Scratch::new("archives");
+    for kind in ["dav", "ftp", "sftp", "file"] {
+        let expected = scratch.join(&format!("expected-{kind}"));
+        let b = Backend::serving(kind, |srv| populate(srv, &expected));
+        let script = "set -e; cat /w/photos.zip#/a.txt; ls /w/src.tar#/lib; \
+             cmp /w/src.tar#/data/blob.bin $E/src/data/blob.bin; \
+             cmp /w/photos.zip#/sub/b.txt $E/photos/sub/b.txt && echo same"
+            .replace("$E", &expected.display().to_string());
+        let o = b.sh_with(roam(), &script);
+        assert_eq!(ok(&o), "alpha needle\nutil.c\nsame\n", "{kind}");
+    }
+}
