@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use roam_drivers::{DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator};
 use roam_ext::abi::MemberKind;
 use roam_ext::archive::{Data, Entry, Index};
-use roam_ext::Extension;
+use roam_ext::{ExtError, Extension};
 
 use crate::mounts::{Node, Remote};
 use crate::{Error, Resolved, Result, Vfs};
@@ -34,19 +34,34 @@ pub const VIEW_ROOT: &str = "/.archive";
 /// The mark that makes `NAME.zip#` the directory view of the file `NAME.zip`.
 const VIEW_MARK: char = '#';
 
-/// The archive extension and the views made so far, by the archive's name.
-pub(crate) struct Archives {
-    ext: Arc<Extension>,
-    views: Mutex<HashMap<String, Arc<ArchiveDriver>>>,
+/// Loads the archive extension.
+pub type LoadExtension = Box<dyn Fn() -> std::result::Result<Extension, ExtError> + Send + Sync>;
+
+/// The archive extension, loaded at the first listing: compiling a module takes longer than
+/// starting roam (~0.5 s in a debug build), and most runs never open an archive.
+struct Lazy {
+    load: LoadExtension,
+    ext: OnceLock<std::result::Result<Arc<Extension>, String>>,
 }
 
-impl Archives {
-    pub(crate) fn new(ext: Extension) -> Archives {
-        Archives {
-            ext: Arc::new(ext),
-            views: Mutex::new(HashMap::new()),
-        }
+impl std::fmt::Debug for Lazy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("archive extension")
     }
+}
+
+impl Lazy {
+    fn get(&self) -> std::result::Result<Arc<Extension>, String> {
+        self.ext
+            .get_or_init(|| (self.load)().map(Arc::new).map_err(|e| e.to_string()))
+            .clone()
+    }
+}
+
+/// The archive extension and the views made so far, by the archive's name.
+pub(crate) struct Archives {
+    ext: Arc<Lazy>,
+    views: Mutex<HashMap<String, Arc<ArchiveDriver>>>,
 }
 
 /// Whether `name` is one an archive file may have (`*.zip`, `*.tar`, any case). Checked for
@@ -60,9 +75,16 @@ fn archive_name(name: &str) -> bool {
 }
 
 impl Vfs {
-    /// Browses archives with `ext` (an extension of the archive kind).
-    pub fn set_archive_extension(&mut self, ext: Extension) {
-        self.archives = Some(Archives::new(ext));
+    /// Browses archives with the extension (of the archive kind) that `load` loads when the
+    /// first archive is listed.
+    pub fn set_archive_extension(&mut self, load: LoadExtension) {
+        self.archives = Some(Archives {
+            ext: Arc::new(Lazy {
+                load,
+                ext: OnceLock::new(),
+            }),
+            views: Mutex::new(HashMap::new()),
+        });
     }
 
     /// The member node `virt` names in any of its spellings, `None` when it names no member.
@@ -183,7 +205,7 @@ impl Version {
 pub(crate) struct ArchiveDriver {
     archive: Remote,
     version: Version,
-    ext: Arc<Extension>,
+    ext: Arc<Lazy>,
     /// The vfs's count of bytes fetched: listing and locating members read the archive here.
     fetched: Arc<AtomicU64>,
     index: OnceLock<std::result::Result<Arc<Index>, roam_drivers::Error>>,
@@ -194,7 +216,7 @@ pub(crate) struct ArchiveDriver {
 type DResult<T> = roam_drivers::Result<T>;
 
 impl ArchiveDriver {
-    fn new(archive: Remote, meta: Meta, ext: Arc<Extension>, fetched: Arc<AtomicU64>) -> Self {
+    fn new(archive: Remote, meta: Meta, ext: Arc<Lazy>, fetched: Arc<AtomicU64>) -> Self {
         ArchiveDriver {
             archive,
             version: Version::of(&meta),
@@ -219,10 +241,10 @@ impl ArchiveDriver {
     fn index(&self) -> DResult<Arc<Index>> {
         self.index
             .get_or_init(|| {
-                let name = self.archive.path.rsplit('/').next().unwrap_or("");
+                let ext = self.extension("/")?;
                 let index = roam_ext::archive::list(
-                    &self.ext,
-                    name,
+                    &ext,
+                    self.file_name(),
                     self.version.size,
                     &mut |_, off, len| self.read(off, u64::from(len)),
                 )
@@ -237,6 +259,17 @@ impl ArchiveDriver {
                 Ok(Arc::new(index))
             })
             .clone()
+    }
+
+    /// The archive's own file name: the extension tells zip from tar by it.
+    fn file_name(&self) -> &str {
+        self.archive.path.rsplit('/').next().unwrap_or("")
+    }
+
+    fn extension(&self, path: &str) -> DResult<Arc<Extension>> {
+        self.ext
+            .get()
+            .map_err(|e| self.fail(ErrorKind::Io, path, e))
     }
 
     fn entry(&self, path: &str) -> DResult<(Arc<Index>, Entry)> {
@@ -290,15 +323,12 @@ impl ArchiveDriver {
         if let Some(&(off, len)) = self.extents.lock().unwrap().get(path) {
             return Ok(Data::Extent { off, len });
         }
-        let name = self.archive.path.rsplit('/').next().unwrap_or("");
-        let data = roam_ext::archive::extract(
-            &self.ext,
-            name,
-            self.version.size,
-            e,
-            &mut |_, off, len| self.read(off, u64::from(len)),
-        )
-        .map_err(|err| self.fail(ErrorKind::Io, path, format!("cannot read: {err}")))?;
+        let (ext, name) = (self.extension(path)?, self.file_name());
+        let data =
+            roam_ext::archive::extract(&ext, name, self.version.size, e, &mut |_, off, len| {
+                self.read(off, u64::from(len))
+            })
+            .map_err(|err| self.fail(ErrorKind::Io, path, format!("cannot read: {err}")))?;
         if let Data::Extent { off, len } = data {
             self.extents
                 .lock()

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant, SystemTime};
 use roam_drivers::http::HttpConfig;
 use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 
+pub use archive::LoadExtension;
 pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};

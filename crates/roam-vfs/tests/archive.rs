@@ -39,14 +39,10 @@ fn world(populate: impl FnOnce(&Path)) -> World {
         tls: vec![],
     };
     let mut vfs = Vfs::new(&cfg).unwrap();
-    let ext = Extension::load(
-        &roam_testkit::ext::extensions(),
-        "archive",
-        Technology::Wasm,
-        Limits::default(),
-    )
-    .unwrap();
-    vfs.set_archive_extension(ext);
+    let dir = roam_testkit::ext::extensions();
+    vfs.set_archive_extension(Box::new(move || {
+        Extension::load(&dir, "archive", Technology::Wasm, Limits::default())
+    }));
     World {
         vfs,
         _server: server,

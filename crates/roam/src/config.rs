@@ -201,23 +201,27 @@ impl Config {
 }
 
 impl Config {
-    /// The archive extension, loaded: the one `[extensions] archive` names (which must load),
-    /// else `archive` if it is installed; none when the setting is empty.
-    pub fn archive_extension(&self) -> Result<Option<roam_ext::Extension>> {
+    /// A loader of the archive extension: the one `[extensions] archive` names (which must
+    /// exist), else `archive` if it is installed; none when the setting is empty. Loading
+    /// (compiling) waits for the first archive a program opens.
+    pub fn archive_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
         let tech = roam_ext::Technology::Wasm;
         let dir = self.extensions_dir();
         let name = match self.extensions.archive.as_deref() {
             Some("") => return Ok(None),
-            Some(name) => name,
-            None if tech.artifact(&dir, "archive").is_file() => "archive",
-            None => return Ok(None),
+            Some(name) => name.to_owned(),
+            None => "archive".to_owned(),
         };
-        Ok(Some(roam_ext::Extension::load(
-            &dir,
-            name,
-            tech,
-            Default::default(),
-        )?))
+        let path = tech.artifact(&dir, &name);
+        if !path.is_file() {
+            if self.extensions.archive.is_some() {
+                anyhow::bail!("archive extension {}: no such file", path.display());
+            }
+            return Ok(None);
+        }
+        Ok(Some(Box::new(move || {
+            roam_ext::Extension::load(&dir, &name, tech, Default::default())
+        })))
     }
 }
 

@@ -246,8 +246,8 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
     if let Some(policy) = cfg.eviction_policy()? {
         vfs.set_eviction_policy(policy);
     }
-    if let Some(ext) = cfg.archive_extension()? {
-        vfs.set_archive_extension(ext);
+    if let Some(load) = cfg.archive_extension()? {
+        vfs.set_archive_extension(load);
     }
     Ok(vfs)
 }
