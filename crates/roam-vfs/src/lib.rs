@@ -15,6 +15,7 @@ mod archive;
 mod cache;
 mod consistency;
 mod error;
+mod ext_layer;
 mod listings;
 mod mounts;
 mod partial;
@@ -60,6 +61,8 @@ pub struct VfsConfig {
     pub http: HttpConfig,
     /// TLS choices per `host[:port]` (a CA file, or no verification at all).
     pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
+    /// Where layer extensions of `ext:NAME:URL` mounts are (none: such mounts are refused).
+    pub extensions: Option<PathBuf>,
 }
 
 /// What a name resolves to after following symlinks.
@@ -119,7 +122,7 @@ impl Vfs {
         let cache = DiskCache::open(&cfg.cache_dir)?;
         // Changes journaled by an earlier run that did not finish stay pending.
         let dirty = cache.journaled().into_iter().collect();
-        let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls)?;
+        let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls, cfg.extensions.as_deref())?;
         let usage = usage::Usage::default();
         usage.bytes_cached.store(
             cache.copies().iter().map(|c| c.1).sum(),

@@ -37,6 +37,7 @@ fn world(populate: impl FnOnce(&Path)) -> World {
         max_cache_bytes: 1 << 30,
         http: HttpConfig::default(),
         tls: vec![],
+        extensions: None,
     };
     let mut vfs = Vfs::new(&cfg).unwrap();
     let dir = roam_testkit::ext::extensions();

@@ -236,6 +236,7 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
                 )
             })
             .collect(),
+        extensions: Some(cfg.extensions_dir()),
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
