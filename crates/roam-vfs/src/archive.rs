@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use roam_drivers::{DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator};
 use roam_ext::abi::MemberKind;
 use roam_ext::archive::{Data, Entry, Index};
-use roam_ext::{ExtError, Extension};
+use roam_ext::{ExtError, Extension, Fault};
 
 use crate::mounts::{Node, Remote};
 use crate::{Error, Resolved, Result, Vfs};
@@ -208,7 +208,7 @@ pub(crate) struct ArchiveDriver {
     ext: Arc<Lazy>,
     /// The vfs's count of bytes fetched: listing and locating members read the archive here.
     fetched: Arc<AtomicU64>,
-    index: OnceLock<std::result::Result<Arc<Index>, roam_drivers::Error>>,
+    index: Mutex<Option<DResult<Arc<Index>>>>,
     /// Extents of stored members already located, by member path.
     extents: Mutex<HashMap<String, (u64, u64)>>,
 }
@@ -222,7 +222,7 @@ impl ArchiveDriver {
             version: Version::of(&meta),
             ext,
             fetched,
-            index: OnceLock::new(),
+            index: Mutex::new(None),
             extents: Mutex::new(HashMap::new()),
         }
     }
@@ -236,19 +236,24 @@ impl ArchiveDriver {
         roam_drivers::Error::new(kind, format!("{}: {why}", self.describe(path)))
     }
 
-    /// The member tree, listed once per archive version (a failure is kept too: a corrupt
-    /// archive stays corrupt until it changes).
+    /// The member tree, listed once per archive version. What the extension concluded is
+    /// kept (a corrupt archive stays corrupt until it changes); a failed fetch is not (the
+    /// server may answer next time). One listing at a time: the others wait for its result.
     fn index(&self) -> DResult<Arc<Index>> {
-        self.index
-            .get_or_init(|| {
-                let ext = self.extension("/")?;
-                let index = roam_ext::archive::list(
-                    &ext,
-                    self.file_name(),
-                    self.version.size,
-                    &mut |_, off, len| self.read(off, u64::from(len)),
-                )
-                .map_err(|e| self.fail(ErrorKind::Io, "/", format!("cannot list: {e}")))?;
+        let mut slot = self.index.lock().unwrap();
+        if let Some(done) = &*slot {
+            return done.clone();
+        }
+        let ext = self.extension("/")?;
+        let listed = roam_ext::archive::list(
+            &ext,
+            self.file_name(),
+            self.version.size,
+            &mut |_, off, len| self.read(off, u64::from(len)),
+        );
+        let transient = matches!(&listed, Err(e) if matches!(e.fault, Fault::Host(_)));
+        let result = listed
+            .map(|index| {
                 if index.skipped > 0 {
                     tracing::warn!(
                         "{}: {} members left out (unsafe names or clashing kinds)",
@@ -256,9 +261,13 @@ impl ArchiveDriver {
                         index.skipped
                     );
                 }
-                Ok(Arc::new(index))
+                Arc::new(index)
             })
-            .clone()
+            .map_err(|e| self.fail(ErrorKind::Io, "/", format!("cannot list: {e}")));
+        if !transient {
+            *slot = Some(result.clone());
+        }
+        result
     }
 
     /// The archive's own file name: the extension tells zip from tar by it.
