@@ -8,8 +8,8 @@ use roam_ext_abi::{Files, Member, MemberKind, Reply};
 const BLOCK: u64 = 512;
 /// Bytes asked per step: many headers of small members at once.
 const WINDOW: u64 = 64 << 10;
-/// Bytes asked when the last member was large: its successor's header is far away and alone.
-const SMALL_WINDOW: u64 = 4 << 10;
+/// Bytes asked when the last member was large: its successor's header alone (far away).
+const SMALL_WINDOW: u64 = 512;
 
 /// Names and sizes an extended header (GNU `L`/`K`, pax `x`) gives the member after it.
 #[derive(Default)]

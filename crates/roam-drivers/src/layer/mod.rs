@@ -66,43 +66,115 @@ impl<T: Transform> Stacked<T> {
     }
 }
 
-/// A writer that decodes what the lower driver writes into it, on its way to the program.
+/// Bytes transformed at once: few calls for a transform that runs elsewhere (a layer
+/// extension costs a call per piece), little memory per open file.
+const PIECE: usize = 256 << 10;
+
+/// A writer that decodes what the lower driver writes into it, on its way to the program,
+/// in pieces of [`PIECE`] bytes; [`Down::finish`] writes the last one.
 struct Down<'a, T> {
     t: &'a T,
     inner: &'a mut dyn Write,
     offset: u64,
+    piece: Vec<u8>,
+}
+
+impl<'a, T: Transform> Down<'a, T> {
+    fn new(t: &'a T, inner: &'a mut dyn Write, offset: u64) -> Self {
+        Down {
+            t,
+            inner,
+            offset,
+            piece: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        self.t
+            .bytes(&mut self.piece, self.offset, Way::Decode)
+            .map_err(std::io::Error::other)?;
+        self.inner.write_all(&self.piece)?;
+        self.offset += self.piece.len() as u64;
+        self.piece.clear();
+        Ok(())
+    }
+
+    /// Writes what is still held; a failure is the transform's (or the destination's).
+    fn finish(mut self) -> Result<()> {
+        self.drain()
+            .map_err(|e| crate::Error::new(crate::ErrorKind::Io, e.to_string()))
+    }
 }
 
 impl<T: Transform> Write for Down<'_, T> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut b = buf.to_vec();
-        self.t
-            .bytes(&mut b, self.offset, Way::Decode)
-            .map_err(std::io::Error::other)?;
-        self.inner.write_all(&b)?;
-        self.offset += b.len() as u64;
-        Ok(b.len())
+        self.piece.extend_from_slice(buf);
+        if self.piece.len() >= PIECE {
+            self.drain()?;
+        }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        self.drain()?;
         self.inner.flush()
     }
 }
 
-/// A reader that encodes what the lower driver reads from it, on its way to storage.
+/// A reader that encodes what the lower driver reads from it, on its way to storage: it
+/// reads ahead a piece of [`PIECE`] bytes and transforms it at once.
 struct Up<'a, T> {
     t: &'a T,
     inner: &'a mut dyn Read,
+    /// Where the next piece starts in the file.
     offset: u64,
+    piece: Vec<u8>,
+    pos: usize,
+}
+
+impl<'a, T: Transform> Up<'a, T> {
+    fn new(t: &'a T, inner: &'a mut dyn Read) -> Self {
+        Up {
+            t,
+            inner,
+            offset: 0,
+            piece: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.piece.resize(PIECE, 0);
+        let mut n = 0;
+        while n < PIECE {
+            match self.inner.read(&mut self.piece[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.piece.truncate(n);
+        self.t
+            .bytes(&mut self.piece, self.offset, Way::Encode)
+            .map_err(std::io::Error::other)?;
+        self.offset += n as u64;
+        self.pos = 0;
+        Ok(())
+    }
 }
 
 impl<T: Transform> Read for Up<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.t
-            .bytes(&mut buf[..n], self.offset, Way::Encode)
-            .map_err(std::io::Error::other)?;
-        self.offset += n as u64;
+        if self.pos == self.piece.len() {
+            self.refill()?;
+        }
+        let n = buf.len().min(self.piece.len() - self.pos);
+        buf[..n].copy_from_slice(&self.piece[self.pos..self.pos + n]);
+        self.pos += n;
         Ok(n)
     }
 }
@@ -142,12 +214,10 @@ impl<T: Transform> Driver for Stacked<T> {
         dest: &mut dyn Write,
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
-        let mut down = Down {
-            t: &self.t,
-            inner: dest,
-            offset: 0,
-        };
-        match self.lower.fetch(&self.down(path)?, &mut down, validator)? {
+        let mut down = Down::new(&self.t, dest, 0);
+        let fetched = self.lower.fetch(&self.down(path)?, &mut down, validator)?;
+        down.finish()?;
+        match fetched {
             Fetched::Body(m) => Ok(Fetched::Body(self.meta_up(m)?)),
             Fetched::NotModified => Ok(Fetched::NotModified),
         }
@@ -166,13 +236,12 @@ impl<T: Transform> Driver for Stacked<T> {
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let mut down = Down {
-            t: &self.t,
-            inner: dest,
-            offset,
-        };
-        self.lower
-            .read_range(&self.down(path)?, offset, len, &mut down)
+        let mut down = Down::new(&self.t, dest, offset);
+        let n = self
+            .lower
+            .read_range(&self.down(path)?, offset, len, &mut down)?;
+        down.finish()?;
+        Ok(n)
     }
 
     fn writable(&self) -> bool {
@@ -180,11 +249,7 @@ impl<T: Transform> Driver for Stacked<T> {
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let mut up = Up {
-            t: &self.t,
-            inner: src,
-            offset: 0,
-        };
+        let mut up = Up::new(&self.t, src);
         self.meta_up(self.lower.put(&self.down(path)?, &mut up, len)?)
     }
 
