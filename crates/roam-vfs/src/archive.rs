@@ -18,14 +18,15 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roam_drivers::{DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator};
 use roam_ext::abi::MemberKind;
 use roam_ext::archive::{Data, Entry, Index};
-use roam_ext::{ExtError, Extension, Fault};
+use roam_ext::{Extension, Fault};
 
+use crate::lazy_ext::{LazyExtension, LoadExtension};
 use crate::mounts::{Node, Remote};
 use crate::{Error, Resolved, Result, Vfs};
 
@@ -34,33 +35,9 @@ pub const VIEW_ROOT: &str = "/.archive";
 /// The mark that makes `NAME.zip#` the directory view of the file `NAME.zip`.
 const VIEW_MARK: char = '#';
 
-/// Loads the archive extension.
-pub type LoadExtension = Box<dyn Fn() -> std::result::Result<Extension, ExtError> + Send + Sync>;
-
-/// The archive extension, loaded at the first listing: compiling a module takes longer than
-/// starting roam (~0.5 s in a debug build), and most runs never open an archive.
-struct Lazy {
-    load: LoadExtension,
-    ext: OnceLock<std::result::Result<Arc<Extension>, String>>,
-}
-
-impl std::fmt::Debug for Lazy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("archive extension")
-    }
-}
-
-impl Lazy {
-    fn get(&self) -> std::result::Result<Arc<Extension>, String> {
-        self.ext
-            .get_or_init(|| (self.load)().map(Arc::new).map_err(|e| e.to_string()))
-            .clone()
-    }
-}
-
 /// The archive extension and the views made so far, by the archive's name.
 pub(crate) struct Archives {
-    ext: Arc<Lazy>,
+    ext: Arc<LazyExtension>,
     views: Mutex<HashMap<String, Arc<ArchiveDriver>>>,
 }
 
@@ -76,13 +53,10 @@ fn archive_name(name: &str) -> bool {
 
 impl Vfs {
     /// Browses archives with the extension (of the archive kind) that `load` loads when the
-    /// first archive is listed.
+    /// first archive is listed (see [`LazyExtension`]).
     pub fn set_archive_extension(&mut self, load: LoadExtension) {
         self.archives = Some(Archives {
-            ext: Arc::new(Lazy {
-                load,
-                ext: OnceLock::new(),
-            }),
+            ext: Arc::new(LazyExtension::new(load)),
             views: Mutex::new(HashMap::new()),
         });
     }
@@ -205,7 +179,7 @@ impl Version {
 pub(crate) struct ArchiveDriver {
     archive: Remote,
     version: Version,
-    ext: Arc<Lazy>,
+    ext: Arc<LazyExtension>,
     /// The vfs's count of bytes fetched: listing and locating members read the archive here.
     fetched: Arc<AtomicU64>,
     index: Mutex<Option<DResult<Arc<Index>>>>,
@@ -216,7 +190,7 @@ pub(crate) struct ArchiveDriver {
 type DResult<T> = roam_drivers::Result<T>;
 
 impl ArchiveDriver {
-    fn new(archive: Remote, meta: Meta, ext: Arc<Lazy>, fetched: Arc<AtomicU64>) -> Self {
+    fn new(archive: Remote, meta: Meta, ext: Arc<LazyExtension>, fetched: Arc<AtomicU64>) -> Self {
         ArchiveDriver {
             archive,
             version: Version::of(&meta),

@@ -8,37 +8,43 @@
 //! naming it, never with a wrong name or wrong bytes.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use roam_drivers::layer::{Transform, Way};
 use roam_drivers::{Error, ErrorKind, Result};
 use roam_ext::abi::LayerOp;
 use roam_ext::Extension;
 
+use crate::lazy_ext::{LazyExtension, LoadExtension};
+
 /// Names remembered per way, so a path looked up again costs no call (bounded: cleared when
 /// full).
 const MEMO: usize = 4096;
 
-/// A layer whose transform is an extension's.
+/// A layer whose transform is an extension's (loaded at the first name or byte it sees).
 #[derive(Debug)]
 pub(crate) struct ExtLayer {
     /// `ext:NAME`.
     scheme: String,
-    ext: Extension,
+    ext: LazyExtension,
     names: Mutex<HashMap<(bool, String), String>>,
 }
 
 impl ExtLayer {
-    pub(crate) fn new(ext: Extension) -> ExtLayer {
+    pub(crate) fn new(name: &str, load: LoadExtension) -> ExtLayer {
         ExtLayer {
-            scheme: format!("ext:{}", ext.name()),
-            ext,
+            scheme: format!("ext:{name}"),
+            ext: LazyExtension::new(load),
             names: Mutex::new(HashMap::new()),
         }
     }
 
     fn fail(&self, why: impl std::fmt::Display) -> Error {
         Error::new(ErrorKind::Io, format!("{} layer: {why}", self.scheme))
+    }
+
+    fn extension(&self) -> Result<Arc<Extension>> {
+        self.ext.get().map_err(|e| self.fail(e))
     }
 
     /// One component through the extension (remembered).
@@ -51,8 +57,8 @@ impl ExtLayer {
             Way::Encode => LayerOp::EncodeName,
             Way::Decode => LayerOp::DecodeName,
         };
-        let out =
-            roam_ext::layer::transform(&self.ext, op, 0, c.as_bytes()).map_err(|e| self.fail(e))?;
+        let out = roam_ext::layer::transform(&*self.extension()?, op, 0, c.as_bytes())
+            .map_err(|e| self.fail(e))?;
         let out = String::from_utf8(out).map_err(|_| self.fail("a name that is not UTF-8"))?;
         let mut names = self.names.lock().unwrap();
         if names.len() >= MEMO {
@@ -88,8 +94,8 @@ impl Transform for ExtLayer {
             Way::Encode => LayerOp::Encode,
             Way::Decode => LayerOp::Decode,
         };
-        let out =
-            roam_ext::layer::transform(&self.ext, op, offset, bytes).map_err(|e| self.fail(e))?;
+        let out = roam_ext::layer::transform(&*self.extension()?, op, offset, bytes)
+            .map_err(|e| self.fail(e))?;
         bytes.copy_from_slice(&out);
         Ok(())
     }

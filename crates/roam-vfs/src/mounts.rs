@@ -140,13 +140,17 @@ impl Protocols {
             .extensions
             .as_deref()
             .ok_or_else(|| bad("no extension directory is configured".into()))?;
-        let ext =
-            roam_ext::Extension::load(dir, name, roam_ext::Technology::Wasm, Default::default())
-                .map_err(|e| bad(e.to_string()))?;
-        Ok(Arc::new(Stacked::new(
-            ExtLayer::new(ext),
-            self.driver(lower)?,
-        )))
+        // Refused at start when missing; compiled at the layer's first use.
+        let tech = roam_ext::Technology::Wasm;
+        let path = tech.artifact(dir, name);
+        if !path.is_file() {
+            return Err(bad(format!("{} does not exist", path.display())));
+        }
+        let (dir, owned) = (dir.to_path_buf(), name.to_owned());
+        let load =
+            Box::new(move || roam_ext::Extension::load(&dir, &owned, tech, Default::default()));
+        let layer = ExtLayer::new(name, load);
+        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
     }
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
