@@ -245,6 +245,21 @@ fn corrupt_archives_are_eio_naming_archive_and_extension() {
     }
 }
 
+/// A listing that failed because the server did not answer is tried again; what the
+/// extension concluded about a corrupt archive is kept.
+#[test]
+fn a_failed_fetch_is_not_the_archive_s_verdict() {
+    let w = world(|srv| write(&srv.join("a.zip"), "zip", &[Item::File("f.txt", b"x")]));
+    let (srv, away) = (w.scratch.join("srv/a.zip"), w.scratch.join("a.zip"));
+    let node = w.vfs.lookup("/w/a.zip#").unwrap().unwrap();
+    std::fs::rename(&srv, &away).unwrap();
+    let e = w.vfs.open_path(&node).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    assert!(e.to_string().contains("host error"), "{e}");
+    std::fs::rename(&away, &srv).unwrap();
+    assert_eq!(w.ls("/w/a.zip#"), set(&["f.txt"]));
+}
+
 #[test]
 fn members_cannot_be_written() {
     let w = world(|srv| write(&srv.join("a.zip"), "zip", &[Item::File("f.txt", b"x")]));
