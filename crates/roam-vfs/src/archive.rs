@@ -93,12 +93,29 @@ impl Vfs {
             }
         }
         if canonical {
-            return Err(Error::posix(
-                libc::ENOENT,
-                format!("{virt}: no archive file on the way"),
-            ));
+            return self.view_ancestor(virt, rest).map(Some);
         }
         Ok(None)
+    }
+
+    /// `/.archive/DIR`, DIR a directory of the namespace: a made-up directory (of the archive
+    /// views opened below it), so a FUSE kernel can walk to `/.archive/DIR/NAME.zip` one
+    /// component at a time.
+    fn view_ancestor(&self, virt: &str, dir: &str) -> Result<Node> {
+        let is_dir = match self.mounts.lookup(dir)? {
+            Some(node) => {
+                matches!(self.follow(node), Ok(Resolved::Node(_, m)) if m.kind == Kind::Dir)
+            }
+            None => false,
+        };
+        if is_dir {
+            Ok(Node::SchemeRoot { virt: virt.into() })
+        } else {
+            Err(Error::posix(
+                libc::ENOENT,
+                format!("{virt}: no archive file on the way"),
+            ))
+        }
     }
 
     /// The remote regular file `virt` names (through symlinks), with its metadata.

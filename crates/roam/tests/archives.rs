@@ -153,6 +153,24 @@ fn browse_through_roam_mount() {
     browse_with_real_programs(Fuse);
 }
 
+/// In a mount of the whole namespace the canonical names can be walked too (the kernel
+/// looks up one component at a time: `/.archive/arch` is a directory on the way).
+#[test]
+fn canonical_names_in_a_whole_namespace_mount() {
+    let scratch = Scratch::new("archives");
+    let b = archives(Trap, &scratch.join("expected"));
+    let m = common::fuse::FuseMount::start(roam(), None, &["-m", &format!("/arch={}", b.url)]);
+    let o = m.sh(
+        "set -e; ls /w/arch/photos.zip#/sub; ls /w/.archive/arch/photos.zip; \
+         cat /w/.archive/arch/photos.zip/a.txt; ls /w/.archive/arch",
+        &[],
+    );
+    assert_eq!(
+        ok(&o),
+        "b.txt\ndeep\na.txt\nbig.bin\nempty\nsub\nalpha needle\nphotos.zip\n"
+    );
+}
+
 /// `roam run` hands whole names to the vfs, so a path may go through the file itself.
 #[test]
 fn through_the_file_under_roam_run() {
