@@ -74,6 +74,35 @@ pub enum LayerOp {
     EncodeName = 3,
 }
 
+/// What an archive member is, as an archive extension lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberKind {
+    File = 0,
+    Dir = 1,
+    Symlink = 2,
+}
+
+/// One member of an archive, as the extension read it from the archive's directory (zip)
+/// or headers (tar). Names are the archive's own: the core validates them before use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// `/`-separated path inside the archive.
+    pub name: String,
+    pub kind: MemberKind,
+    /// Bytes of the member's contents (after decompression).
+    pub size: u64,
+    /// Permission bits (`0o7777`), 0 when the archive has none.
+    pub mode: u32,
+    /// Seconds since the epoch, 0 when unknown.
+    pub mtime: u64,
+    /// The target of a symlink; empty otherwise.
+    pub target: String,
+    /// Where the member is, opaque to the core: handed back in [`Request::ArchiveExtract`].
+    pub at: u64,
+    /// How it is stored, opaque to the core too (e.g. a zip compression method).
+    pub method: u16,
+}
+
 /// What roam asks an extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -98,6 +127,23 @@ pub enum Request {
     },
     /// A plain computation (benchmarks and fault probes): `op` on `data`.
     Compute { op: String, data: Vec<u8> },
+    /// List the members of the archive `name` (file 0). A listing continues over many calls
+    /// (tar headers are spread over the file): each call gets the `state` the previous reply
+    /// gave and only the ranges that reply asked for, so no call re-sends earlier data.
+    ArchiveList {
+        name: String,
+        state: Vec<u8>,
+        files: Files,
+    },
+    /// Where the data of the member listed with `at` and `method` is (answer
+    /// [`Reply::Extent`]), or the data itself (answer [`Reply::Bytes`] of `size` bytes).
+    ArchiveExtract {
+        name: String,
+        at: u64,
+        method: u16,
+        size: u64,
+        files: Files,
+    },
 }
 
 /// What an extension answers.
@@ -112,6 +158,18 @@ pub enum Reply {
     Victim(u32),
     /// The extension declines, with a reason.
     Fail(String),
+    /// Members found in this call; when `need` is not empty, call again with `state` and
+    /// those ranges.
+    Members {
+        members: Vec<Member>,
+        state: Vec<u8>,
+        need: Vec<Range>,
+    },
+    /// A member's data is the archive's bytes `off..off+len`, stored as they are.
+    Extent {
+        off: u64,
+        len: u64,
+    },
 }
 
 impl Files {
@@ -154,6 +212,61 @@ impl LayerOp {
         .into_iter()
         .find(|op| *op as u8 == v)
         .ok_or(DecodeError("unknown layer op"))
+    }
+}
+
+fn encode_ranges(w: &mut Writer, ranges: &[Range]) {
+    w.len(ranges.len());
+    for r in ranges {
+        w.u8(r.file);
+        w.u64(r.off);
+        w.u32(r.len);
+    }
+}
+
+fn decode_ranges(r: &mut Reader) -> Result<Vec<Range>, DecodeError> {
+    (0..r.count(13)?)
+        .map(|_| {
+            Ok(Range {
+                file: r.u8()?,
+                off: r.u64()?,
+                len: r.u32()?,
+            })
+        })
+        .collect()
+}
+
+impl Member {
+    /// Bytes of the smallest encoded member (empty name and target).
+    const MIN_WIRE: usize = 4 + 1 + 8 + 4 + 8 + 4 + 8 + 2;
+
+    fn encode(&self, w: &mut Writer) {
+        w.str(&self.name);
+        w.u8(self.kind as u8);
+        w.u64(self.size);
+        w.u32(self.mode);
+        w.u64(self.mtime);
+        w.str(&self.target);
+        w.u64(self.at);
+        w.u16(self.method);
+    }
+
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Member {
+            name: r.str()?,
+            kind: match r.u8()? {
+                0 => MemberKind::File,
+                1 => MemberKind::Dir,
+                2 => MemberKind::Symlink,
+                _ => return Err(DecodeError("unknown member kind")),
+            },
+            size: r.u64()?,
+            mode: r.u32()?,
+            mtime: r.u64()?,
+            target: r.str()?,
+            at: r.u64()?,
+            method: r.u16()?,
+        })
     }
 }
 
@@ -206,6 +319,26 @@ impl Request {
                 w.str(op);
                 w.bytes(data);
             }
+            Request::ArchiveList { name, state, files } => {
+                w.u8(5);
+                w.str(name);
+                w.bytes(state);
+                files.encode(&mut w);
+            }
+            Request::ArchiveExtract {
+                name,
+                at,
+                method,
+                size,
+                files,
+            } => {
+                w.u8(6);
+                w.str(name);
+                w.u64(*at);
+                w.u16(*method);
+                w.u64(*size);
+                files.encode(&mut w);
+            }
         }
         w.0
     }
@@ -252,6 +385,18 @@ impl Request {
                 op: r.str()?,
                 data: r.bytes()?,
             },
+            5 => Request::ArchiveList {
+                name: r.str()?,
+                state: r.bytes()?,
+                files: Files::decode(&mut r)?,
+            },
+            6 => Request::ArchiveExtract {
+                name: r.str()?,
+                at: r.u64()?,
+                method: r.u16()?,
+                size: r.u64()?,
+                files: Files::decode(&mut r)?,
+            },
             _ => return Err(DecodeError("unknown request kind")),
         };
         r.finish()?;
@@ -265,12 +410,7 @@ impl Reply {
         match self {
             Reply::Need(ranges) => {
                 w.u8(0);
-                w.len(ranges.len());
-                for r in ranges {
-                    w.u8(r.file);
-                    w.u64(r.off);
-                    w.u32(r.len);
-                }
+                encode_ranges(&mut w, ranges);
             }
             Reply::Match(m) => {
                 w.u8(1);
@@ -297,6 +437,22 @@ impl Reply {
                 w.u8(5);
                 w.str(why);
             }
+            Reply::Members {
+                members,
+                state,
+                need,
+            } => {
+                w.u8(6);
+                w.len(members.len());
+                members.iter().for_each(|m| m.encode(&mut w));
+                w.bytes(state);
+                encode_ranges(&mut w, need);
+            }
+            Reply::Extent { off, len } => {
+                w.u8(7);
+                w.u64(*off);
+                w.u64(*len);
+            }
         }
         w.0
     }
@@ -304,19 +460,7 @@ impl Reply {
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(buf);
         let reply = match r.u8()? {
-            0 => {
-                let n = r.count(13)?;
-                let ranges = (0..n)
-                    .map(|_| {
-                        Ok(Range {
-                            file: r.u8()?,
-                            off: r.u64()?,
-                            len: r.u32()?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
-                Reply::Need(ranges)
-            }
+            0 => Reply::Need(decode_ranges(&mut r)?),
             1 => match r.u8()? {
                 0 => Reply::Match(false),
                 1 => Reply::Match(true),
@@ -338,6 +482,21 @@ impl Reply {
             3 => Reply::Bytes(r.bytes()?),
             4 => Reply::Victim(r.u32()?),
             5 => Reply::Fail(r.str()?),
+            6 => {
+                let n = r.count(Member::MIN_WIRE)?;
+                let members = (0..n)
+                    .map(|_| Member::decode(&mut r))
+                    .collect::<Result<_, _>>()?;
+                Reply::Members {
+                    members,
+                    state: r.bytes()?,
+                    need: decode_ranges(&mut r)?,
+                }
+            }
+            7 => Reply::Extent {
+                off: r.u64()?,
+                len: r.u64()?,
+            },
             _ => return Err(DecodeError("unknown reply kind")),
         };
         r.finish()?;
@@ -359,6 +518,7 @@ mod tests {
                 data: b"abc".to_vec(),
             }],
         };
+        let files_b = files.clone();
         let reqs = [
             Request::Query {
                 name: "a.mp3".into(),
@@ -386,6 +546,18 @@ mod tests {
                 op: "md5".into(),
                 data: vec![1, 2, 3],
             },
+            Request::ArchiveList {
+                name: "a.tar".into(),
+                state: vec![7],
+                files: files_b.clone(),
+            },
+            Request::ArchiveExtract {
+                name: "a.zip".into(),
+                at: 30,
+                method: 8,
+                size: 99,
+                files: files_b,
+            },
         ];
         for req in reqs {
             assert_eq!(Request::decode(&req.encode()).unwrap(), req);
@@ -405,6 +577,25 @@ mod tests {
             Reply::Bytes(vec![9]),
             Reply::Victim(3),
             Reply::Fail("no".into()),
+            Reply::Members {
+                members: vec![Member {
+                    name: "d/f".into(),
+                    kind: MemberKind::Symlink,
+                    size: 5,
+                    mode: 0o644,
+                    mtime: 6,
+                    target: "g".into(),
+                    at: 512,
+                    method: 0,
+                }],
+                state: vec![1, 2],
+                need: vec![Range {
+                    file: 0,
+                    off: 1024,
+                    len: 512,
+                }],
+            },
+            Reply::Extent { off: 3, len: 4 },
         ];
         for reply in replies {
             assert_eq!(Reply::decode(&reply.encode()).unwrap(), reply);

@@ -12,9 +12,9 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`]) converse with an
-//! extension and validate what it answers. This crate is a leaf: it knows nothing of roam's
-//! namespace.
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`], [`archive`])
+//! converse with an extension and validate what it answers. This crate is a leaf: it knows
+//! nothing of roam's namespace.
 
 mod converse;
 mod error;
@@ -28,6 +28,7 @@ mod sandbox;
 mod wasm;
 mod worker;
 
+pub mod archive;
 pub mod layer;
 pub mod policy;
 pub mod query;

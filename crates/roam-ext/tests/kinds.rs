@@ -241,6 +241,26 @@ fn front_ends_reject_well_formed_lies() {
         );
         let lie = merge(&ext, [b"a\n", b"b\n", b"c\n"], &mut Vec::new());
         assert!(invalid(lie), "{tech}: patch past the end");
+        let mut fetch = |_, _, len: u32| Ok(vec![0; len as usize]);
+        assert!(
+            invalid(roam_ext::archive::list(&ext, "a.zip", 100, &mut fetch)),
+            "{tech}: an extent instead of members"
+        );
+        let member = roam_ext::archive::Entry {
+            kind: roam_ext::abi::MemberKind::File,
+            size: 1,
+            mode: 0o644,
+            mtime: 0,
+            target: String::new(),
+            at: 0,
+            method: 0,
+        };
+        assert!(
+            invalid(roam_ext::archive::extract(
+                &ext, "a.zip", 100, &member, &mut fetch
+            )),
+            "{tech}: member data past the end"
+        );
     }
 }
 

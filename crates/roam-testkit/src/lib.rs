@@ -3,6 +3,7 @@
 //! trees that vanish when dropped. Servers are required, never skipped: a machine without
 //! them fails the tests with a message naming the package (CI installs them).
 
+pub mod archive;
 pub mod backend;
 pub mod chirp;
 pub mod dav;

@@ -11,9 +11,12 @@
 //! Consistency follows Ufo: metadata, listings and file contents younger than `T_read` are
 //! used as they are; older ones are revalidated (ETag / Last-Modified) before use.
 
+mod archive;
 mod cache;
 mod consistency;
 mod error;
+mod ext_layer;
+mod lazy_ext;
 mod listings;
 mod merge;
 mod mounts;
@@ -34,6 +37,7 @@ use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};
+pub use lazy_ext::LoadExtension;
 pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
@@ -60,6 +64,8 @@ pub struct VfsConfig {
     pub http: HttpConfig,
     /// TLS choices per `host[:port]` (a CA file, or no verification at all).
     pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
+    /// Where layer extensions of `ext:NAME:URL` mounts are (none: such mounts are refused).
+    pub extensions: Option<PathBuf>,
 }
 
 /// What a name resolves to after following symlinks.
@@ -86,6 +92,8 @@ pub struct Vfs {
     resolver: Box<dyn ConflictResolver>,
     /// An extension that picks eviction victims instead of plain LRU (none: LRU).
     policy: Option<EvictionPolicy>,
+    /// The archive extension that shows zip/tar files as directories (none: they are files).
+    archives: Option<archive::Archives>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -117,7 +125,7 @@ impl Vfs {
         let cache = DiskCache::open(&cfg.cache_dir)?;
         // Changes journaled by an earlier run that did not finish stay pending.
         let dirty = cache.journaled().into_iter().collect();
-        let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls)?;
+        let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls, cfg.extensions.as_deref())?;
         let usage = usage::Usage::default();
         usage.bytes_cached.store(
             cache.copies().iter().map(|c| c.1).sum(),
@@ -137,17 +145,25 @@ impl Vfs {
             partials: Mutex::new(HashMap::new()),
             resolver: Box::new(KeepBoth),
             policy: None,
+            archives: None,
         })
     }
 
     /// The node a normalised absolute name stands for, `None` for a local name.
     pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
-        self.mounts.lookup(virt)
+        match self.archive_lookup(virt)? {
+            Some(member) => Ok(Some(member)),
+            None => self.mounts.lookup(virt),
+        }
     }
 
     /// Path prefixes under which roam names live.
     pub fn prefixes(&self) -> Vec<String> {
-        self.mounts.prefixes()
+        let mut prefixes = self.mounts.prefixes();
+        if self.archives.is_some() {
+            prefixes.push(archive::VIEW_ROOT.to_owned());
+        }
+        prefixes
     }
 
     /// The private cache directory.

@@ -12,9 +12,11 @@
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
 //! cache, like a remote one); `mem:` (an empty in-memory file system, one per mount), and the
 //! layers over any other mount URL: `null:URL` (unchanged; `null:/dir` serves a local
-//! directory in place) and `rot13:URL` (names and contents rotated).
+//! directory in place) and `rot13:URL` (names and contents rotated); `ext:NAME:URL` stacks the
+//! layer extension `NAME` (from the extension directory, run as wasm) the same way.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
@@ -28,6 +30,7 @@ use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
+use crate::ext_layer::ExtLayer;
 use crate::path::{normalize, strip_dir_prefix};
 use crate::{Error, Result};
 
@@ -83,10 +86,16 @@ struct Protocols {
     s3: S3Config,
     /// OpenSSH's files: `~/.ssh/config`, `known_hosts`, keys, the agent.
     sftp: SftpConfig,
+    /// Where layer extensions (`ext:NAME:URL`) are.
+    extensions: Option<PathBuf>,
 }
 
 impl Protocols {
-    fn new(cfg: &HttpConfig, tls: &[(String, TlsOptions)]) -> Result<Protocols> {
+    fn new(
+        cfg: &HttpConfig,
+        tls: &[(String, TlsOptions)],
+        extensions: Option<&Path>,
+    ) -> Result<Protocols> {
         let chirp = ChirpConfig {
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
@@ -117,7 +126,31 @@ impl Protocols {
                 read_timeout: cfg.read_timeout,
                 ..SftpConfig::default()
             },
+            extensions: extensions.map(Path::to_path_buf),
         })
+    }
+
+    /// `ext:NAME:URL`: the layer extension `NAME` over the mount `URL`.
+    fn ext_layer(&self, spec: &str) -> Result<Arc<dyn Driver>> {
+        let bad = |why: String| Error::Config(format!("ext:{spec}: {why}"));
+        let (name, lower) = spec
+            .split_once(':')
+            .ok_or_else(|| bad("expected ext:NAME:URL".into()))?;
+        let dir = self
+            .extensions
+            .as_deref()
+            .ok_or_else(|| bad("no extension directory is configured".into()))?;
+        // Refused at start when missing; compiled at the layer's first use.
+        let tech = roam_ext::Technology::Wasm;
+        let path = tech.artifact(dir, name);
+        if !path.is_file() {
+            return Err(bad(format!("{} does not exist", path.display())));
+        }
+        let (dir, owned) = (dir.to_path_buf(), name.to_owned());
+        let load =
+            Box::new(move || roam_ext::Extension::load(&dir, &owned, tech, Default::default()));
+        let layer = ExtLayer::new(name, load);
+        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
     }
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
@@ -141,6 +174,9 @@ impl Protocols {
         if let Some(lower) = url.strip_prefix("rot13:") {
             return Ok(Arc::new(Stacked::new(Rot13, self.driver(lower)?)));
         }
+        if let Some(spec) = url.strip_prefix("ext:") {
+            return self.ext_layer(spec);
+        }
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
             "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
@@ -154,7 +190,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL or rot13:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL or ext:NAME:URL)"
                 )))
             }
         })
@@ -174,8 +210,9 @@ impl Mounts {
         mounts: &[(String, String)],
         http: &HttpConfig,
         tls: &[(String, TlsOptions)],
+        extensions: Option<&Path>,
     ) -> Result<Mounts> {
-        let protocols = Protocols::new(http, tls)?;
+        let protocols = Protocols::new(http, tls, extensions)?;
         let mut explicit = Vec::new();
         for (local, url) in mounts {
             if !local.starts_with('/') {
@@ -262,7 +299,7 @@ mod tests {
             ("/proj/deep".to_owned(), "/srv/y".to_owned()),
             ("/web".to_owned(), "http://127.0.0.1:8080/pub".to_owned()),
         ];
-        Mounts::new(&m, &HttpConfig::default(), &[]).unwrap()
+        Mounts::new(&m, &HttpConfig::default(), &[], None).unwrap()
     }
 
     fn remote_of(m: &Mounts, p: &str) -> (String, String) {
@@ -304,9 +341,15 @@ mod tests {
     #[test]
     fn bad_mounts_are_refused() {
         let http = HttpConfig::default();
-        assert!(Mounts::new(&[("rel".into(), "/x".into())], &http, &[]).is_err());
-        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http, &[]).is_err());
-        assert!(Mounts::new(&[("/a".into(), "rot13:gopher://x".into())], &http, &[]).is_err());
+        assert!(Mounts::new(&[("rel".into(), "/x".into())], &http, &[], None).is_err());
+        assert!(Mounts::new(&[("/a".into(), "gopher://x".into())], &http, &[], None).is_err());
+        assert!(Mounts::new(
+            &[("/a".into(), "rot13:gopher://x".into())],
+            &http,
+            &[],
+            None
+        )
+        .is_err());
     }
 
     #[test]
@@ -316,7 +359,7 @@ mod tests {
             ("/r".to_owned(), "rot13:null:file:///srv/y".to_owned()),
             ("/m".to_owned(), "mem:".to_owned()),
         ];
-        let m = Mounts::new(&m, &HttpConfig::default(), &[]).unwrap();
+        let m = Mounts::new(&m, &HttpConfig::default(), &[], None).unwrap();
         assert_eq!(remote_of(&m, "/n/a").0, "null:file:///srv/x/a");
         assert_eq!(remote_of(&m, "/r/abc").0, "rot13:null:file:///srv/y/nop");
         assert_eq!(remote_of(&m, "/m/f").0, "mem:/f");

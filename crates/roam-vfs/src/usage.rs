@@ -47,7 +47,8 @@ pub struct Stats {
 pub(crate) struct Usage {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
-    pub bytes_fetched: AtomicU64,
+    /// Shared with archive views, which read archives for their listings.
+    pub bytes_fetched: std::sync::Arc<AtomicU64>,
     pub uploads: AtomicU64,
     pub bytes_uploaded: AtomicU64,
     pub evictions: AtomicU64,

@@ -25,6 +25,7 @@ fn vfs(root: &Path) -> Vfs {
         max_cache_bytes: 1 << 30,
         http: HttpConfig::default(),
         tls: vec![],
+        extensions: None,
     };
     Vfs::new(&cfg).unwrap()
 }

@@ -27,6 +27,7 @@ fn vfs(root: &Path) -> Vfs {
         max_cache_bytes: 7 * MIB as u64 / 2,
         http: HttpConfig::default(),
         tls: vec![],
+        extensions: None,
     };
     Vfs::new(&cfg).unwrap()
 }

@@ -16,6 +16,8 @@
 //! glob = "*.txt"             # a file name, or with `/` a whole path ("/proj/**/*.c")
 //! ext = "merge3"             # the resolver extension (first matching rule wins)
 //! tech = "wasm"              # optional: wasm (default), pulley, fork or worker
+//! archive = "archive"        # shows *.zip/*.tar as directories (default: `archive` if it is
+//!                            # there; "" turns archives off)
 //! [http]
 //! connect_timeout = 10
 //! read_timeout = 30
@@ -88,6 +90,8 @@ pub struct CacheSection {
 #[serde(deny_unknown_fields)]
 pub struct ExtensionsSection {
     pub dir: Option<PathBuf>,
+    /// The archive extension (default: `archive`, when the extension dir has it).
+    pub archive: Option<String>,
 }
 
 /// `[[resolver]]`: which extension merges conflicts of which files.
@@ -242,6 +246,29 @@ impl Config {
             rules.push((rule.glob.clone(), ext));
         }
         Ok(Some(roam_vfs::ExtResolvers::new(rules)))
+    }
+
+    /// A loader of the archive extension: the one `[extensions] archive` names (which must
+    /// exist), else `archive` if it is installed; none when the setting is empty. Loading
+    /// (compiling) waits for the first archive a program opens.
+    pub fn archive_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
+        let tech = roam_ext::Technology::Wasm;
+        let dir = self.extensions_dir();
+        let name = match self.extensions.archive.as_deref() {
+            Some("") => return Ok(None),
+            Some(name) => name.to_owned(),
+            None => "archive".to_owned(),
+        };
+        let path = tech.artifact(&dir, &name);
+        if !path.is_file() {
+            if self.extensions.archive.is_some() {
+                anyhow::bail!("archive extension {}: no such file", path.display());
+            }
+            return Ok(None);
+        }
+        Ok(Some(Box::new(move || {
+            roam_ext::Extension::load(&dir, &name, tech, Default::default())
+        })))
     }
 }
 

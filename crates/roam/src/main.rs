@@ -237,6 +237,7 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
                 )
             })
             .collect(),
+        extensions: Some(cfg.extensions_dir()),
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
@@ -249,6 +250,9 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
     }
     if let Some(resolvers) = cfg.resolvers()? {
         vfs.set_resolver(Box::new(resolvers));
+    }
+    if let Some(load) = cfg.archive_extension()? {
+        vfs.set_archive_extension(load);
     }
     Ok(vfs)
 }

@@ -24,7 +24,7 @@ fn handle(input: &[u8]) -> Vec<u8> {
 
 /// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
 /// a range past the end of the file, a patch past the end of the file, a layer that changes
-/// length or produces `..`.
+/// length or produces `..`, an archive member's data past the end of the archive.
 fn lie(req: Request) -> Reply {
     match req {
         Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
@@ -54,6 +54,12 @@ fn lie(req: Request) -> Reply {
             Reply::Bytes(data)
         }
         Request::Layer { .. } => Reply::Bytes(b"..".to_vec()),
+        Request::ArchiveList { files, .. } | Request::ArchiveExtract { files, .. } => {
+            Reply::Extent {
+                off: files.sizes.first().copied().unwrap_or(0),
+                len: 1,
+            }
+        }
         Request::Compute { .. } => Reply::Fail("computations are probes".into()),
     }
 }

@@ -3,7 +3,9 @@
 //! transforms ([`Transform`]):
 //! - `null:` ([`null::Null`]) changes nothing: over a local directory it passes the local
 //!   files through, so frontends serve them in place at native speed;
-//! - `rot13:` ([`rot13::Rot13`]) rotates the letters of names and contents.
+//! - `rot13:` ([`rot13::Rot13`]) rotates the letters of names and contents;
+//! - layers whose transform runs elsewhere (a layer extension, wired above the drivers):
+//!   that is why a transform says which way data goes and may fail.
 
 pub mod null;
 pub mod rot13;
@@ -15,18 +17,27 @@ use std::time::SystemTime;
 
 use crate::{DirEntry, Driver, Fetched, Known, Listing, Meta, NewFile, Result, Validator};
 
-/// What a layer does to what passes through it. Both transforms are their own inverse,
-/// so the same function serves the way down and the way up.
+/// Which way data passes through a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// From the program toward the lower driver (a lookup, a write).
+    Encode,
+    /// From the lower driver toward the program (a listing, a read).
+    Decode,
+}
+
+/// What a layer does to what passes through it. Contents keep their length, so offsets map
+/// one to one and ranges can be read through the layer.
 pub trait Transform: Send + Sync + std::fmt::Debug + 'static {
-    /// The layer's scheme, for messages (`rot13`).
-    const NAME: &'static str;
     /// Whether contents pass unchanged, so the lower layer's local files may be used as
     /// they are.
     const TRANSPARENT: bool;
-    /// A name or path (each component alike: `/` and `.` never change).
-    fn name(&self, s: &str) -> String;
+    /// The layer's scheme, for messages and cache identities (`rot13`, `ext:rot13`).
+    fn scheme(&self) -> &str;
+    /// A name or path (each component alike: `/`, `.` and `..` never change).
+    fn name(&self, s: &str, way: Way) -> Result<String>;
     /// File contents, in place; `offset` is where `bytes` start in the file.
-    fn bytes(&self, bytes: &mut [u8], offset: u64);
+    fn bytes(&self, bytes: &mut [u8], offset: u64, way: Way) -> Result<()>;
 }
 
 /// A layer `T` over the driver `lower`.
@@ -41,69 +52,158 @@ impl<T: Transform> Stacked<T> {
         Stacked { lower, t }
     }
 
-    fn meta_up(&self, mut m: Meta) -> Meta {
-        m.symlink_target = m.symlink_target.map(|t| self.t.name(&t));
-        m
+    fn meta_up(&self, mut m: Meta) -> Result<Meta> {
+        m.symlink_target = match m.symlink_target {
+            Some(t) => Some(self.t.name(&t, Way::Decode)?),
+            None => None,
+        };
+        Ok(m)
+    }
+
+    /// The lower driver's name for `path`.
+    fn down(&self, path: &str) -> Result<String> {
+        self.t.name(path, Way::Encode)
     }
 }
 
-/// A writer that transforms what passes into it.
+/// Bytes transformed at once: few calls for a transform that runs elsewhere (a layer
+/// extension costs a call per piece), little memory per open file.
+const PIECE: usize = 256 << 10;
+
+/// A writer that decodes what the lower driver writes into it, on its way to the program,
+/// in pieces of [`PIECE`] bytes; [`Down::finish`] writes the last one.
 struct Down<'a, T> {
     t: &'a T,
     inner: &'a mut dyn Write,
     offset: u64,
+    piece: Vec<u8>,
+}
+
+impl<'a, T: Transform> Down<'a, T> {
+    fn new(t: &'a T, inner: &'a mut dyn Write, offset: u64) -> Self {
+        Down {
+            t,
+            inner,
+            offset,
+            piece: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        self.t
+            .bytes(&mut self.piece, self.offset, Way::Decode)
+            .map_err(std::io::Error::other)?;
+        self.inner.write_all(&self.piece)?;
+        self.offset += self.piece.len() as u64;
+        self.piece.clear();
+        Ok(())
+    }
+
+    /// Writes what is still held; a failure is the transform's (or the destination's).
+    fn finish(mut self) -> Result<()> {
+        self.drain()
+            .map_err(|e| crate::Error::new(crate::ErrorKind::Io, e.to_string()))
+    }
 }
 
 impl<T: Transform> Write for Down<'_, T> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut b = buf.to_vec();
-        self.t.bytes(&mut b, self.offset);
-        self.inner.write_all(&b)?;
-        self.offset += b.len() as u64;
-        Ok(b.len())
+        self.piece.extend_from_slice(buf);
+        if self.piece.len() >= PIECE {
+            self.drain()?;
+        }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        self.drain()?;
         self.inner.flush()
     }
 }
 
-/// A reader that transforms what is read from it.
+/// A reader that encodes what the lower driver reads from it, on its way to storage: it
+/// reads ahead a piece of [`PIECE`] bytes and transforms it at once.
 struct Up<'a, T> {
     t: &'a T,
     inner: &'a mut dyn Read,
+    /// Where the next piece starts in the file.
     offset: u64,
+    piece: Vec<u8>,
+    pos: usize,
+}
+
+impl<'a, T: Transform> Up<'a, T> {
+    fn new(t: &'a T, inner: &'a mut dyn Read) -> Self {
+        Up {
+            t,
+            inner,
+            offset: 0,
+            piece: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.piece.resize(PIECE, 0);
+        let mut n = 0;
+        while n < PIECE {
+            match self.inner.read(&mut self.piece[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.piece.truncate(n);
+        self.t
+            .bytes(&mut self.piece, self.offset, Way::Encode)
+            .map_err(std::io::Error::other)?;
+        self.offset += n as u64;
+        self.pos = 0;
+        Ok(())
+    }
 }
 
 impl<T: Transform> Read for Up<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.t.bytes(&mut buf[..n], self.offset);
-        self.offset += n as u64;
+        if self.pos == self.piece.len() {
+            self.refill()?;
+        }
+        let n = buf.len().min(self.piece.len() - self.pos);
+        buf[..n].copy_from_slice(&self.piece[self.pos..self.pos + n]);
+        self.pos += n;
         Ok(n)
     }
 }
 
 impl<T: Transform> Driver for Stacked<T> {
     fn describe(&self, path: &str) -> String {
-        format!("{}:{}", T::NAME, self.lower.describe(&self.t.name(path)))
+        // A message must not fail: a name the layer cannot encode is shown as it is.
+        let lower = self.down(path).unwrap_or_else(|_| path.to_owned());
+        format!("{}:{}", self.t.scheme(), self.lower.describe(&lower))
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
-        self.lower.stat(&self.t.name(path)).map(|m| self.meta_up(m))
+        self.meta_up(self.lower.stat(&self.down(path)?)?)
     }
 
     fn list(&self, path: &str) -> Result<Listing> {
-        let l = self.lower.list(&self.t.name(path))?;
-        Ok(Listing {
-            entries: l
-                .entries
-                .into_iter()
-                .map(|e| DirEntry {
-                    name: self.t.name(&e.name),
-                    meta: self.meta_up(e.meta),
+        let l = self.lower.list(&self.down(path)?)?;
+        let entries = l
+            .entries
+            .into_iter()
+            .map(|e| {
+                Ok(DirEntry {
+                    name: self.t.name(&e.name, Way::Decode)?,
+                    meta: self.meta_up(e.meta)?,
                 })
-                .collect(),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Listing {
+            entries,
             complete: l.complete,
         })
     }
@@ -114,20 +214,18 @@ impl<T: Transform> Driver for Stacked<T> {
         dest: &mut dyn Write,
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
-        let mut down = Down {
-            t: &self.t,
-            inner: dest,
-            offset: 0,
-        };
-        match self.lower.fetch(&self.t.name(path), &mut down, validator)? {
-            Fetched::Body(m) => Ok(Fetched::Body(self.meta_up(m))),
+        let mut down = Down::new(&self.t, dest, 0);
+        let fetched = self.lower.fetch(&self.down(path)?, &mut down, validator)?;
+        down.finish()?;
+        match fetched {
+            Fetched::Body(m) => Ok(Fetched::Body(self.meta_up(m)?)),
             Fetched::NotModified => Ok(Fetched::NotModified),
         }
     }
 
     fn local_path(&self, path: &str) -> Option<PathBuf> {
         if T::TRANSPARENT {
-            self.lower.local_path(&self.t.name(path))
+            self.lower.local_path(&self.down(path).ok()?)
         } else {
             None
         }
@@ -143,7 +241,7 @@ impl<T: Transform> Driver for Stacked<T> {
         create: Option<NewFile>,
     ) -> Result<Arc<crate::mem::Contents>> {
         if T::TRANSPARENT {
-            self.lower.open_in_place(&self.t.name(path), create)
+            self.lower.open_in_place(&self.down(path)?, create)
         } else {
             Err(crate::unsupported(self, "open files in place", path))
         }
@@ -154,13 +252,12 @@ impl<T: Transform> Driver for Stacked<T> {
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let mut down = Down {
-            t: &self.t,
-            inner: dest,
-            offset,
-        };
-        self.lower
-            .read_range(&self.t.name(path), offset, len, &mut down)
+        let mut down = Down::new(&self.t, dest, offset);
+        let n = self
+            .lower
+            .read_range(&self.down(path)?, offset, len, &mut down)?;
+        down.finish()?;
+        Ok(n)
     }
 
     fn writable(&self) -> bool {
@@ -168,45 +265,39 @@ impl<T: Transform> Driver for Stacked<T> {
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let mut up = Up {
-            t: &self.t,
-            inner: src,
-            offset: 0,
-        };
-        self.lower
-            .put(&self.t.name(path), &mut up, len)
-            .map(|m| self.meta_up(m))
+        let mut up = Up::new(&self.t, src);
+        self.meta_up(self.lower.put(&self.down(path)?, &mut up, len)?)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
-        self.lower.mkdir(&self.t.name(path))
+        self.lower.mkdir(&self.down(path)?)
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
-        self.lower.remove_file(&self.t.name(path))
+        self.lower.remove_file(&self.down(path)?)
     }
 
     fn remove_known_file(&self, path: &str, known: Known) -> Result<()> {
-        self.lower.remove_known_file(&self.t.name(path), known)
+        self.lower.remove_known_file(&self.down(path)?, known)
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {
-        self.lower.remove_dir(&self.t.name(path))
+        self.lower.remove_dir(&self.down(path)?)
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.lower.rename(&self.t.name(from), &self.t.name(to))
+        self.lower.rename(&self.down(from)?, &self.down(to)?)
     }
 
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
-        self.lower.set_mode(&self.t.name(path), mode)
+        self.lower.set_mode(&self.down(path)?, mode)
     }
 
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
-        self.lower.set_mtime(&self.t.name(path), mtime)
+        self.lower.set_mtime(&self.down(path)?, mtime)
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
-        self.lower.symlink(&self.t.name(target), &self.t.name(path))
+        self.lower.symlink(&self.down(target)?, &self.down(path)?)
     }
 }

@@ -1,19 +1,25 @@
 //! `null:URL`: the layer that changes nothing (puffs' null layer). Over a local directory
 //! (`null:/dir`) the files are the local ones, so frontends serve them in place.
 
-use super::Transform;
+use super::{Transform, Way};
+use crate::Result;
 
 /// The identity.
 #[derive(Debug)]
 pub struct Null;
 
 impl Transform for Null {
-    const NAME: &'static str = "null";
     const TRANSPARENT: bool = true;
 
-    fn name(&self, s: &str) -> String {
-        s.to_owned()
+    fn scheme(&self) -> &str {
+        "null"
     }
 
-    fn bytes(&self, _bytes: &mut [u8], _offset: u64) {}
+    fn name(&self, s: &str, _way: Way) -> Result<String> {
+        Ok(s.to_owned())
+    }
+
+    fn bytes(&self, _bytes: &mut [u8], _offset: u64, _way: Way) -> Result<()> {
+        Ok(())
+    }
 }

@@ -1,7 +1,8 @@
 //! `rot13:URL`: names and contents with their letters rotated by 13 (puffs' rot13 layer);
 //! applying it twice gives the original, so the same function reads and writes.
 
-use super::Transform;
+use super::{Transform, Way};
+use crate::Result;
 
 /// ROT13 on ASCII letters; every other byte (`/`, `.`, digits, UTF-8) is left alone.
 #[derive(Debug)]
@@ -16,11 +17,14 @@ fn rot(b: u8) -> u8 {
 }
 
 impl Transform for Rot13 {
-    const NAME: &'static str = "rot13";
     const TRANSPARENT: bool = false;
 
-    fn name(&self, s: &str) -> String {
-        s.chars()
+    fn scheme(&self) -> &str {
+        "rot13"
+    }
+
+    fn name(&self, s: &str, _way: Way) -> Result<String> {
+        Ok(s.chars()
             .map(|c| {
                 if c.is_ascii() {
                     rot(c as u8) as char
@@ -28,13 +32,14 @@ impl Transform for Rot13 {
                     c
                 }
             })
-            .collect()
+            .collect())
     }
 
-    fn bytes(&self, bytes: &mut [u8], _offset: u64) {
+    fn bytes(&self, bytes: &mut [u8], _offset: u64, _way: Way) -> Result<()> {
         for b in bytes {
             *b = rot(*b);
         }
+        Ok(())
     }
 }
 
@@ -49,7 +54,10 @@ mod tests {
 
     #[test]
     fn rotates_names_and_contents_both_ways() {
-        assert_eq!(Rot13.name("/Hello/wörld.txt"), "/Uryyb/jöeyq.gkg");
+        assert_eq!(
+            Rot13.name("/Hello/wörld.txt", Way::Encode).unwrap(),
+            "/Uryyb/jöeyq.gkg"
+        );
         let lower = Arc::new(MemDriver::new());
         let top = Stacked::new(Rot13, lower.clone());
         top.mkdir("/Dir").unwrap();

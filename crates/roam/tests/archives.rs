@@ -1,0 +1,282 @@
+//! Archives as directories end to end: zip and tar files on a real nginx, browsed by real
+//! programs (`ls -R`, `cat`, `find`, `grep -r`, `cp -r`) under `roam run` and through
+//! `roam mount`, with the `archive` extension (wasm). Copies are compared with the trees the
+//! archives were made from; writes are EROFS; a corrupt archive is EIO with one line naming
+//! it and the extension; hostile member names produce no names and write nothing.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::Frontend::{self, Fuse, Trap};
+use common::{stderr, stdout, Backend, Roam};
+use roam_testkit::archive::{write, Item};
+use roam_testkit::{noise, write_file, Scratch};
+
+/// The trees the archives are made of, as `(name, contents)` (`None`: a directory).
+fn photos() -> Vec<(String, Option<Vec<u8>>)> {
+    vec![
+        ("a.txt".into(), Some(b"alpha needle\n".to_vec())),
+        ("sub/b.txt".into(), Some(b"beta\n".repeat(1000))),
+        ("sub/deep/c.bin".into(), Some(noise(300 << 10, 3))),
+        ("big.bin".into(), Some(noise(3 << 20, 4))),
+        ("empty".into(), None),
+    ]
+}
+
+fn sources() -> Vec<(String, Option<Vec<u8>>)> {
+    vec![
+        (
+            "main.c".into(),
+            Some(b"int main(void) { return 0; } /* needle */\n".to_vec()),
+        ),
+        ("lib/util.c".into(), Some(b"int util;\n".to_vec())),
+        (
+            format!("{}/long.txt", "a-rather-long-directory".repeat(6)),
+            Some(b"a long name\n".to_vec()),
+        ),
+        ("data/blob.bin".into(), Some(noise(2 << 20, 5))),
+    ]
+}
+
+/// The members of an archive of `tree`; `.txt` files deflated (in a zip).
+fn items(tree: &[(String, Option<Vec<u8>>)]) -> Vec<Item<'_>> {
+    tree.iter()
+        .map(|(n, d)| match d {
+            Some(d) if n.ends_with(".txt") => Item::Deflated(n, d),
+            Some(d) => Item::File(n, d),
+            None => Item::Dir(n),
+        })
+        .collect()
+}
+
+/// Writes the archives and, beside the served tree, the trees they were made of.
+fn populate(srv: &Path, expected: &Path) {
+    for (name, tree) in [("photos", photos()), ("src", sources())] {
+        for (n, d) in &tree {
+            match d {
+                Some(d) => write_file(&expected.join(name).join(n), d, 0o644),
+                None => roam_testkit::mkdir(&expected.join(name).join(n)),
+            }
+        }
+        let (archive, kind) = match name {
+            "photos" => ("photos.zip", "zip"),
+            _ => ("src.tar", "tar"),
+        };
+        write(&srv.join(archive), kind, &items(&tree));
+    }
+    let evil = [
+        Item::File("../../escaped.txt", b"out"),
+        Item::File("/abs-escaped.txt", b"out"),
+        Item::File("a/../../x-escaped.txt", b"out"),
+        Item::File("ok.txt", b"fine"),
+        Item::File("dup.txt", b"first"),
+        Item::File("dup.txt", b"second"),
+    ];
+    write(&srv.join("evil.zip"), "zip", &evil);
+    write(&srv.join("evil.tar"), "tar", &evil);
+    std::fs::write(srv.join("corrupt.zip"), noise(5000, 9)).unwrap();
+}
+
+/// A backend serving the archives through `frontend`; the expected trees are in `expected`.
+fn archives(frontend: Frontend, expected: &Path) -> Backend {
+    Backend::serving("http", |srv| populate(srv, expected)).through(frontend)
+}
+
+fn roam() -> Roam {
+    Roam::new().env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "failed: {}", stderr(o));
+    stdout(o)
+}
+
+fn browse_with_real_programs(frontend: Frontend) {
+    let scratch = Scratch::new("archives");
+    let expected = scratch.join("expected");
+    let b = archives(frontend, &expected);
+    let out = scratch.join("out");
+    roam_testkit::mkdir(&out);
+    let script = format!(
+        "set -e; cd /w; ls photos.zip#; ls -R photos.zip# > /dev/null; cat photos.zip#/a.txt; \
+         find src.tar# -type f | sort; grep -r needle photos.zip# src.tar# | sort; \
+         cp -r photos.zip# {o}/photos; cp -r src.tar# {o}/src; ls -ld /w/photos.zip",
+        o = out.display()
+    );
+    let listed = ok(&b.sh_with(roam(), &script));
+    let long = format!("src.tar#/{}/long.txt", "a-rather-long-directory".repeat(6));
+    let mut lines = listed.lines();
+    let first: Vec<&str> = lines.by_ref().take(5).collect();
+    assert_eq!(first, ["a.txt", "big.bin", "empty", "sub", "alpha needle"]);
+    let mut found: Vec<&str> = lines.by_ref().take(4).collect();
+    found.sort();
+    let mut want = vec![
+        "src.tar#/data/blob.bin",
+        &long,
+        "src.tar#/lib/util.c",
+        "src.tar#/main.c",
+    ];
+    want.sort();
+    assert_eq!(found, want);
+    let grep: Vec<&str> = lines.by_ref().take(2).collect();
+    assert_eq!(
+        grep,
+        [
+            "photos.zip#/a.txt:alpha needle",
+            "src.tar#/main.c:int main(void) { return 0; } /* needle */"
+        ]
+    );
+    assert!(
+        lines.next().unwrap().starts_with("-r"),
+        "the archive stays a file"
+    );
+    for tree in ["photos", "src"] {
+        let diff = Command::new("diff")
+            .arg("-r")
+            .arg(expected.join(tree))
+            .arg(out.join(tree))
+            .output()
+            .unwrap();
+        assert!(diff.status.success(), "{tree}: {}", stdout(&diff));
+    }
+}
+
+#[test]
+fn browse_under_roam_run() {
+    browse_with_real_programs(Trap);
+}
+
+#[test]
+fn browse_through_roam_mount() {
+    browse_with_real_programs(Fuse);
+}
+
+/// In a mount of the whole namespace the canonical names can be walked too (the kernel
+/// looks up one component at a time: `/.archive/arch` is a directory on the way).
+#[test]
+fn canonical_names_in_a_whole_namespace_mount() {
+    let scratch = Scratch::new("archives");
+    let b = archives(Trap, &scratch.join("expected"));
+    let m = common::fuse::FuseMount::start(roam(), None, &["-m", &format!("/arch={}", b.url)]);
+    let o = m.sh(
+        "set -e; ls /w/arch/photos.zip#/sub; ls /w/.archive/arch/photos.zip; \
+         cat /w/.archive/arch/photos.zip/a.txt; ls /w/.archive/arch",
+        &[],
+    );
+    assert_eq!(
+        ok(&o),
+        "b.txt\ndeep\na.txt\nbig.bin\nempty\nsub\nalpha needle\nphotos.zip\n"
+    );
+}
+
+/// `roam run` hands whole names to the vfs, so a path may go through the file itself.
+#[test]
+fn through_the_file_under_roam_run() {
+    let scratch = Scratch::new("archives");
+    let b = archives(Trap, &scratch.join("expected"));
+    let o = b.sh_with(
+        roam(),
+        "set -e; wc -c < /w/photos.zip/sub/b.txt; ls /w/src.tar/lib; \
+         cd /w/photos.zip/sub && pwd -P && ls && cat deep/../b.txt | head -1",
+    );
+    assert_eq!(
+        ok(&o),
+        "5000\nutil.c\n/.archive/w/photos.zip/sub\nb.txt\ndeep\nbeta\n"
+    );
+}
+
+fn members_are_read_only(frontend: Frontend) {
+    let scratch = Scratch::new("archives");
+    let b = archives(frontend, &scratch.join("expected"));
+    let o = b.sh_with(
+        roam(),
+        "cd /w/photos.zip#; echo x > new.txt; echo x >> a.txt; rm a.txt; mkdir d; \
+         mv a.txt z.txt; cat a.txt",
+    );
+    let err = stderr(&o);
+    assert_eq!(stdout(&o), "alpha needle\n");
+    assert_eq!(err.matches("Read-only file system").count(), 5, "{err}");
+}
+
+#[test]
+fn members_are_read_only_under_roam_run() {
+    members_are_read_only(Trap);
+}
+
+#[test]
+fn members_are_read_only_through_roam_mount() {
+    members_are_read_only(Fuse);
+}
+
+#[test]
+fn a_corrupt_archive_is_eio_with_one_line() {
+    let scratch = Scratch::new("archives");
+    let b = archives(Trap, &scratch.join("expected"));
+    let o = b.sh_with(roam(), "ls /w/corrupt.zip#/");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("Input/output error"), "{err}");
+    let told: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("corrupt.zip") && l.contains("extension `archive` (wasm)"))
+        .collect();
+    assert_eq!(told.len(), 1, "{err}");
+}
+
+fn hostile_names(frontend: Frontend) {
+    let scratch = Scratch::new("archives");
+    let b = archives(frontend, &scratch.join("expected"));
+    let cache = scratch.join("cache");
+    let out = scratch.join("out");
+    roam_testkit::mkdir(&out);
+    let o = b.sh_with(
+        roam().env("ROAM_CACHE_DIR", &cache),
+        &format!(
+            "set -e; cd /w; find evil.zip# evil.tar# | sort; cat evil.zip#/dup.txt evil.tar#/dup.txt; \
+             cp -r evil.zip# {o}/z; cp -r evil.tar# {o}/t",
+            o = out.display()
+        ),
+    );
+    assert_eq!(
+        ok(&o),
+        "evil.tar#\nevil.tar#/dup.txt\nevil.tar#/ok.txt\nevil.zip#\nevil.zip#/dup.txt\n\
+         evil.zip#/ok.txt\nsecondsecond"
+    );
+    let escaped = Command::new("find")
+        .arg(&scratch.path)
+        .arg("/tmp")
+        .args(["-maxdepth", "12", "-name", "*escaped*"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&escaped), "", "written outside the archive");
+    assert!(!Path::new("/abs-escaped.txt").exists());
+}
+
+#[test]
+fn hostile_names_under_roam_run() {
+    hostile_names(Trap);
+}
+
+#[test]
+fn hostile_names_through_roam_mount() {
+    hostile_names(Fuse);
+}
+
+/// Every backend with range reads serves archives; `file` is a local directory in place
+/// (a local archive in the namespace).
+#[test]
+fn archives_on_other_backends() {
+    let scratch = Scratch::new("archives");
+    for kind in ["dav", "ftp", "sftp", "file"] {
+        let expected = scratch.join(&format!("expected-{kind}"));
+        let b = Backend::serving(kind, |srv| populate(srv, &expected));
+        let script = "set -e; cat /w/photos.zip#/a.txt; ls /w/src.tar#/lib; \
+             cmp /w/src.tar#/data/blob.bin $E/src/data/blob.bin; \
+             cmp /w/photos.zip#/sub/b.txt $E/photos/sub/b.txt && echo same"
+            .replace("$E", &expected.display().to_string());
+        let o = b.sh_with(roam(), &script);
+        assert_eq!(ok(&o), "alpha needle\nutil.c\nsame\n", "{kind}");
+    }
+}
