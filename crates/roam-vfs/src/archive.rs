@@ -98,6 +98,17 @@ impl Vfs {
         Ok(None)
     }
 
+    /// The root of the archive `virt` as a directory of its members, when `virt` is an
+    /// archive file (`photos.zip/`: a trailing slash asks for a directory, and an archive
+    /// file has one); `None` for any other name (a directory named `x.zip` stays itself).
+    pub fn archive_root(&self, virt: &str) -> Result<Option<Node>> {
+        let last = virt.rsplit('/').next().unwrap_or("");
+        if self.archives.is_none() || !archive_name(last) {
+            return Ok(None);
+        }
+        self.archive_lookup(&format!("{virt}{VIEW_MARK}"))
+    }
+
     /// `/.archive/DIR`, DIR a directory of the namespace: a made-up directory (of the archive
     /// views opened below it), so a FUSE kernel can walk to `/.archive/DIR/NAME.zip` one
     /// component at a time.

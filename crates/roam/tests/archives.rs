@@ -179,11 +179,13 @@ fn through_the_file_under_roam_run() {
     let o = b.sh_with(
         roam(),
         "set -e; wc -c < /w/photos.zip/sub/b.txt; ls /w/src.tar/lib; \
-         cd /w/photos.zip/sub && pwd -P && ls && cat deep/../b.txt | head -1",
+         cd /w/photos.zip/sub && pwd -P && ls && cat deep/../b.txt | head -1; \
+         ls /w/photos.zip/ | head -1; find /w/src.tar/ -name util.c; ls -d /w/photos.zip",
     );
     assert_eq!(
         ok(&o),
-        "5000\nutil.c\n/.archive/w/photos.zip/sub\nb.txt\ndeep\nbeta\n"
+        "5000\nutil.c\n/.archive/w/photos.zip/sub\nb.txt\ndeep\nbeta\n\
+         a.txt\n/w/src.tar/lib/util.c\n/w/photos.zip\n"
     );
 }
 

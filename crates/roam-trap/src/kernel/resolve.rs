@@ -73,6 +73,20 @@ impl Resolver {
     /// What `raw`, relative to `dirfd` (or the cwd), names for thread `tid`; `follow` says
     /// whether the call follows a symlink in the last component.
     pub fn resolve(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8], follow: bool) -> Place {
+        let place = self.resolve_name(tid, dirfd, raw, follow);
+        match place {
+            // `photos.zip/`: with a trailing slash, an archive file is its members' directory.
+            Place::Roam(ref node) if raw.len() > 1 && raw.ends_with(b"/") => {
+                match self.vfs.archive_root(node.virt()) {
+                    Ok(Some(root)) => Place::Roam(root),
+                    _ => place,
+                }
+            }
+            place => place,
+        }
+    }
+
+    fn resolve_name(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8], follow: bool) -> Place {
         if raw.is_empty() {
             return self.resolve_fd_itself(tid, dirfd);
         }
