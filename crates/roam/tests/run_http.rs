@@ -43,6 +43,24 @@ fn listings_match_the_local_copy() {
     }
 }
 
+/// A stat before the first read and an `fstat` after it describe the same file: the same
+/// inode, size and one link, the remote mtime as ctime (the cache entry's own ctime changes
+/// as roam fills it); after the read, stat and `fstat` agree in everything. (Before the
+/// fetch an HTTP listing gives the mtime to the minute only: see SEMANTICS.md.)
+#[test]
+fn stat_and_fstat_agree_across_the_first_read() {
+    let script = "import os, sys\n\
+        p = sys.argv[1] + '/dir/sub/deep.txt'\n\
+        a = os.stat(p); fd = os.open(p, os.O_RDONLY); os.read(fd, 1 << 20); b = os.fstat(fd)\n\
+        c = os.stat(p)\n\
+        same = lambda s: (s.st_ino, s.st_size, s.st_nlink, s.st_mtime_ns, s.st_ctime_ns)\n\
+        print(same(a)[:3] == same(b)[:3], same(b) == same(c), a.st_nlink, \
+              all(s.st_ctime_ns == s.st_mtime_ns for s in (a, b, c)))\n";
+    let fx = fixture();
+    let o = Roam::new().run(&["python3", "-c", script, &fx.remote()]);
+    assert_eq!(stdout(&o), "True True 1 True\n", "{}", stderr(&o));
+}
+
 #[test]
 fn cd_pwd_and_relative_names_in_a_remote_directory() {
     let script = "cd {}/dir/sub && pwd && ls && cat deep.txt && cd .. && pwd && cat 'a b.txt' sub/other.txt \

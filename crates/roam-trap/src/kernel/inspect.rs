@@ -12,8 +12,16 @@ use crate::platform::ptrace::Syscall;
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     if matches!(job.places.first(), Some(Place::RoamFd(_))) {
-        // The object of an fd the program holds: its skeleton entry is already the answer.
-        return Ok(Decision::Continue);
+        // The object of an fd the program holds (`fstat` is `fstatat(fd, "", AT_EMPTY_PATH)`
+        // in glibc): the kernel answers from the fd, and roam makes it the remote file's
+        // stat, as for its name.
+        return Ok(match stat_buffer(&job.call) {
+            Some((buf, statx)) => Decision::RewriteThen {
+                args: Vec::new(),
+                after: AfterExit::RemoteStat { buf, statx },
+            },
+            None => Decision::Continue,
+        });
     }
     let Some((arg, node)) = single_node(job) else {
         return Ok(Decision::Continue);
@@ -33,7 +41,7 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     Ok(match stat_buffer(&job.call).filter(|_| in_cache) {
         Some((buf, statx)) => Decision::RewriteThen {
             args: vec![(arg, path_bytes(&stub))],
-            after: AfterExit::FillBlocks { buf, statx },
+            after: AfterExit::RemoteStat { buf, statx },
         },
         None => rewrite_to(arg, &stub),
     })
@@ -54,54 +62,66 @@ fn stat_buffer(call: &Syscall) -> Option<(u64, bool)> {
     }
 }
 
-/// Offsets (x86_64) of mode, size, blocks and link count in `struct stat` and `statx`.
+/// Offsets (x86_64) of mode, size, blocks, link count, mtime and ctime (each time 16
+/// bytes: seconds and nanoseconds) in `struct stat` and `statx`.
 struct Fields {
     mode: u64,
     size: u64,
     blocks: u64,
     nlink: u64,
+    mtime: u64,
+    ctime: u64,
 }
 const STAT: Fields = Fields {
     mode: 24,
     size: 48,
     blocks: 64,
     nlink: 16,
+    mtime: 88,
+    ctime: 104,
 };
 const STATX: Fields = Fields {
     mode: 28,
     size: 40,
     blocks: 48,
     nlink: 16,
+    mtime: 112,
+    ctime: 96,
 };
 
-/// After a successful stat of a cache entry standing for a remote regular file: the blocks
-/// of a whole file of its size (a stub is sparse; the remote file is not), in 512-byte
-/// units, and one link (roam's copies are linked to each other inside the cache).
-pub(super) fn fill_blocks(tid: Pid, buf: u64, statx: bool) -> nix::Result<()> {
+/// After a successful stat of a cache entry (by name or fd) standing for a remote regular
+/// file, what the remote file would show: the blocks of a whole file of its size (a stub is
+/// sparse; the remote file is not), in 512-byte units; one link (roam's copies are linked to
+/// each other inside the cache); and its mtime as ctime — the cache entry's own ctime
+/// changes when roam fills it, which programs that compare a stat before reading with an
+/// `fstat` after (`tar`) would take for a change of the file.
+pub(super) fn as_remote_stat(tid: Pid, buf: u64, statx: bool) -> nix::Result<()> {
     use crate::platform::memory;
     if crate::platform::ptrace::return_value(tid)? != 0 {
         return Ok(());
     }
     let f = if statx { &STATX } else { &STAT };
-    let (mode_at, size_at, blocks_at) = (f.mode, f.size, f.blocks);
     let mut word = [0u8; 8];
-    memory::read(tid, buf + mode_at, &mut word[..4])?;
+    memory::read(tid, buf + f.mode, &mut word[..4])?;
     let mode = u32::from_ne_bytes(word[..4].try_into().expect("4 bytes"));
     let mode = if statx { mode & 0xffff } else { mode };
     if mode & libc::S_IFMT != libc::S_IFREG {
         return Ok(());
     }
-    memory::read(tid, buf + size_at, &mut word)?;
+    memory::read(tid, buf + f.size, &mut word)?;
     let size = u64::from_ne_bytes(word);
-    memory::read(tid, buf + blocks_at, &mut word)?;
+    memory::read(tid, buf + f.blocks, &mut word)?;
     // In 4 KiB blocks, as local file systems allocate (and `du` then agrees with them).
     let whole = size.div_ceil(4096) * 8;
     if u64::from_ne_bytes(word) < whole {
-        memory::write(tid, buf + blocks_at, &whole.to_ne_bytes())?;
+        memory::write(tid, buf + f.blocks, &whole.to_ne_bytes())?;
     }
     // st_nlink is 8 bytes, stx_nlink 4 (little-endian: the low bytes come first).
     let one = 1u64.to_ne_bytes();
-    memory::write(tid, buf + f.nlink, if statx { &one[..4] } else { &one })
+    memory::write(tid, buf + f.nlink, if statx { &one[..4] } else { &one })?;
+    let mut mtime = [0u8; 16];
+    memory::read(tid, buf + f.mtime, &mut mtime)?;
+    memory::write(tid, buf + f.ctime, &mtime)
 }
 
 /// readlink of a magic link into roam's cache answers with the virtual name.

@@ -85,16 +85,16 @@ impl Decision {
 pub enum AfterExit {
     /// The call returns this value instead.
     Return(i64),
-    /// A `struct stat` (or `statx`) at `buf` of a skeleton stub: the blocks a whole file of
-    /// its size would take, as the remote file does (a stub is sparse).
-    FillBlocks { buf: u64, statx: bool },
+    /// A `struct stat` (or `statx`) at `buf` of a cache entry standing for a remote file:
+    /// made to describe the remote file (see `inspect::as_remote_stat`).
+    RemoteStat { buf: u64, statx: bool },
 }
 
 impl AfterExit {
     pub fn apply(&self, tid: Pid) -> nix::Result<()> {
         match *self {
             AfterExit::Return(ret) => crate::platform::ptrace::set_return(tid, ret),
-            AfterExit::FillBlocks { buf, statx } => inspect::fill_blocks(tid, buf, statx),
+            AfterExit::RemoteStat { buf, statx } => inspect::as_remote_stat(tid, buf, statx),
         }
     }
 }
