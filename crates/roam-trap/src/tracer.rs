@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 
 use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
 use crate::platform::inject::{FdMove, Next};
-use crate::platform::notify::Listener;
+use crate::platform::notify::{Listener, Notice};
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
 
@@ -90,7 +90,7 @@ pub struct Tracer {
     kernel: Arc<Kernel>,
     main: Pid,
     main_status: Option<i32>,
-    jobs: Sender<Job>,
+    jobs: Sender<Work>,
     done: Receiver<Done>,
     wake: Arc<EventFd>,
     signals: SignalFd,
@@ -106,8 +106,21 @@ pub struct Tracer {
     /// Privileged programs roam runs untraced, each with the tracee waiting in its place.
     proxies: HashMap<Pid, Pid>,
     /// Threads whose notified call needs the tracer: the listener left it unanswered.
-    takeover_rx: Receiver<Pid>,
+    takeover_rx: Receiver<Takeover>,
     takeovers: Takeovers,
+}
+
+/// A notified call left to the tracer, with the decision a worker already made for it
+/// (applied at the entry stop if the call found there is the same one).
+struct Takeover {
+    tid: Pid,
+    made: Option<(i64, [u64; 6], Decision)>,
+}
+
+/// Work for the worker threads: a call stopped in the tracer, or a notified one.
+enum Work {
+    Stop(Job),
+    Notice(Notice, Job),
 }
 
 /// Calls the tracer takes over from the listener (see `platform::notify`): the thread is
@@ -120,8 +133,13 @@ struct Takeovers {
     interrupted: HashSet<Pid>,
     /// Resumed towards the restarted call's entry stop.
     to_entry: HashSet<Pid>,
-    /// Being served at an entry stop.
-    serving: HashSet<Pid>,
+    /// Being served at an entry stop, with the number of the call found there.
+    serving: HashMap<Pid, i64>,
+    /// The calls that reach roam as notifications: only their next notification may be let
+    /// run (any other call found at an entry stop leaves no such token behind).
+    notified: HashSet<i64>,
+    /// Decisions made for calls being taken over.
+    made: HashMap<Pid, (i64, [u64; 6], Decision)>,
     /// Shared with the listener thread: threads whose next notification is to run as is.
     let_run: Arc<Mutex<HashSet<Pid>>>,
     /// Whether a listener thread runs (and may hand calls over at any time).
@@ -144,30 +162,41 @@ impl Tracer {
             &tracer_signals(),
             SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
         )?;
-        let (jobs, job_rx) = channel::<Job>();
+        let (jobs, job_rx) = channel::<Work>();
         let (done_tx, done) = channel::<Done>();
         let job_rx = Arc::new(Mutex::new(job_rx));
+        let (takeover_tx, takeover_rx) = channel::<Takeover>();
+        let listener = listener.map(|fd| Arc::new(Listener::new(fd)));
         for i in 0..WORKERS {
-            let (kernel, rx, tx, wake) = (
-                kernel.clone(),
-                job_rx.clone(),
-                done_tx.clone(),
-                wake.clone(),
-            );
+            let to = Outlets {
+                done: done_tx.clone(),
+                wake: wake.clone(),
+                listener: listener.clone(),
+                takeovers: takeover_tx.clone(),
+            };
+            let (kernel, rx) = (kernel.clone(), job_rx.clone());
             std::thread::Builder::new()
                 .name(format!("roam-worker-{i}"))
-                .spawn(move || worker(&kernel, &rx, &tx, &wake))
+                .spawn(move || worker(&kernel, &rx, &to))
                 .map_err(|e| TrapError::Setup(format!("cannot start a worker thread: {e}")))?;
         }
         kernel.tracee_started(main);
-        let (takeover_tx, takeover_rx) = channel::<Pid>();
         let mut takeovers = Takeovers::default();
-        if let Some(fd) = listener {
+        if let Some(listener) = listener {
             takeovers.listening = true;
-            let (kernel, wake, let_run) = (kernel.clone(), wake.clone(), takeovers.let_run.clone());
+            takeovers.notified = crate::kernel::table::notified_numbers()
+                .into_iter()
+                .collect();
+            let to = Outlets {
+                done: done_tx.clone(),
+                wake: wake.clone(),
+                listener: Some(listener.clone()),
+                takeovers: takeover_tx,
+            };
+            let (kernel, let_run, jobs) = (kernel.clone(), takeovers.let_run.clone(), jobs.clone());
             std::thread::Builder::new()
                 .name("roam-notify".into())
-                .spawn(move || listen(&kernel, &Listener::new(fd), &takeover_tx, &wake, &let_run))
+                .spawn(move || listen(&kernel, &listener, &to, &jobs, &let_run))
                 .map_err(|e| TrapError::Setup(format!("cannot start the listener thread: {e}")))?;
         }
         let deliverer = kernel.clone();
@@ -241,8 +270,8 @@ impl Tracer {
                 other => return Polled::Status(other),
             }
             let mut worked = false;
-            while let Ok(tid) = self.takeover_rx.try_recv() {
-                self.take_over(tid);
+            while let Ok(t) = self.takeover_rx.try_recv() {
+                self.take_over(t);
                 worked = true;
             }
             while let Ok(d) = self.done.try_recv() {
@@ -408,22 +437,32 @@ impl Tracer {
         }
     }
 
-    /// The listener left `tid`'s call to the tracer: interrupt its wait.
-    fn take_over(&mut self, tid: Pid) {
-        match nix::sys::ptrace::interrupt(tid) {
+    /// The listener left a call to the tracer: interrupt the thread's wait.
+    fn take_over(&mut self, t: Takeover) {
+        match nix::sys::ptrace::interrupt(t.tid) {
             Ok(()) => {
-                self.takeovers.interrupted.insert(tid);
+                self.takeovers.interrupted.insert(t.tid);
+                if let Some(made) = t.made {
+                    self.takeovers.made.insert(t.tid, made);
+                }
             }
-            Err(e) => tracing::debug!(%tid, "interrupt: {e}"),
+            Err(e) => tracing::debug!(tid = %t.tid, "interrupt: {e}"),
         }
     }
 
-    /// The entry stop of a call taken over from the listener: served as a seccomp stop.
+    /// The entry stop of a call taken over from the listener: served as a seccomp stop,
+    /// with the decision a worker made for it if it is the same call.
     fn on_taken_over(&mut self, pid: Pid) {
+        let made = self.takeovers.made.remove(&pid);
         match ptrace::syscall_at_entry(pid) {
             Ok(call) => {
-                self.takeovers.serving.insert(pid);
-                self.serve_stop(pid, call)
+                self.takeovers.serving.insert(pid, call.nr);
+                match made {
+                    Some((nr, args, d)) if nr == call.nr && args == call.args => {
+                        self.apply(pid, call.sp, d, 0)
+                    }
+                    _ => self.serve_stop(pid, call),
+                }
             }
             Err(e) => {
                 tracing::debug!(%pid, "syscall info at entry: {e}");
@@ -449,7 +488,7 @@ impl Tracer {
             Triage::Later(job) => {
                 self.in_flight += 1;
                 self.jobs
-                    .send(job)
+                    .send(Work::Stop(job))
                     .expect("workers live as long as the tracer");
             }
         }
@@ -457,7 +496,8 @@ impl Tracer {
 
     /// Carries a decision out on a thread stopped at a system call, then resumes it.
     fn apply(&mut self, tid: Pid, sp: u64, decision: Decision, sig: i32) {
-        if self.takeovers.serving.remove(&tid) && runs(&decision) {
+        let nr = self.takeovers.serving.remove(&tid);
+        if nr.is_some_and(|nr| self.takeovers.notified.contains(&nr)) && runs(&decision) {
             // The call goes on into seccomp, whose notification must now let it run.
             self.takeovers.let_run.lock().unwrap().insert(tid);
         }
@@ -558,13 +598,50 @@ fn runs(decision: &Decision) -> bool {
     )
 }
 
-/// The listener thread: answers notified calls that need nothing of the tracer at once, and
-/// hands the others over (`takeovers`, with a wake-up).
+/// Where workers and the listener send what they found.
+struct Outlets {
+    done: Sender<Done>,
+    wake: Arc<EventFd>,
+    listener: Option<Arc<Listener>>,
+    takeovers: Sender<Takeover>,
+}
+
+impl Outlets {
+    /// Answers a notified call with `decision` if it needs nothing of the thread, else
+    /// leaves it to the tracer. Returns false once the tracer is gone.
+    fn answer(&self, n: &Notice, decision: Option<Decision>) -> bool {
+        let listener = self
+            .listener
+            .as_ref()
+            .expect("notices come from a listener");
+        let decision = match decision {
+            Some(Decision::Continue) => return listener.run_as_is(n),
+            Some(Decision::Return(ret)) => return listener.answer(n, ret),
+            Some(Decision::ReturnData { addr, data, ret }) => {
+                return match memory::write(n.tid, addr, &data) {
+                    Ok(()) => listener.answer(n, ret),
+                    Err(e) => listener.answer(n, -(e as i64)),
+                }
+            }
+            d => d,
+        };
+        let made = decision.map(|d| (n.call.nr, n.call.args, d));
+        if self.takeovers.send(Takeover { tid: n.tid, made }).is_err() {
+            return false;
+        }
+        let _ = self.wake.write(1);
+        true
+    }
+}
+
+/// The listener thread: answers notified calls that need nothing of the tracer at once,
+/// gives workers those that need the network but may be answered from afar, and hands the
+/// others to the tracer.
 fn listen(
     kernel: &Kernel,
     listener: &Listener,
-    takeovers: &Sender<Pid>,
-    wake: &EventFd,
+    to: &Outlets,
+    jobs: &Sender<Work>,
     let_run: &Mutex<HashSet<Pid>>,
 ) {
     loop {
@@ -580,21 +657,15 @@ fn listen(
             listener.run_as_is(&n);
             continue;
         }
-        match kernel.triage(n.tid, n.call) {
-            Triage::Done(Decision::Continue) => listener.run_as_is(&n),
-            Triage::Done(Decision::Return(ret)) => listener.answer(&n, ret),
-            Triage::Done(Decision::ReturnData { addr, data, ret }) => {
-                match memory::write(n.tid, addr, &data) {
-                    Ok(()) => listener.answer(&n, ret),
-                    Err(e) => listener.answer(&n, -(e as i64)),
-                }
+        let answered = match kernel.triage(n.tid, n.call) {
+            Triage::Done(d) => to.answer(&n, Some(d)),
+            Triage::Later(job) if job.answerable_from_afar() => {
+                jobs.send(Work::Notice(n, job)).is_ok()
             }
-            _ => {
-                if takeovers.send(n.tid).is_err() {
-                    return;
-                }
-                let _ = wake.write(1);
-            }
+            Triage::Later(_) => to.answer(&n, None),
+        };
+        if !answered {
+            return;
         }
     }
 }
@@ -612,23 +683,28 @@ fn is_stopping(sig: Signal) -> bool {
     )
 }
 
-fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, wake: &EventFd) {
+fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
     loop {
-        let Ok(job) = jobs.lock().unwrap().recv() else {
+        let Ok(work) = jobs.lock().unwrap().recv() else {
             return;
         };
-        let decision = kernel.serve(&job);
-        if done
-            .send(Done {
-                tid: job.tid,
-                sp: job.call.sp,
-                decision,
-                sig: 0,
-            })
-            .is_err()
-        {
+        let going_on = match work {
+            Work::Stop(job) => {
+                let decision = kernel.serve(&job);
+                let done = Done {
+                    tid: job.tid,
+                    sp: job.call.sp,
+                    decision,
+                    sig: 0,
+                };
+                let sent = to.done.send(done).is_ok();
+                let _ = to.wake.write(1);
+                sent
+            }
+            Work::Notice(n, job) => to.answer(&n, Some(kernel.serve(&job))),
+        };
+        if !going_on {
             return;
         }
-        let _ = wake.write(1);
     }
 }

@@ -108,6 +108,18 @@ pub struct Job {
     places: Vec<Place>,
 }
 
+impl Job {
+    /// Whether serving it asks nothing of the stopped thread but maybe its answer: a name
+    /// looked at (stat, access, readlink) or changed by a driver (the answer is the result).
+    /// Opens and chdirs hand the thread something of roam's, so only the tracer serves them.
+    pub fn answerable_from_afar(&self) -> bool {
+        matches!(
+            self.spec.family,
+            Family::Inspect | Family::Access | Family::Readlink | Family::Mutate
+        )
+    }
+}
+
 /// Outcome of triage on the tracer thread.
 pub enum Triage {
     Done(Decision),

@@ -90,15 +90,18 @@ impl Listener {
         }))
     }
 
-    /// Lets the call run as the program made it.
-    pub fn run_as_is(&self, n: &Notice) {
+    /// Lets the call run as the program made it. Always true (for chaining with senders
+    /// that can fail).
+    pub fn run_as_is(&self, n: &Notice) -> bool {
         self.send(n.id, 0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32);
+        true
     }
 
-    /// Makes the call return `ret` (a value, or `-errno`) without running.
-    pub fn answer(&self, n: &Notice, ret: i64) {
+    /// Makes the call return `ret` (a value, or `-errno`) without running. Always true.
+    pub fn answer(&self, n: &Notice, ret: i64) -> bool {
         let (val, error) = if ret < 0 { (0, ret as i32) } else { (ret, 0) };
         self.send(n.id, val, error, 0);
+        true
     }
 
     fn send(&self, id: u64, val: i64, error: i32, flags: u32) {
