@@ -14,6 +14,7 @@
 #   strace -f / proot   the anchors, same local directory
 #   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
 #                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
+#   roam file+cache, stops   the same with ROAM_NOTIFY=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -33,7 +34,8 @@ run() { # NAME, then the command prefix words
         || echo "NOTE: $name failed (see $work/err.log)" >&2
 }
 
-configs=("native" "roam (local)" "roam (local, stops)" "strace -f" "proot" "roam file+cache")
+configs=("native" "roam (local)" "roam (local, stops)" "strace -f" "proot" "roam file+cache"
+    "roam file+cache, stops")
 export ROAM_CACHE_DIR=$work/cache ROAM_CONFIG=$work/none.toml
 for r in $(seq "$RUNS"); do
     echo "[andrew.sh] run $r/$RUNS" >&2
@@ -43,6 +45,8 @@ for r in $(seq "$RUNS"); do
     command -v strace >/dev/null && DEST=$work/dst run "strace -f" strace -f -o /dev/null
     command -v proot >/dev/null && DEST=$work/dst run proot proot
     DEST=/w/dst run "roam file+cache" "$ROAM" run -m "/w=file+cache://$work/mnt" --
+    rm -rf "$work/mnt"/* "$work/cache"
+    DEST=/w/dst run "roam file+cache, stops" env ROAM_NOTIFY=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
     rm -rf "$work/dst" "$work/mnt"/* "$work/cache"
 done
 

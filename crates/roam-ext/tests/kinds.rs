@@ -154,23 +154,7 @@ fn merge3_merges_different_lines_and_declines_overlaps() {
 /// An MP3-like file: a 1 MiB stretch of audio between an ID3v2.3 tag (title, year) and an
 /// ID3v1 tail (title).
 fn mp3(title: &str, year: &str) -> Vec<u8> {
-    let frame = |id: &[u8], text: &str| {
-        let mut f = id.to_vec();
-        f.extend_from_slice(&(text.len() as u32 + 1).to_be_bytes());
-        f.extend_from_slice(&[0, 0, 0]);
-        f.extend_from_slice(text.as_bytes());
-        f
-    };
-    let mut body = [frame(b"TIT2", title), frame(b"TYER", year)].concat();
-    body.resize(512, 0);
-    let mut file = b"ID3\x03\0\0\0\0\x04\0".to_vec();
-    file.extend_from_slice(&body);
-    file.resize(file.len() + (1 << 20), 0x55);
-    let mut v1 = vec![0u8; 128];
-    v1[..3].copy_from_slice(b"TAG");
-    v1[3..3 + title.len()].copy_from_slice(title.as_bytes());
-    file.extend_from_slice(&v1);
-    file
+    roam_testkit::mp3::tagged(title, year, 512, &vec![0x55; 1 << 20])
 }
 
 #[test]
