@@ -378,19 +378,18 @@ fn https_is_verified_and_per_host_ca_files_are_honoured() {
 #[test]
 fn sigterm_to_roam_reaches_the_program() {
     use std::io::{BufRead, BufReader};
+    // Kept for the whole test: the cache lives in it.
+    let scratch = roam_testkit::Scratch::new("term");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
         .args([
             "run",
             "--",
             "sh",
             "-c",
-            "trap 'echo got TERM; kill $!; exit 3' TERM; echo ready; sleep 30 & wait",
+            "trap 'echo got TERM; kill $!; exit 3' TERM; sleep 30 & echo ready; wait",
         ])
         .env("ROAM_CONFIG", "/nonexistent/roam.toml")
-        .env(
-            "ROAM_CACHE_DIR",
-            roam_testkit::Scratch::new("term").join("c"),
-        )
+        .env("ROAM_CACHE_DIR", scratch.join("c"))
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
