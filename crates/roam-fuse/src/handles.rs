@@ -89,9 +89,29 @@ pub struct OpenFile {
     pub ino: u64,
     pub virt: String,
     pub how: Opened,
+    /// Written (or opened to be written) since its last `flush`: a change only its own
+    /// close can be trusted to deliver.
+    pub unflushed: std::sync::atomic::AtomicBool,
 }
 
 impl OpenFile {
+    pub fn new(data: Data, ino: u64, virt: String, how: Opened) -> OpenFile {
+        let unflushed = std::sync::atomic::AtomicBool::new(how == Opened::Uploads);
+        OpenFile {
+            data,
+            ino,
+            virt,
+            how,
+            unflushed,
+        }
+    }
+
+    /// Notes a write (`true`) or a flush (`false`).
+    pub fn set_unflushed(&self, pending: bool) {
+        self.unflushed
+            .store(pending, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Writes go to a journaled copy that is uploaded when the last writer closes it.
     pub fn uploads(&self) -> bool {
         self.how == Opened::Uploads
@@ -189,14 +209,29 @@ impl Handles {
         }
     }
 
-    /// How many handles other than `except` write `virt`'s journaled copy.
+    /// How many handles other than `except` write `virt`'s journaled copy (open, so the
+    /// change stays journaled after an upload).
     pub fn writers(&self, virt: &str, except: u64) -> usize {
+        self.count_writers(virt, except, false)
+    }
+
+    /// How many of those hold writes no `flush` has seen: a close must then leave the upload
+    /// to theirs. (A handle already flushed whose `release` is still on its way must not
+    /// hold back the upload of the last close: that close would return, and the program
+    /// end, before the change is delivered.)
+    pub fn unflushed_writers(&self, virt: &str, except: u64) -> usize {
+        self.count_writers(virt, except, true)
+    }
+
+    fn count_writers(&self, virt: &str, except: u64, unflushed_only: bool) -> usize {
         self.table
             .lock()
             .unwrap()
             .iter()
             .filter(|(&fh, h)| {
-                fh != except && matches!(h, Handle::File(f) if f.uploads() && f.virt == virt)
+                fh != except
+                    && matches!(h, Handle::File(f) if f.uploads() && f.virt == virt
+                        && (!unflushed_only || f.unflushed.load(std::sync::atomic::Ordering::SeqCst)))
             })
             .count()
     }

@@ -248,12 +248,7 @@ impl Roamfs {
         let keep = data
             .version()
             .is_some_and(|v| self.inodes.lock().unwrap().cache_version(ino, v));
-        let fh = self.handles.add_file(OpenFile {
-            data,
-            ino,
-            virt,
-            how,
-        });
+        let fh = self.handles.add_file(OpenFile::new(data, ino, virt, how));
         (fh, keep, how)
     }
 

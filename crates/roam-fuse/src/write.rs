@@ -95,6 +95,7 @@ impl Roamfs {
         if kill_suid {
             f.data.kill_suid().map_err(io_errno)?;
         }
+        f.set_unflushed(true);
         f.data.write_all_at(data, offset).map_err(io_errno)?;
         Ok(data.len() as u32)
     }
@@ -104,7 +105,8 @@ impl Roamfs {
         let Some(f) = self.handles.file(fh) else {
             return Ok(());
         };
-        if !f.uploads() || self.handles.writers(&f.virt, fh) > 0 {
+        f.set_unflushed(false);
+        if !f.uploads() || self.handles.unflushed_writers(&f.virt, fh) > 0 {
             return Ok(());
         }
         self.upload(&f, fh, false)
@@ -115,7 +117,7 @@ impl Roamfs {
         let Some(f) = self.handles.remove(fh) else {
             return;
         };
-        if f.uploads() && self.handles.writers(&f.virt, fh) == 0 {
+        if f.uploads() && self.handles.unflushed_writers(&f.virt, fh) == 0 {
             if let Err(e) = self.upload(&f, fh, false) {
                 tracing::warn!(
                     "{}: not uploaded ({e:?}); the change stays journaled for `roam sync`",
@@ -308,7 +310,10 @@ impl Roamfs {
         if let Some(size) = set.size {
             match writing {
                 // ftruncate of a file being written: its copy, uploaded at close.
-                Some(f) => f.data.set_len(size).map_err(io_errno)?,
+                Some(f) => {
+                    f.set_unflushed(true);
+                    f.data.set_len(size).map_err(io_errno)?
+                }
                 None => self.vfs.truncate(node, size).map_err(vfs_errno)?,
             }
         }
