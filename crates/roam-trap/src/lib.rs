@@ -56,8 +56,10 @@ pub fn run(
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    // `ROAM_NOTIFY=0`: every call a ptrace stop, as under `roam attach`.
-    let notify = std::env::var_os("ROAM_NOTIFY").is_none_or(|v| v != "0");
+    // `ROAM_NOTIFY=1`: name calls reach roam as seccomp notifications. Off by default: on a
+    // quiet machine it is even with stops (docs/BENCHMARKS.md), and a busy one delays the
+    // listener's wake-ups (docs/SYSCALLS.md).
+    let notify = std::env::var_os("ROAM_NOTIFY").is_some_and(|v| v == "1");
     let notified = if notify {
         kernel::table::notified_numbers()
     } else {

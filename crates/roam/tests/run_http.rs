@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{both, fixture, stderr, stdout, Roam, BIG_LEN};
+use common::{both, both_with, fixture, stderr, stdout, Roam, BIG_LEN};
 
 #[test]
 fn reads_match_the_local_copy() {
@@ -17,6 +17,21 @@ fn reads_match_the_local_copy() {
         "head -c 100000 {}/big.bin | od -An -tx1 | tail -3",
     ] {
         let (native, roamed) = both(script);
+        assert!(!native.is_empty(), "{script}: no output natively");
+        assert_eq!(roamed, native, "{script}");
+    }
+}
+
+/// With name calls as seccomp notifications (`ROAM_NOTIFY=1`): local names answered by the
+/// listener, roam names taken over by the tracer, a missing one answered by a worker.
+#[test]
+fn the_listener_serves_local_and_remote_names_alike() {
+    for script in [
+        "cat {}/hello.txt /etc/hostname && ls {}/dir && stat -c '%n %s' {}/dir/sub/deep.txt",
+        "cd {}/dir && cat 'a b.txt' && ls sub && ls nothere 2>/dev/null; echo $?",
+        "md5sum {}/big.bin && grep -r needle {}/dir | sort && test ! -e {}/missing.txt && echo ok",
+    ] {
+        let (native, roamed) = both_with(Roam::new().env("ROAM_NOTIFY", "1"), script);
         assert!(!native.is_empty(), "{script}: no output natively");
         assert_eq!(roamed, native, "{script}");
     }

@@ -187,6 +187,11 @@ impl Roam {
 /// with `{}` standing for the remote tree; returns both stdouts with the base put back as
 /// `{}`, so they compare equal when roam is exact.
 pub fn both(script: &str) -> (String, String) {
+    both_with(Roam::new(), script)
+}
+
+/// [`both`] with `roam` configured by the caller.
+pub fn both_with(roam: Roam, script: &str) -> (String, String) {
     let fx = fixture();
     let local = fx.www.to_string_lossy().into_owned();
     let native = Command::new("sh")
@@ -199,7 +204,7 @@ pub fn both(script: &str) -> (String, String) {
         String::from_utf8_lossy(&native.stderr)
     );
     let remote = fx.remote();
-    let roamed = Roam::new().sh(&[], &script.replace("{}", &remote));
+    let roamed = roam.sh(&[], &script.replace("{}", &remote));
     assert!(
         roamed.status.success(),
         "roam run of {script} failed ({:?}): {}",
