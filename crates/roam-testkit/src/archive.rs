@@ -93,3 +93,18 @@ pub fn write(out: &Path, kind: &str, items: &[Item]) {
 fn quote(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
+
+/// Writes `evil.zip` and `evil.tar` into `dir`: members whose names climb out (`../`, an
+/// absolute name, `a/../../`), a good one, and a name twice (`dup.txt`: `first`, `second`).
+pub fn write_hostile(dir: &Path) {
+    let evil = [
+        Item::File("../../escaped.txt", b"out"),
+        Item::File("/abs-escaped.txt", b"out"),
+        Item::File("a/../../x-escaped.txt", b"out"),
+        Item::File("ok.txt", b"fine"),
+        Item::File("dup.txt", b"first"),
+        Item::File("dup.txt", b"second"),
+    ];
+    write(&dir.join("evil.zip"), "zip", &evil);
+    write(&dir.join("evil.tar"), "tar", &evil);
+}

@@ -636,6 +636,13 @@ impl Vfs {
     /// Drops what roam believes about `virt`; its parent's listing stays, with the name
     /// marked as changed.
     fn invalidate(&self, virt: &str) {
+        self.drop_beliefs(virt, true);
+    }
+
+    /// Forgets `virt`'s attributes and listing and takes it out of its parent's listing,
+    /// where it is then `unknown` (changed, to ask again) or not (known gone); the saved
+    /// listings of both go.
+    fn drop_beliefs(&self, virt: &str, unknown: bool) {
         let (parent, name) = split_name(virt);
         let mut st = self.state.lock().unwrap();
         st.attrs.remove(virt);
@@ -643,8 +650,13 @@ impl Vfs {
         if let Some((index, _)) = st.listings.get_mut(parent) {
             let index = std::sync::Arc::make_mut(index);
             index.entries.remove(name);
-            index.unknown.insert(name.to_owned());
+            if unknown {
+                index.unknown.insert(name.to_owned());
+            } else {
+                index.unknown.remove(name);
+            }
         }
+        drop(st);
         crate::listings::drop(self.cache.root(), parent);
         crate::listings::drop(self.cache.root(), virt);
     }
@@ -686,18 +698,7 @@ impl Vfs {
     /// After roam itself removed `virt`: the parent's listing, if fresh, loses the name (so
     /// the next lookup answers ENOENT without a request) and `virt`'s own listing goes.
     fn remember_gone(&self, virt: &str) {
-        let (parent, name) = split_name(virt);
-        let mut st = self.state.lock().unwrap();
-        st.attrs.remove(virt);
-        st.listings.remove(virt);
-        if let Some((index, _)) = st.listings.get_mut(parent) {
-            let index = std::sync::Arc::make_mut(index);
-            index.entries.remove(name);
-            index.unknown.remove(name);
-        }
-        drop(st);
-        crate::listings::drop(self.cache.root(), parent);
-        crate::listings::drop(self.cache.root(), virt);
+        self.drop_beliefs(virt, false);
     }
 
     fn forget_all(&self, virt: &str) -> Result<()> {

@@ -197,16 +197,7 @@ fn listing_a_tar_follows_its_headers() {
 #[test]
 fn hostile_names_never_become_names() {
     let w = world(|srv| {
-        let evil = [
-            Item::File("../../escaped.txt", b"out"),
-            Item::File("/abs-escaped.txt", b"out"),
-            Item::File("a/../../x-escaped.txt", b"out"),
-            Item::File("ok.txt", b"fine"),
-            Item::File("dup.txt", b"first"),
-            Item::File("dup.txt", b"second"),
-        ];
-        write(&srv.join("evil.zip"), "zip", &evil);
-        write(&srv.join("evil.tar"), "tar", &evil);
+        roam_testkit::archive::write_hostile(srv);
     });
     for archive in ["evil.zip", "evil.tar"] {
         let root = format!("/w/{archive}#");

@@ -66,16 +66,7 @@ fn populate(srv: &Path, expected: &Path) {
         };
         write(&srv.join(archive), kind, &items(&tree));
     }
-    let evil = [
-        Item::File("../../escaped.txt", b"out"),
-        Item::File("/abs-escaped.txt", b"out"),
-        Item::File("a/../../x-escaped.txt", b"out"),
-        Item::File("ok.txt", b"fine"),
-        Item::File("dup.txt", b"first"),
-        Item::File("dup.txt", b"second"),
-    ];
-    write(&srv.join("evil.zip"), "zip", &evil);
-    write(&srv.join("evil.tar"), "tar", &evil);
+    roam_testkit::archive::write_hostile(srv);
     std::fs::write(srv.join("corrupt.zip"), noise(5000, 9)).unwrap();
 }
 
