@@ -15,7 +15,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use crate::kernel::afar::Reply;
 use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
+use crate::platform::handoff::{self, Stop};
 use crate::platform::inject::{FdMove, Next};
 use crate::platform::notify::{Listener, Notice};
 use crate::platform::{memory, proxy, ptrace};
@@ -108,6 +110,12 @@ pub struct Tracer {
     /// Threads whose notified call needs the tracer: the listener left it unanswered.
     takeover_rx: Receiver<Takeover>,
     takeovers: Takeovers,
+    /// Tracees a debugger asked for, interrupted to be handed over, each with the
+    /// debugger's thread (stopped at its request) and stack pointer.
+    handovers: HashMap<Pid, (Pid, u64)>,
+    /// The filter of a handed-over process (see `platform::handoff`).
+    handoff_filter: Vec<crate::platform::seccomp::Insn>,
+    jobs_for_afar: Sender<Work>,
 }
 
 /// A notified call left to the tracer, with the decision a worker already made for it
@@ -117,10 +125,12 @@ struct Takeover {
     made: Option<(i64, [u64; 6], Decision)>,
 }
 
-/// Work for the worker threads: a call stopped in the tracer, or a notified one.
+/// Work for the worker threads: a call stopped in the tracer, a notified one, or one of a
+/// process handed over to a debugger (answered through its own listener).
 enum Work {
     Stop(Job),
     Notice(Notice, Job),
+    Afar(Notice, Job, Arc<Listener>),
 }
 
 /// Calls the tracer takes over from the listener (see `platform::notify`): the thread is
@@ -204,10 +214,15 @@ impl Tracer {
             .name("roam-deliver".into())
             .spawn(move || deliverer.deliver_later())
             .map_err(|e| TrapError::Setup(format!("cannot start the delivery thread: {e}")))?;
+        let handoff_filter = crate::platform::seccomp::notify_only(
+            &crate::kernel::table::traced_numbers(),
+            &crate::kernel::table::gated_numbers(),
+        );
         Ok(Tracer {
             kernel,
             main,
             main_status: None,
+            jobs_for_afar: jobs.clone(),
             jobs,
             done,
             wake,
@@ -220,6 +235,8 @@ impl Tracer {
             proxies: HashMap::new(),
             takeover_rx,
             takeovers,
+            handovers: HashMap::new(),
+            handoff_filter,
         })
     }
 
@@ -348,6 +365,10 @@ impl Tracer {
         if pid == self.main {
             self.main_status = Some(status);
         }
+        if let Some((debugger, sp)) = self.handovers.remove(&pid) {
+            // Its debugger's request finds no process (ESRCH, from the kernel).
+            self.apply(debugger, sp, Decision::Continue, 0);
+        }
         self.overrides.remove(&pid);
         if self.kernel.tracee_ended(pid) {
             // A writer that exits without close(2) leaves its change to be delivered now;
@@ -412,7 +433,13 @@ impl Tracer {
 
     fn on_event(&mut self, pid: Pid, sig: Signal, event: i32) {
         match event {
+            libc::PTRACE_EVENT_SECCOMP if self.handovers.contains_key(&pid) => {
+                self.hand_over_asked(pid, Stop::Seccomp)
+            }
             libc::PTRACE_EVENT_SECCOMP => self.on_syscall(pid),
+            libc::PTRACE_EVENT_STOP if self.handovers.contains_key(&pid) => {
+                self.hand_over_asked(pid, Stop::Event)
+            }
             libc::PTRACE_EVENT_STOP if is_stopping(sig) => {
                 // Group-stop: stay stopped (job control) but keep hearing about the tracee.
                 if let Err(e) = ptrace::listen(pid) {
@@ -518,6 +545,9 @@ impl Tracer {
             }
             return;
         }
+        if let Decision::HandOver { target } = decision {
+            return self.hand_over(tid, sp, target);
+        }
         if let Decision::RunUntraced { path, argv, envp } = decision {
             match proxy::spawn_untraced(tid, &path, &argv, &envp) {
                 // The tracee stays stopped at its exec until the program ends.
@@ -559,6 +589,69 @@ impl Tracer {
     }
 }
 
+impl Tracer {
+    /// Debugger thread `tid` (stopped at its ptrace request, stack at `sp`) asks to trace
+    /// `target`: itself (`PTRACE_TRACEME`, handed over now) or another tracee (interrupted
+    /// first; the debugger's request runs once it is handed over).
+    fn hand_over(&mut self, tid: Pid, sp: u64, target: Pid) {
+        if target == tid {
+            if !self.let_go(tid, Stop::Seccomp) {
+                resume(tid, 0);
+            }
+            return;
+        }
+        match nix::sys::ptrace::interrupt(target) {
+            Ok(()) => {
+                self.handovers.insert(target, (tid, sp));
+            }
+            // Gone meanwhile: the kernel answers the request.
+            Err(_) => self.apply(tid, sp, Decision::Continue, 0),
+        }
+    }
+
+    /// An interrupted tracee a debugger asked for stopped: hand it over, then let the
+    /// debugger's request run.
+    fn hand_over_asked(&mut self, target: Pid, stop: Stop) {
+        let Some((debugger, sp)) = self.handovers.remove(&target) else {
+            return;
+        };
+        if !self.let_go(target, stop) {
+            resume(target, 0);
+        }
+        self.apply(debugger, sp, Decision::Continue, 0);
+    }
+
+    /// Hands `tid` over and serves it from afar; false (told to the user) if it failed.
+    fn let_go(&mut self, tid: Pid, stop: Stop) -> bool {
+        if self.takeovers.listening {
+            self.kernel.hand_over_failed(tid, "with ROAM_NOTIFY=1 it has roam's listener already, and a process may have only one");
+            if stop == Stop::Seccomp {
+                let _ = ptrace::skip_with(tid, -(libc::EPERM as i64));
+            }
+            return false;
+        }
+        let listener = match handoff::hand_over(tid, stop, &self.handoff_filter) {
+            Ok(l) => Arc::new(Listener::new(l)),
+            Err(e) => {
+                self.kernel.hand_over_failed(tid, &e.to_string());
+                return false;
+            }
+        };
+        tracing::debug!(%tid, "handed over to its debugger");
+        self.kernel.tracee_handed_over(tid);
+        self.overrides.remove(&tid);
+        let (kernel, jobs) = (self.kernel.clone(), self.jobs_for_afar.clone());
+        let started = std::thread::Builder::new()
+            .name(format!("roam-afar-{tid}"))
+            .spawn(move || serve_afar(&kernel, &listener, &jobs));
+        if let Err(e) = started {
+            self.kernel
+                .hand_over_failed(tid, &format!("no thread to serve it: {e}"));
+        }
+        true
+    }
+}
+
 fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
     match decision {
         // Handled by `apply` before it gets here.
@@ -566,6 +659,7 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
         | Decision::RunThenReturn(_)
         | Decision::RewriteThen { .. }
         | Decision::OpenWatched { .. }
+        | Decision::HandOver { .. }
         | Decision::RunUntraced { .. } => Ok(()),
         Decision::Rewrite(args) => {
             let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
@@ -594,7 +688,10 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
 fn runs(decision: &Decision) -> bool {
     !matches!(
         decision,
-        Decision::Return(_) | Decision::ReturnData { .. } | Decision::RunUntraced { .. }
+        Decision::Return(_)
+            | Decision::ReturnData { .. }
+            | Decision::RunUntraced { .. }
+            | Decision::HandOver { .. }
     )
 }
 
@@ -670,6 +767,47 @@ fn listen(
     }
 }
 
+/// The listener of a process handed over to a debugger: every call roam would have
+/// stopped is answered from afar (see `kernel::afar`), those needing the network by a
+/// worker. Ends when no process uses the filter any more.
+fn serve_afar(kernel: &Kernel, listener: &Arc<Listener>, jobs: &Sender<Work>) {
+    while listener.wait() {
+        let n = match listener.recv() {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("afar listener: {e}");
+                return;
+            }
+        };
+        // The debuggee's own ptrace requests (its PTRACE_TRACEME, made again once handed
+        // over) are the kernel's.
+        if n.call.nr == libc::SYS_ptrace && n.call.arch == ptrace::AUDIT_ARCH_X86_64 {
+            listener.run_as_is(&n);
+            continue;
+        }
+        match kernel.triage(n.tid, n.call) {
+            Triage::Done(d) => {
+                reply_afar(kernel, listener, &n, d);
+            }
+            Triage::Later(job) => {
+                if jobs.send(Work::Afar(n, job, listener.clone())).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Answers a call of a handed-over process with what `decision` comes to from afar.
+fn reply_afar(kernel: &Kernel, listener: &Listener, n: &Notice, decision: Decision) -> bool {
+    match kernel.afar(n.tid, &n.call, decision) {
+        Reply::Run => listener.run_as_is(n),
+        Reply::Return(ret) => listener.answer(n, ret),
+        Reply::Fd { fd, cloexec, at } => listener.answer_with_fd(n, &fd, cloexec, at),
+    }
+}
+
 fn resume(pid: Pid, sig: i32) {
     if let Err(e) = ptrace::resume(pid, sig) {
         tracing::debug!(%pid, "resume: {e}");
@@ -702,6 +840,7 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
                 sent
             }
             Work::Notice(n, job) => to.answer(&n, Some(kernel.serve(&job))),
+            Work::Afar(n, job, listener) => reply_afar(kernel, &listener, &n, kernel.serve(&job)),
         };
         if !going_on {
             return;

@@ -664,21 +664,6 @@ fn a_close_in_a_multithreaded_program_uploads_at_once() {
 }
 
 #[test]
-fn a_debugger_inside_roam_is_refused_with_a_reason() {
-    let out = Roam::new().run(&["strace", "-f", "true"]);
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(
-        err.contains("Operation not permitted"),
-        "strace sees EPERM: {err}"
-    );
-    assert!(
-        err.contains("roam: strace: ptrace(PTRACE_") && err.contains("refused (EPERM)"),
-        "roam says why: {err}"
-    );
-}
-
-#[test]
 fn an_interactive_shell_has_job_control() {
     // Ctrl-Z stops a job, `jobs` lists it, `fg` resumes it, Ctrl-C ends it (status 130),
     // through a pseudo-terminal, natively and under roam.

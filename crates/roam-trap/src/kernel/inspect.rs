@@ -100,28 +100,52 @@ pub(super) fn as_remote_stat(tid: Pid, buf: u64, statx: bool) -> nix::Result<()>
     if crate::platform::ptrace::return_value(tid)? != 0 {
         return Ok(());
     }
+    let mut st = vec![0u8; stat_size(statx)];
+    if memory::read(tid, buf, &mut st)? != st.len() {
+        return Err(nix::errno::Errno::EFAULT);
+    }
+    if make_remote(&mut st, statx) {
+        memory::write(tid, buf, &st)?;
+    }
+    Ok(())
+}
+
+/// Bytes of a `struct stat` or `struct statx` (x86_64).
+pub(super) fn stat_size(statx: bool) -> usize {
+    if statx {
+        256
+    } else {
+        144
+    }
+}
+
+/// [`as_remote_stat`] on a stat buffer: returns whether it changed it (a regular file).
+pub(super) fn make_remote(st: &mut [u8], statx: bool) -> bool {
     let f = if statx { &STATX } else { &STAT };
-    let mut word = [0u8; 8];
-    memory::read(tid, buf + f.mode, &mut word[..4])?;
-    let mode = u32::from_ne_bytes(word[..4].try_into().expect("4 bytes"));
+    let field = |st: &[u8], at: u64, n: usize| {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&st[at as usize..at as usize + n]);
+        u64::from_ne_bytes(w)
+    };
+    let mode = field(st, f.mode, 4) as u32;
     let mode = if statx { mode & 0xffff } else { mode };
     if mode & libc::S_IFMT != libc::S_IFREG {
-        return Ok(());
+        return false;
     }
-    memory::read(tid, buf + f.size, &mut word)?;
-    let size = u64::from_ne_bytes(word);
-    memory::read(tid, buf + f.blocks, &mut word)?;
+    let put = |st: &mut [u8], at: u64, bytes: &[u8]| {
+        st[at as usize..at as usize + bytes.len()].copy_from_slice(bytes)
+    };
     // In 4 KiB blocks, as local file systems allocate (and `du` then agrees with them).
-    let whole = size.div_ceil(4096) * 8;
-    if u64::from_ne_bytes(word) < whole {
-        memory::write(tid, buf + f.blocks, &whole.to_ne_bytes())?;
+    let whole = field(st, f.size, 8).div_ceil(4096) * 8;
+    if field(st, f.blocks, 8) < whole {
+        put(st, f.blocks, &whole.to_ne_bytes());
     }
     // st_nlink is 8 bytes, stx_nlink 4 (little-endian: the low bytes come first).
     let one = 1u64.to_ne_bytes();
-    memory::write(tid, buf + f.nlink, if statx { &one[..4] } else { &one })?;
-    let mut mtime = [0u8; 16];
-    memory::read(tid, buf + f.mtime, &mut mtime)?;
-    memory::write(tid, buf + f.ctime, &mtime)
+    put(st, f.nlink, if statx { &one[..4] } else { &one });
+    let mtime = st[f.mtime as usize..f.mtime as usize + 16].to_vec();
+    put(st, f.ctime, &mtime);
+    true
 }
 
 /// readlink of a magic link into roam's cache answers with the virtual name.

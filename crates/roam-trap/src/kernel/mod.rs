@@ -7,6 +7,7 @@
 //! remote work (most calls: local names); the rest becomes a [`Job`] that a worker thread
 //! [`Kernel::serve`]s while the tracer goes on serving other threads.
 
+pub mod afar;
 mod close;
 mod dir;
 mod exec;
@@ -64,6 +65,9 @@ pub enum Decision {
         argv: Vec<Vec<u8>>,
         envp: Vec<Vec<u8>>,
     },
+    /// A debugger asks to trace `target` (the caller itself for `PTRACE_TRACEME`), one of
+    /// roam's tracees: roam hands it over (see `platform::handoff`), then lets the call run.
+    HandOver { target: Pid },
     /// Let an exec run another program with another argument vector (a script whose
     /// interpreter is a roam name: the kernel would look for the interpreter itself).
     Exec {
@@ -283,7 +287,7 @@ impl Kernel {
             }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
-            Family::Ptrace => return Triage::Done(self.refuse_ptrace(tid, &call)),
+            Family::Ptrace => return Triage::Done(self.pass_ptrace(tid, &call)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
             Family::Readlink => {
                 if let Some(d) = inspect::readlink_magic(self, tid, spec, &call) {
@@ -344,22 +348,42 @@ impl Kernel {
         result.unwrap_or_else(|(node, err)| self.fail_on(job.tid, job.spec, &node, &err))
     }
 
-    /// A tracee asks to trace (or be traced): only requests that start tracing are refused
-    /// (the kernel would refuse the rest too, as nothing else can be traced here).
-    fn refuse_ptrace(&self, tid: Pid, call: &Syscall) -> Decision {
+    /// A tracee asks to trace (or be traced). roam is the tracer of every process it runs,
+    /// so a request to trace one of them hands that process over to the asker (Parrot's
+    /// debuggers inside the agent); requests about other processes are the kernel's.
+    fn pass_ptrace(&self, tid: Pid, call: &Syscall) -> Decision {
         let request = call.args[0] as libc::c_uint;
-        let name = match request {
-            libc::PTRACE_TRACEME => "PTRACE_TRACEME",
-            libc::PTRACE_ATTACH => "PTRACE_ATTACH",
-            libc::PTRACE_SEIZE => "PTRACE_SEIZE",
+        let target = match request {
+            libc::PTRACE_TRACEME => tid,
+            libc::PTRACE_ATTACH | libc::PTRACE_SEIZE => Pid::from_raw(call.args[1] as i32),
             _ => return Decision::Continue,
         };
-        let program = std::fs::read_to_string(format!("/proc/{tid}/comm")).unwrap_or_default();
+        if !self.tracees.lock().unwrap().contains(&target) {
+            return Decision::Continue;
+        }
+        if !crate::platform::handoff::single_threaded(target) {
+            let program =
+                std::fs::read_to_string(format!("/proc/{target}/comm")).unwrap_or_default();
+            self.report.once(
+                format!("ptrace {target}"),
+                format!("{}: a debugger may trace a process roam runs only while it has one thread (roam hands it over; the threads of a running process cannot be): EPERM", program.trim()),
+            );
+            return Decision::fail(libc::EPERM);
+        }
+        Decision::HandOver { target }
+    }
+
+    /// A tracee was handed over to another tracer: roam serves its calls from afar now.
+    pub fn tracee_handed_over(&self, tid: Pid) {
+        self.tracees.lock().unwrap().remove(&tid);
+    }
+
+    /// Tells the user that a debugger could not have `target` (the kernel's reason).
+    pub fn hand_over_failed(&self, target: Pid, why: &str) {
         self.report.once(
-            format!("ptrace {}", program.trim()),
-            format!("{}: ptrace({name}) refused (EPERM): roam is the tracer of every process it runs and does not pass debugger requests along yet (docs/SYSCALLS.md)", program.trim()),
+            format!("hand over {target}"),
+            format!("pid {target}: roam could not hand it over to its debugger: {why}; the debugger's request fails with EPERM"),
         );
-        Decision::fail(libc::EPERM)
     }
 
     /// Reads and resolves every path argument of a call.

@@ -155,7 +155,7 @@ fn create_mode(job: &Job) -> u32 {
 }
 
 /// The umask of a thread (`Umask:` in `/proc/TID/status`).
-fn umask(tid: nix::unistd::Pid) -> u32 {
+pub(super) fn umask(tid: nix::unistd::Pid) -> u32 {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
         .and_then(|s| {

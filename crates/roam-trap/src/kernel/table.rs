@@ -25,8 +25,8 @@ pub enum Family {
     Unsupported,
     /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
     NoUring,
-    /// ptrace: roam is every tracee's tracer, so a debugger's requests to trace cannot be
-    /// honoured yet: EPERM, with a message saying why.
+    /// ptrace: roam is every tracee's tracer, so a debugger's request to trace one of them
+    /// hands that process over (served from afar by roam from then on).
     Ptrace,
     /// close: the last writer's close of a changed remote file uploads it.
     Close,

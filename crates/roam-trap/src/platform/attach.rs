@@ -120,19 +120,9 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Seen, AttachError> {
     ptrace::interrupt(tid).map_err(sys(tid, "PTRACE_INTERRUPT"))?;
     wait_for(tid, &mut seen, Want::EventStop)?;
     let saved = ptrace::getregs(tid).map_err(sys(tid, "PTRACE_GETREGS"))?;
-    let insn = syscall_insn(tid, &saved)?;
-    // The filter and its `sock_fprog`, below the red zone of the thread's stack.
-    let prog_bytes = insns_bytes(filter);
-    let prog_at = (saved.rsp - 128 - prog_bytes.len() as u64) & !15;
-    let fprog_at = prog_at - 16;
-    let mut fprog = Vec::with_capacity(16);
-    fprog.extend_from_slice(&(filter.len() as u64).to_ne_bytes());
-    fprog.extend_from_slice(&prog_at.to_ne_bytes());
-    memory::write(tid, prog_at, &prog_bytes).map_err(sys(tid, "writing the filter"))?;
-    memory::write(tid, fprog_at, &fprog).map_err(sys(tid, "writing the filter"))?;
     let mut base = saved;
-    base.rsp = fprog_at & !15;
-    base.rip = insn;
+    base.rip = syscall_insn(tid, &saved)?;
+    let fprog_at = filter_on_stack(tid, &mut base, filter)?;
     let mut call =
         |nr: i64, [a, b, c]: [u64; 3]| run_syscall(tid, &base, nr, [a, b, c, 0, 0, 0], &mut seen);
     // Without CAP_SYS_ADMIN a filter needs no_new_privs; TSYNC spreads it to every thread.
@@ -166,9 +156,30 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Seen, AttachError> {
     Ok(seen)
 }
 
+/// Writes `filter` and its `sock_fprog` below the red zone of the stack of `base` (the
+/// registers a call will run from), moving its stack pointer below them. Returns the
+/// address of the `sock_fprog`.
+pub fn filter_on_stack(
+    tid: Pid,
+    base: &mut libc::user_regs_struct,
+    filter: &[Insn],
+) -> Result<u64, CallError> {
+    let prog_bytes = insns_bytes(filter);
+    let prog_at = (base.rsp - 128 - prog_bytes.len() as u64) & !15;
+    let fprog_at = prog_at - 16;
+    let mut fprog = Vec::with_capacity(16);
+    fprog.extend_from_slice(&(filter.len() as u64).to_ne_bytes());
+    fprog.extend_from_slice(&prog_at.to_ne_bytes());
+    let writing = super::remote_call::sys(tid, "writing the filter");
+    memory::write(tid, prog_at, &prog_bytes).map_err(&writing)?;
+    memory::write(tid, fprog_at, &fprog).map_err(&writing)?;
+    base.rsp = fprog_at & !15;
+    Ok(fprog_at)
+}
+
 /// The registers of an interrupted thread as the kernel's signal path would resume it
 /// when no handler runs: an interrupted call is restarted.
-fn as_the_kernel_would_resume(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
+pub fn as_the_kernel_would_resume(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
     const ERESTARTSYS: i64 = 512;
     const ERESTARTNOINTR: i64 = 513;
     const ERESTARTNOHAND: i64 = 514;

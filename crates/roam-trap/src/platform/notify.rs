@@ -81,6 +81,57 @@ impl Listener {
         true
     }
 
+    /// Makes the call return a new fd: a copy of roam's `fd` installed in the thread's
+    /// process (at number `at`, replacing what is there, if given). Always true.
+    pub fn answer_with_fd(&self, n: &Notice, fd: &OwnedFd, cloexec: bool, at: Option<i32>) -> bool {
+        let mut flags = libc::SECCOMP_ADDFD_FLAG_SEND as u32;
+        if at.is_some() {
+            flags |= libc::SECCOMP_ADDFD_FLAG_SETFD as u32;
+        }
+        let mut add = libc::seccomp_notif_addfd {
+            id: n.id,
+            flags,
+            srcfd: fd.as_raw_fd() as u32,
+            newfd: at.unwrap_or(0) as u32,
+            newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+        };
+        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call.
+        let r = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                &mut add as *mut libc::seccomp_notif_addfd,
+            )
+        };
+        if let Err(e) = Errno::result(r) {
+            tracing::debug!("seccomp notification fd answer: {e}");
+            if e != Errno::ENOENT {
+                return self.answer(n, -(e as i64));
+            }
+        }
+        true
+    }
+
+    /// Waits until a notification is there; false once no process uses the filter any
+    /// more (a handed-over process tree that ended), when `recv` would wait for ever.
+    pub fn wait(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut p, 1, -1) };
+            if r > 0 {
+                return p.revents & libc::POLLIN != 0;
+            }
+            if r < 0 && Errno::last() != Errno::EINTR {
+                return false;
+            }
+        }
+    }
+
     fn send(&self, id: u64, val: i64, error: i32, flags: u32) {
         let mut resp = libc::seccomp_notif_resp {
             id,

@@ -43,6 +43,20 @@ pub const WATCHED_FD_BASE: u32 = 800;
 /// foreign call; `notified` calls go to roam's listener instead (`SECCOMP_RET_USER_NOTIF`,
 /// see `platform::notify`), which lets most of them run without a ptrace stop.
 pub fn filter(traced: &[i64], gated: &[(i64, usize)], notified: &[i64]) -> Vec<Insn> {
+    build(traced, gated, notified, libc::SECCOMP_RET_TRACE)
+}
+
+/// The filter of a process handed over to another tracer (a debugger, see
+/// `platform::handoff`): every call the first filter stops (`traced`, the watched-fd calls
+/// of `gated`, foreign calls) goes to a listener instead. Stacked on the first filter, it
+/// wins: the kernel takes the verdict of highest precedence, and `USER_NOTIF` outranks
+/// `TRACE` (which, with roam no longer the tracer, would fail the call with ENOSYS).
+pub fn notify_only(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
+    build(traced, gated, &[], libc::SECCOMP_RET_USER_NOTIF)
+}
+
+/// The filter: `trap` is the verdict of the calls roam must see.
+fn build(traced: &[i64], gated: &[(i64, usize)], notified: &[i64], trap: u32) -> Vec<Insn> {
     use Label::*;
     let mut b = Builder::default();
     b.stmt(BPF_LD_W_ABS, OFF_ARCH);
@@ -70,7 +84,7 @@ pub fn filter(traced: &[i64], gated: &[(i64, usize)], notified: &[i64]) -> Vec<I
     b.at(Allow);
     b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     b.at(Trace);
-    b.stmt(BPF_RET_K, libc::SECCOMP_RET_TRACE);
+    b.stmt(BPF_RET_K, trap);
     if !notified.is_empty() {
         b.at(Notify);
         b.stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF);
@@ -213,6 +227,19 @@ mod tests {
         assert_eq!(run(&prog, x86, 59), libc::SECCOMP_RET_TRACE);
         assert_eq!(run(&prog, x86, 1), libc::SECCOMP_RET_ALLOW);
         assert_eq!(run(&prog, 0x4000_0003, 4), libc::SECCOMP_RET_TRACE, "i386");
+    }
+
+    #[test]
+    fn a_handed_over_process_notifies_whatever_roam_traced() {
+        let prog = notify_only(&[59, 101], &[(0, 0)]);
+        let x86 = AUDIT_ARCH_X86_64;
+        let notif = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run(&prog, x86, 59), notif);
+        assert_eq!(run(&prog, x86, 101), notif, "ptrace itself");
+        assert_eq!(run_with_arg(&prog, x86, 0, WATCHED_FD_BASE), notif);
+        assert_eq!(run_with_arg(&prog, x86, 0, 3), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(&prog, x86, 1), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(&prog, 0x4000_0003, 4), notif, "i386");
     }
 
     #[test]

@@ -1,0 +1,225 @@
+//! Debuggers and tracers inside roam (Parrot §2): `gdb` and `strace -f` run under
+//! `roam run` on programs that use remote files. roam hands the debugged process over to
+//! the debugger and serves its names from afar (seccomp notifications), so the debugger
+//! gets real ptrace: breakpoints, steps, backtraces, attach by pid.
+//!
+//! The debuggee is `tests/fixtures/debuggee.c`, built here with debug information.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{fixture, stderr, stdout, Roam};
+use roam_testkit::{required, Scratch};
+
+/// The debuggee, built once per test binary.
+fn debuggee() -> &'static Path {
+    static BUILT: OnceLock<(Scratch, PathBuf)> = OnceLock::new();
+    &BUILT
+        .get_or_init(|| {
+            let dir = Scratch::new("debuggee");
+            let bin = dir.join("debuggee");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debuggee.c");
+            let o = Command::new(required("/usr/bin/gcc", "gcc"))
+                .args(["-g", "-O0", "-o"])
+                .arg(&bin)
+                .arg(src)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "gcc: {}", stderr(&o));
+            (dir, bin)
+        })
+        .1
+}
+
+fn gdb() -> String {
+    required("/usr/bin/gdb", "gdb").display().to_string()
+}
+
+fn strace() -> String {
+    required("/usr/bin/strace", "strace").display().to_string()
+}
+
+#[test]
+fn gdb_breaks_steps_and_backtraces_a_program_reading_a_remote_file() {
+    let hello = format!("{}/hello.txt", fixture().remote());
+    let prog = debuggee().display().to_string();
+    let out = Roam::new().run(&[
+        &gdb(),
+        "-batch",
+        "-nx",
+        "-ex",
+        "break count_lines",
+        "-ex",
+        "run",
+        "-ex",
+        "bt",
+        "-ex",
+        "next",
+        "-ex",
+        "continue",
+        "--args",
+        &prog,
+        &hello,
+    ]);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "gdb: {so}{se}");
+    assert!(
+        so.contains("Breakpoint 1, count_lines (path=0x")
+            && so.contains(&format!("\"{hello}\") at")),
+        "the breakpoint is hit with the virtual name: {so}"
+    );
+    assert!(so.contains(" in main (argc=2"), "backtrace: {so}");
+    assert!(
+        so.contains("\t    if (!f) {"),
+        "a step to the next line: {so}"
+    );
+    assert!(so.contains("lines=3\n"), "the remote file was read: {so}");
+    assert!(so.contains("exited normally"), "{so}");
+    assert!(!se.contains("roam:"), "nothing to complain about: {se}");
+}
+
+#[test]
+fn strace_f_shows_the_virtual_names_a_program_opens() {
+    let remote = fixture().remote();
+    let log = Scratch::new("strace");
+    let trace = log.join("trace");
+    // One process at a time: strace splits the lines of calls that overlap.
+    let script = format!("wc -l < {remote}/hello.txt; cat {remote}/dir/sub/deep.txt");
+    let out = Roam::new().run(&[
+        &strace(),
+        "-f",
+        "-e",
+        "trace=openat",
+        "-o",
+        trace.to_str().unwrap(),
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "3\ndeep down there is a needle too\n");
+    let trace = std::fs::read_to_string(trace).unwrap();
+    for name in ["hello.txt", "dir/sub/deep.txt"] {
+        let line = trace
+            .lines()
+            .find(|l| l.contains(&format!("openat(AT_FDCWD, \"{remote}/{name}\", O_RDONLY")))
+            .unwrap_or_else(|| panic!("no open of {name} in the trace: {trace}"));
+        let ret = line.rsplit("= ").next().unwrap();
+        assert!(ret.parse::<i32>().is_ok_and(|fd| fd >= 0), "{line}");
+    }
+}
+
+#[test]
+fn gdb_attaches_to_a_running_process_that_goes_on_reading_remote_files() {
+    let remote = fixture().remote();
+    let dir = Scratch::new("attach-gdb");
+    let flag = dir.join("go");
+    // The process waits for the flag, which is set only after gdb attached and detached.
+    let py = "import os, sys, time\n\
+              while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n\
+              print(open(sys.argv[2]).read(), end='')\n";
+    let script = format!(
+        "python3 -c \"$PY\" {flag} {remote}/hello.txt & p=$!\n\
+         {gdb} -batch -nx -p $p -ex 'info inferiors' -ex detach 2>&1 | grep -c '^\\* 1 *process' \n\
+         touch {flag}; wait $p",
+        flag = flag.display(),
+        gdb = gdb()
+    );
+    let out = Roam::new().env("PY", py).sh(&[], &script);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "1\nfirst line\nsecond line with needle\nthird line\n",
+        "gdb attached, and the process read the remote file afterwards"
+    );
+}
+
+#[test]
+fn a_debugged_program_writes_a_remote_file_uploaded_at_its_close() {
+    let hello = format!("{}/hello.txt", fixture().remote());
+    let srv = Scratch::new("debuggee-writes");
+    let mount = format!("/w=file+cache://{}", srv.path.display());
+    let prog = debuggee().display().to_string();
+    // gdb's own `shell` looks at the server while roam (and gdb) still run: the upload
+    // happened at the program's fclose, not at the end of the run.
+    let look = format!("shell cat {}/out.txt", srv.path.display());
+    let out = Roam::new().cli(&[
+        "run",
+        "-m",
+        &mount,
+        "--",
+        &gdb(),
+        "-batch",
+        "-nx",
+        "-ex",
+        "run",
+        "-ex",
+        &look,
+        "--args",
+        &prog,
+        &hello,
+        "/w/out.txt",
+    ]);
+    let so = stdout(&out);
+    assert!(out.status.success(), "{so}{}", stderr(&out));
+    assert!(
+        so.contains("lines=3\n") && so.contains(&format!("{hello} has 3 lines\n")),
+        "{so}"
+    );
+}
+
+#[test]
+fn a_debugged_program_finds_relative_names_but_cannot_enter_a_remote_directory() {
+    let remote = fixture().remote();
+    // An inherited remote working directory works for relative names.
+    let script = format!(
+        "cd {remote}/dir/sub && {} -f -o /dev/null cat deep.txt",
+        strace()
+    );
+    let out = Roam::new().sh(&[], &script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "deep down there is a needle too\n");
+    // Moving into one is a change of the thread itself, which roam cannot make from afar.
+    let script = format!(
+        "{} -f -o /dev/null sh -c 'cd {remote}/dir 2>/dev/null; echo $?'",
+        strace()
+    );
+    let out = Roam::new().sh(&[], &script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "2\n", "the shell's cd failed");
+    assert!(
+        stderr(&out)
+            .contains("chdir: a process under a debugger cannot move into a remote directory"),
+        "roam says why: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_multithreaded_process_is_not_handed_over_and_roam_says_why() {
+    let dir = Scratch::new("attach-mt");
+    let flag = dir.join("go");
+    let py = "import os, sys, threading, time\n\
+              t = threading.Thread(target=time.sleep, args=(60,), daemon=True); t.start()\n\
+              open(sys.argv[1] + '.ready', 'w').close()\n\
+              while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n";
+    let script = format!(
+        "python3 -c \"$PY\" {flag} & p=$!\n\
+         while [ ! -e {flag}.ready ]; do sleep 0.02; done\n\
+         {gdb} -batch -nx -p $p 2>&1 | grep -c 'Operation not permitted'\n\
+         touch {flag}; wait $p",
+        flag = flag.display(),
+        gdb = gdb()
+    );
+    let out = Roam::new().env("PY", py).sh(&[], &script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(stdout(&out).trim(), "0", "gdb is refused: {}", stdout(&out));
+    assert!(
+        stderr(&out).contains("only while it has one thread"),
+        "roam says why: {}",
+        stderr(&out)
+    );
+}
