@@ -20,6 +20,7 @@ use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
 use crate::platform::handoff::{self, Stop};
 use crate::platform::inject::{FdMove, Next};
 use crate::platform::notify::{Listener, Notice};
+use crate::platform::scratch::Scratch;
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
 
@@ -116,6 +117,8 @@ pub struct Tracer {
     /// The filter of a handed-over process (see `platform::handoff`).
     handoff_filter: Vec<crate::platform::seccomp::Insn>,
     jobs_for_afar: Sender<Work>,
+    /// Where each thread's rewritten names go.
+    scratch: Scratch,
 }
 
 /// A notified call left to the tracer, with the decision a worker already made for it
@@ -237,6 +240,7 @@ impl Tracer {
             takeovers,
             handovers: HashMap::new(),
             handoff_filter,
+            scratch: Scratch::default(),
         })
     }
 
@@ -370,6 +374,7 @@ impl Tracer {
             self.apply(debugger, sp, Decision::Continue, 0);
         }
         self.overrides.remove(&pid);
+        self.scratch.ended(pid);
         if self.kernel.tracee_ended(pid) {
             // A writer that exits without close(2) leaves its change to be delivered now;
             // off the tracer thread, which must never wait on the network.
@@ -455,9 +460,22 @@ impl Tracer {
             }
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 if let Ok(child) = nix::sys::ptrace::getevent(pid) {
-                    self.kernel.tracee_started(Pid::from_raw(child as i32));
+                    let child = Pid::from_raw(child as i32);
+                    self.kernel.tracee_started(child);
+                    self.scratch.started(pid, child);
                 }
                 resume(pid, 0);
+            }
+            libc::PTRACE_EVENT_EXEC => {
+                // A new program: a scratch region for the names roam rewrites in it.
+                let held = match self.scratch.exec(pid) {
+                    Ok(held) => held,
+                    Err(e) => {
+                        tracing::debug!(%pid, "scratch region: {e}");
+                        0
+                    }
+                };
+                resume(pid, held);
             }
             // Exec/exit events and interrupt stops need nothing from us.
             _ => resume(pid, 0),
@@ -535,8 +553,11 @@ impl Tracer {
             virt,
         } = decision
         {
-            let pushed = memory::push_strings(tid, sp, &[&path])
-                .and_then(|a| ptrace::set_args(tid, &[(arg, a[0])]));
+            let len = memory::strings_len(&[&path]);
+            let pushed = place(&mut self.scratch, tid, sp, len, |top| {
+                memory::push_strings(tid, top, &[&path])
+            })
+            .and_then(|a| ptrace::set_args(tid, &[(arg, a[0])]));
             match pushed.and_then(|()| ptrace::resume_to_exit(tid)) {
                 Ok(()) => {
                     self.fd_moves.insert(tid, (FdMove::new(cloexec), virt));
@@ -567,7 +588,9 @@ impl Tracer {
             d => (d, None),
         };
         if let Some(after) = after {
-            match carry_out(tid, sp, decision).and_then(|()| ptrace::resume_to_exit(tid)) {
+            match carry_out(tid, sp, decision, &mut self.scratch)
+                .and_then(|()| ptrace::resume_to_exit(tid))
+            {
                 Ok(()) => {
                     self.overrides.insert(tid, after);
                 }
@@ -578,7 +601,7 @@ impl Tracer {
             }
             return;
         }
-        if let Err(e) = carry_out(tid, sp, decision) {
+        if let Err(e) = carry_out(tid, sp, decision, &mut self.scratch) {
             // ESRCH: the thread died meanwhile (killed, or its process exec'd).
             if e != Errno::ESRCH {
                 tracing::warn!(%tid, "could not change the system call: {e}");
@@ -640,6 +663,7 @@ impl Tracer {
         tracing::debug!(%tid, "handed over to its debugger");
         self.kernel.tracee_handed_over(tid);
         self.overrides.remove(&tid);
+        self.scratch.ended(tid);
         let (kernel, jobs) = (self.kernel.clone(), self.jobs_for_afar.clone());
         let started = std::thread::Builder::new()
             .name(format!("roam-afar-{tid}"))
@@ -652,7 +676,29 @@ impl Tracer {
     }
 }
 
-fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
+/// Places `len` bytes of roam's strings for `tid`'s call with `put` (given the top of the
+/// memory to fill): in the thread's scratch slot, or else (none, or not mapped after all)
+/// below its stack pointer `sp`.
+fn place<T>(
+    scratch: &mut Scratch,
+    tid: Pid,
+    sp: u64,
+    len: usize,
+    put: impl Fn(u64) -> nix::Result<T>,
+) -> nix::Result<T> {
+    if let Some(top) = scratch.top(tid, len) {
+        match put(top) {
+            Ok(placed) => return Ok(placed),
+            Err(e) => {
+                tracing::debug!(%tid, "scratch slot: {e}");
+                scratch.ended(tid);
+            }
+        }
+    }
+    put(memory::below_red_zone(sp))
+}
+
+fn carry_out(tid: Pid, sp: u64, decision: Decision, scratch: &mut Scratch) -> nix::Result<()> {
     match decision {
         // Handled by `apply` before it gets here.
         Decision::Continue
@@ -663,7 +709,10 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
         | Decision::RunUntraced { .. } => Ok(()),
         Decision::Rewrite(args) => {
             let strings: Vec<&[u8]> = args.iter().map(|(_, s)| s.as_slice()).collect();
-            let addrs = memory::push_strings(tid, sp, &strings)?;
+            let len = memory::strings_len(&strings);
+            let addrs = place(scratch, tid, sp, len, |top| {
+                memory::push_strings(tid, top, &strings)
+            })?;
             let changes: Vec<(usize, u64)> = args.iter().map(|(i, _)| *i).zip(addrs).collect();
             ptrace::set_args(tid, &changes)
         }
@@ -673,7 +722,10 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision) -> nix::Result<()> {
             argv_arg,
             argv,
         } => {
-            let (p, a) = memory::push_exec(tid, sp, &path, &argv)?;
+            let len = memory::exec_len(&path, &argv);
+            let (p, a) = place(scratch, tid, sp, len, |top| {
+                memory::push_exec(tid, top, &path, &argv)
+            })?;
             ptrace::set_args(tid, &[(path_arg, p), (argv_arg, a)])
         }
         Decision::Return(ret) => ptrace::skip_with(tid, ret),

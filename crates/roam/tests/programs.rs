@@ -312,6 +312,33 @@ fn a_static_go_program_with_goroutines() {
 }
 
 #[test]
+fn a_long_name_is_never_written_on_a_small_stack() {
+    // roam puts a rewritten name in the program's memory for the call to read. Below the
+    // stack pointer there may be little room: a Go goroutine has ~800 bytes, and a static
+    // Go program reading ~2 KB names from 64 goroutines crashed every time when roam wrote
+    // them there. `tinystack` opens a ~1 KB name on a 4 KiB stack with an inaccessible page
+    // under it (the write failed with EFAULT); roam now uses a scratch region of its own.
+    let dir = Scratch::new("tinystack");
+    let prog = dir.join("tinystack");
+    let o = Command::new(required("/usr/bin/gcc", "gcc"))
+        .args(["-O2", "-static", "-o"])
+        .arg(&prog)
+        .arg(fixtures().join("tinystack.c"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "gcc: {}", stderr(&o));
+    let srv = dir.join("srv");
+    let deep: Vec<String> = (0..5).map(|i| format!("{i}{}", "m".repeat(200))).collect();
+    let rel = format!("{}/f.txt", deep.join("/"));
+    write_file(&srv.join(&rel), b"hello from deep\n", 0o644);
+    let mount = format!("/w=file+cache://{}", srv.display());
+    let name = format!("/w/{rel}");
+    let out = Roam::new().cli(&["run", "-m", &mount, "--", prog.to_str().unwrap(), &name]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out), "hello from deep\n");
+}
+
+#[test]
 fn python_threads_multiprocessing_and_subprocess() {
     let conc = fixtures().join("conc.py");
     let out = same_on_both(&format!("python3 {} {{}}/dir", conc.display()));

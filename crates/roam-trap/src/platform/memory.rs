@@ -60,13 +60,24 @@ pub fn write(pid: Pid, addr: u64, data: &[u8]) -> nix::Result<()> {
     Ok(())
 }
 
-/// Places NUL-terminated copies of `strings` in the stopped thread's stack, below the red
-/// zone, and returns their addresses. The thread is stopped at a system call, and the
-/// kernel copies path arguments at entry, so nothing of the program's is overwritten
-/// (Ufo's trick; only the thread itself could use that memory, and it is stopped).
-pub fn push_strings(pid: Pid, sp: u64, strings: &[&[u8]]) -> nix::Result<Vec<u64>> {
+/// The highest address a stopped thread's stack offers for roam's strings: below the red
+/// zone, which a leaf function may be using. Only the thread itself could use that memory,
+/// and it is stopped; but the room there is the program's (see `platform::scratch`).
+pub fn below_red_zone(sp: u64) -> u64 {
+    sp - RED_ZONE
+}
+
+/// Bytes [`push_strings`] needs for `strings`.
+pub fn strings_len(strings: &[&[u8]]) -> usize {
+    strings.iter().map(|s| s.len() + 1).sum::<usize>() + 16
+}
+
+/// Places NUL-terminated copies of `strings` right below `top` (a thread's scratch slot, or
+/// its stack) and returns their addresses. The thread is stopped at a system call, and the
+/// kernel copies path arguments at entry (Ufo's trick).
+pub fn push_strings(pid: Pid, top: u64, strings: &[&[u8]]) -> nix::Result<Vec<u64>> {
     let total: usize = strings.iter().map(|s| s.len() + 1).sum();
-    let base = (sp - RED_ZONE - total as u64) & !0xf;
+    let base = (top - total as u64) & !0xf;
     let mut blob = Vec::with_capacity(total);
     let mut addrs = Vec::with_capacity(strings.len());
     for s in strings {
@@ -78,13 +89,19 @@ pub fn push_strings(pid: Pid, sp: u64, strings: &[&[u8]]) -> nix::Result<Vec<u64
     Ok(addrs)
 }
 
-/// Places a new program name and argument vector for `execve` in the stopped thread's
-/// stack (strings, then the NULL-terminated pointer array below them); returns the address
-/// of the name and of the array.
-pub fn push_exec(pid: Pid, sp: u64, path: &[u8], argv: &[Vec<u8>]) -> nix::Result<(u64, u64)> {
+/// Bytes [`push_exec`] needs.
+pub fn exec_len(path: &[u8], argv: &[Vec<u8>]) -> usize {
+    let strings: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>() + path.len() + 1;
+    strings + 8 * (argv.len() + 1) + 32
+}
+
+/// Places a new program name and argument vector for `execve` right below `top`
+/// (strings, then the NULL-terminated pointer array below them); returns the address of
+/// the name and of the array.
+pub fn push_exec(pid: Pid, top: u64, path: &[u8], argv: &[Vec<u8>]) -> nix::Result<(u64, u64)> {
     let mut strings: Vec<&[u8]> = vec![path];
     strings.extend(argv.iter().map(Vec::as_slice));
-    let addrs = push_strings(pid, sp, &strings)?;
+    let addrs = push_strings(pid, top, &strings)?;
     let lowest = addrs[0];
     let mut array: Vec<u8> = addrs[1..].iter().flat_map(|a| a.to_ne_bytes()).collect();
     array.extend_from_slice(&0u64.to_ne_bytes());

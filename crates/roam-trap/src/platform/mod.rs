@@ -10,4 +10,5 @@ pub mod notify;
 pub mod proxy;
 pub mod ptrace;
 pub mod remote_call;
+pub mod scratch;
 pub mod seccomp;
