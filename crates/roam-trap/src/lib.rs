@@ -116,6 +116,7 @@ pub fn attach(
     let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
     let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;
     let mut done = std::collections::BTreeSet::new();
+    let mut regions = Vec::new();
     // Processes forked while roam installs its filter inherit it or are found unfiltered
     // by the next pass.
     loop {
@@ -127,13 +128,17 @@ pub fn attach(
             break;
         }
         for pid in todo {
-            let got =
+            let (seen, region) =
                 a::install_filter(pid, &filter).map_err(|e| TrapError::Setup(e.to_string()))?;
-            tids.extend(got.new_tracees);
+            tids.extend(seen.new_tracees);
+            regions.extend(region.map(|base| (pid, base)));
             done.insert(pid);
         }
     }
-    let tracer = tracer::Tracer::new(kernel.clone(), root, None)?;
+    let mut tracer = tracer::Tracer::new(kernel.clone(), root, None)?;
+    for (pid, base) in regions {
+        tracer.adopt_scratch(&a::threads(pid), base);
+    }
     for tid in &tids {
         kernel.tracee_started(*tid);
     }

@@ -244,6 +244,12 @@ impl Tracer {
         })
     }
 
+    /// The threads of a process taken over by `roam attach`, whose scratch region is at
+    /// `base`.
+    pub fn adopt_scratch(&mut self, threads: &[Pid], base: u64) {
+        self.scratch.adopt(threads, base);
+    }
+
     /// Serves every tracee until none is left; returns the first program's exit status.
     pub fn run(mut self) -> Result<i32, TrapError> {
         loop {

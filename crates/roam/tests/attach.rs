@@ -71,6 +71,20 @@ fn ok(o: std::process::Output) -> String {
     stderr(&o)
 }
 
+/// Anonymous mappings of the size of roam's scratch region (16 MiB) in process `pid`.
+fn scratch_regions(pid: &str) -> usize {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let len = |range: &str| {
+        let (lo, hi) = range.split_once('-').unwrap();
+        u64::from_str_radix(hi, 16).unwrap() - u64::from_str_radix(lo, 16).unwrap()
+    };
+    maps.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        // No path: address, perms, offset, device, inode.
+        .filter(|f| f.len() == 5 && len(f[0]) == 16 << 20)
+        .count()
+}
+
 const HELLO: &str = "first line|second line with needle|third line";
 
 #[test]
@@ -81,8 +95,11 @@ fn attach_shows_the_namespace_and_detach_takes_it_back() {
     let mut p = Attachee::start();
     assert_eq!(p.ask(&hello), "ERR ENOENT");
 
+    let regions = || scratch_regions(&p.pid());
+    assert_eq!(regions(), 0);
     let said = ok(roam(&cache).cli(&["attach", &p.pid()]));
     assert!(said.contains(&format!("attached to {}", p.pid())), "{said}");
+    assert_eq!(regions(), 1, "a scratch region for rewritten names");
     assert_eq!(p.ask(&hello), HELLO);
     assert_eq!(
         p.ask(&format!("spawn {}/dir/sub/deep.txt", fx.remote())),

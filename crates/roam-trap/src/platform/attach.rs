@@ -113,9 +113,10 @@ pub fn is_filtered(pid: Pid) -> bool {
     })
 }
 
-/// Makes seized thread `tid` install `filter` for every thread of its process.
-/// Returns what the thread did meanwhile (children attached by the kernel).
-pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Seen, AttachError> {
+/// Makes seized thread `tid` install `filter` for every thread of its process, and map a
+/// scratch region (see `platform::scratch`). Returns what the thread did meanwhile
+/// (children attached by the kernel) and where the region is, if it could be mapped.
+pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<(Seen, Option<u64>), AttachError> {
     let mut seen = Seen::default();
     ptrace::interrupt(tid).map_err(sys(tid, "PTRACE_INTERRUPT"))?;
     wait_for(tid, &mut seen, Want::EventStop)?;
@@ -151,9 +152,13 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<Seen, AttachError> {
             errno,
         });
     }
+    // Without a region the thread's names are rewritten on its stack: not worth failing for.
+    let scratch = super::scratch::map_from(tid, &base, &mut seen)
+        .map_err(|e| tracing::debug!(%tid, "scratch region: {e}"))
+        .ok();
     ptrace::setregs(tid, as_the_kernel_would_resume(saved)).map_err(sys(tid, "PTRACE_SETREGS"))?;
     super::ptrace::resume(tid, seen.held).map_err(sys(tid, "PTRACE_CONT"))?;
-    Ok(seen)
+    Ok((seen, scratch))
 }
 
 /// Writes `filter` and its `sock_fprog` below the red zone of the stack of `base` (the

@@ -5,14 +5,14 @@
 //! written below it overwrote the neighbouring stack (static Go programs crashed).
 //!
 //! So roam maps a region into every program at its exec (from the exec event stop: on to
-//! the exec's exit stop, an `mmap` run in the thread, registers put back) and gives each
-//! thread of the address space a slot of its own: a thread has one call in flight, and the
-//! kernel has copied its names before the thread can stop again, so a slot is never
-//! rewritten while the kernel still reads it. A fork's child has a copy of the region at
-//! the same address; threads and vfork children share their parent's region and so draw
-//! from its slots. A thread without a slot (more threads than slots, a process roam
-//! attached to, a failed mapping, a slot found unmapped) falls back to its stack, below
-//! the red zone.
+//! the exec's exit stop, an `mmap` run in the thread, registers put back) and into every
+//! process `roam attach` takes over (with its filter), and gives each thread of the
+//! address space a slot of its own: a thread has one call in flight, and the kernel has
+//! copied its names before the thread can stop again, so a slot is never rewritten while
+//! the kernel still reads it. A fork's child has a copy of the region at the same address;
+//! threads and vfork children share their parent's region and so draw from its slots. A
+//! thread without a slot (more threads than slots, a failed mapping, a slot found
+//! unmapped) falls back to its stack, below the red zone.
 
 use std::collections::HashMap;
 
@@ -87,6 +87,18 @@ impl Scratch {
         Ok(held)
     }
 
+    /// The threads of a process roam attached to, whose region is at `base`.
+    pub fn adopt(&mut self, threads: &[Pid], base: u64) {
+        let Some((&first, rest)) = threads.split_first() else {
+            return;
+        };
+        self.join_new(first, Space::new(base));
+        let id = self.space_of[&first];
+        for &tid in rest {
+            self.space_of.insert(tid, id);
+        }
+    }
+
     /// `parent` made `child` (a fork, vfork or clone event).
     pub fn started(&mut self, parent: Pid, child: Pid) {
         // The child's own exec may have been seen before its parent's fork event: its
@@ -158,19 +170,29 @@ fn map_region(tid: Pid) -> Result<(u64, i32), CallError> {
     let saved = ptrace::getregs(tid).map_err(sys(tid, "PTRACE_GETREGS"))?;
     let mut base = saved;
     base.rip = syscall_insn(tid, &saved)?;
+    let addr = map_from(tid, &base, &mut seen);
+    ptrace::setregs(tid, saved).map_err(sys(tid, "PTRACE_SETREGS"))?;
+    Ok((addr?, seen.held))
+}
+
+/// Maps a region in stopped thread `tid`'s process by a call run from registers `base`
+/// (pointing at a `syscall` instruction); the caller puts the thread's registers back.
+pub fn map_from(
+    tid: Pid,
+    base: &libc::user_regs_struct,
+    seen: &mut Seen,
+) -> Result<u64, CallError> {
     let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
     let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64;
     let len = SLOT * SLOTS as u64;
     let args = [0, len, prot, flags, u64::MAX, 0];
-    let addr = run_syscall(tid, &base, libc::SYS_mmap, args, &mut seen);
-    ptrace::setregs(tid, saved).map_err(sys(tid, "PTRACE_SETREGS"))?;
-    let addr = addr?;
+    let addr = run_syscall(tid, base, libc::SYS_mmap, args, seen)?;
     if (-4095..0).contains(&addr) {
         return Err(sys(tid, "mmap of the scratch region")(
             nix::errno::Errno::from_raw(-addr as i32),
         ));
     }
-    Ok((addr as u64, seen.held))
+    Ok(addr as u64)
 }
 
 #[cfg(test)]
