@@ -116,6 +116,8 @@ pub struct Tracer {
     handovers: HashMap<Pid, (Pid, u64)>,
     /// The filter of a handed-over process (see `platform::handoff`).
     handoff_filter: Vec<crate::platform::seccomp::Insn>,
+    /// Children handed over before their parent's fork event was seen.
+    handed_early: HashSet<Pid>,
     jobs_for_afar: Sender<Work>,
     /// Where each thread's rewritten names go.
     scratch: Scratch,
@@ -240,6 +242,7 @@ impl Tracer {
             takeovers,
             handovers: HashMap::new(),
             handoff_filter,
+            handed_early: HashSet::new(),
             scratch: Scratch::default(),
         })
     }
@@ -467,8 +470,10 @@ impl Tracer {
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 if let Ok(child) = nix::sys::ptrace::getevent(pid) {
                     let child = Pid::from_raw(child as i32);
-                    self.kernel.tracee_started(child);
-                    self.scratch.started(pid, child);
+                    if !self.handed_early.remove(&child) {
+                        self.kernel.tracee_started(child);
+                        self.scratch.started(pid, child);
+                    }
                 }
                 resume(pid, 0);
             }
@@ -667,7 +672,10 @@ impl Tracer {
             }
         };
         tracing::debug!(%tid, "handed over to its debugger");
-        self.kernel.tracee_handed_over(tid);
+        if !self.kernel.tracee_handed_over(tid) {
+            // Its parent's fork event is still on its way: it must not make it a tracee.
+            self.handed_early.insert(tid);
+        }
         self.overrides.remove(&tid);
         self.scratch.ended(tid);
         let (kernel, jobs) = (self.kernel.clone(), self.jobs_for_afar.clone());

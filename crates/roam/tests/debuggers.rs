@@ -34,36 +34,53 @@ fn debuggee() -> &'static Path {
         .1
 }
 
+/// Every debugger runs under `timeout`: a handover gone wrong leaves a debugger waiting
+/// for ever, which must fail the case, not hang the suite.
+const LIMIT: &str = "timeout 60";
+
 fn gdb() -> String {
-    required("/usr/bin/gdb", "gdb").display().to_string()
+    let gdb = required("/usr/bin/gdb", "gdb");
+    format!("{LIMIT} {}", gdb.display())
 }
 
 fn strace() -> String {
-    required("/usr/bin/strace", "strace").display().to_string()
+    let strace = required("/usr/bin/strace", "strace");
+    format!("{LIMIT} {}", strace.display())
+}
+
+/// `gdb()` or `strace()` as argument words.
+fn words(tool: &str) -> Vec<&str> {
+    tool.split(' ').collect()
 }
 
 #[test]
 fn gdb_breaks_steps_and_backtraces_a_program_reading_a_remote_file() {
     let hello = format!("{}/hello.txt", fixture().remote());
     let prog = debuggee().display().to_string();
-    let out = Roam::new().run(&[
-        &gdb(),
-        "-batch",
-        "-nx",
-        "-ex",
-        "break count_lines",
-        "-ex",
-        "run",
-        "-ex",
-        "bt",
-        "-ex",
-        "next",
-        "-ex",
-        "continue",
-        "--args",
-        &prog,
-        &hello,
-    ]);
+    let gdb = gdb();
+    let out = Roam::new().run(
+        &[
+            &words(&gdb)[..],
+            &[
+                "-batch",
+                "-nx",
+                "-ex",
+                "break count_lines",
+                "-ex",
+                "run",
+                "-ex",
+                "bt",
+                "-ex",
+                "next",
+                "-ex",
+                "continue",
+                "--args",
+                &prog,
+                &hello,
+            ],
+        ]
+        .concat(),
+    );
     let (so, se) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "gdb: {so}{se}");
     assert!(
@@ -88,17 +105,23 @@ fn strace_f_shows_the_virtual_names_a_program_opens() {
     let trace = log.join("trace");
     // One process at a time: strace splits the lines of calls that overlap.
     let script = format!("wc -l < {remote}/hello.txt; cat {remote}/dir/sub/deep.txt");
-    let out = Roam::new().run(&[
-        &strace(),
-        "-f",
-        "-e",
-        "trace=openat",
-        "-o",
-        trace.to_str().unwrap(),
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let strace = strace();
+    let out = Roam::new().run(
+        &[
+            &words(&strace)[..],
+            &[
+                "-f",
+                "-e",
+                "trace=openat",
+                "-o",
+                trace.to_str().unwrap(),
+                "sh",
+                "-c",
+                &script,
+            ],
+        ]
+        .concat(),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "3\ndeep down there is a needle too\n");
     let trace = std::fs::read_to_string(trace).unwrap();
@@ -146,23 +169,26 @@ fn a_debugged_program_writes_a_remote_file_uploaded_at_its_close() {
     // gdb's own `shell` looks at the server while roam (and gdb) still run: the upload
     // happened at the program's fclose, not at the end of the run.
     let look = format!("shell cat {}/out.txt", srv.path.display());
-    let out = Roam::new().cli(&[
-        "run",
-        "-m",
-        &mount,
-        "--",
-        &gdb(),
-        "-batch",
-        "-nx",
-        "-ex",
-        "run",
-        "-ex",
-        &look,
-        "--args",
-        &prog,
-        &hello,
-        "/w/out.txt",
-    ]);
+    let gdb = gdb();
+    let out = Roam::new().cli(
+        &[
+            &["run", "-m", &mount, "--"],
+            &words(&gdb)[..],
+            &[
+                "-batch",
+                "-nx",
+                "-ex",
+                "run",
+                "-ex",
+                &look,
+                "--args",
+                &prog,
+                &hello,
+                "/w/out.txt",
+            ],
+        ]
+        .concat(),
+    );
     let so = stdout(&out);
     assert!(out.status.success(), "{so}{}", stderr(&out));
     assert!(

@@ -358,7 +358,9 @@ impl Kernel {
             libc::PTRACE_ATTACH | libc::PTRACE_SEIZE => Pid::from_raw(call.args[1] as i32),
             _ => return Decision::Continue,
         };
-        if !self.tracees.lock().unwrap().contains(&target) {
+        // Not `tracees`: a child's first calls may reach roam before its parent's fork
+        // event has made it one of them.
+        if target != tid && !crate::platform::attach::traced_by_me(target) {
             return Decision::Continue;
         }
         if !crate::platform::handoff::single_threaded(target) {
@@ -374,8 +376,9 @@ impl Kernel {
     }
 
     /// A tracee was handed over to another tracer: roam serves its calls from afar now.
-    pub fn tracee_handed_over(&self, tid: Pid) {
-        self.tracees.lock().unwrap().remove(&tid);
+    /// Returns whether roam knew it as a tracee (its parent's fork event came first).
+    pub fn tracee_handed_over(&self, tid: Pid) -> bool {
+        self.tracees.lock().unwrap().remove(&tid)
     }
 
     /// Tells the user that a debugger could not have `target` (the kernel's reason).

@@ -219,7 +219,8 @@ fn insns_bytes(prog: &[Insn]) -> Vec<u8> {
         .collect()
 }
 
-fn traced_by_me(tid: Pid) -> bool {
+/// Whether roam is the tracer of `tid` (`TracerPid:` in its status).
+pub fn traced_by_me(tid: Pid) -> bool {
     let me = std::process::id().to_string();
     std::fs::read_to_string(format!("/proc/{tid}/status")).is_ok_and(|s| {
         s.lines()
