@@ -16,7 +16,7 @@
 #                 setting it skips the build
 #
 # Configurations, interleaved run by run so drift hits all alike: native, roam run,
-# strace -f, strace -f --seccomp-bpf -e trace=%file, proot. A configuration whose tool is
+# roam run --fuse, strace -f, strace -f --seccomp-bpf -e trace=%file, proot. A configuration whose tool is
 # missing or fails a smoke test is skipped with a note. Raw figures and the report are also
 # saved in bench/out/.
 set -euo pipefail
@@ -100,6 +100,9 @@ else
     fi
     if [[ -x $ROAM ]]; then
         add_config "roam run" "$(printf '%q' "$(realpath "$ROAM")") run --"
+        # The platform without ptrace: the namespace mounted through FUSE in the program's
+        # own user and mount namespace; local names never reach roam.
+        add_config "roam run --fuse" "$(printf '%q' "$(realpath "$ROAM")") run --fuse --"
     fi
 fi
 
