@@ -116,6 +116,8 @@ pub struct Tracer {
     handovers: HashMap<Pid, (Pid, u64)>,
     /// The filter of a handed-over process (see `platform::handoff`).
     handoff_filter: Vec<crate::platform::seccomp::Insn>,
+    /// Processes whose threads reach a listener of their own (see `platform::handoff`).
+    handed_processes: HashSet<(Pid, u64)>,
     /// Children handed over before their parent's fork event was seen.
     handed_early: HashSet<Pid>,
     jobs_for_afar: Sender<Work>,
@@ -243,6 +245,7 @@ impl Tracer {
             handovers: HashMap::new(),
             handoff_filter,
             handed_early: HashSet::new(),
+            handed_processes: HashSet::new(),
             scratch: Scratch::default(),
         })
     }
@@ -664,20 +667,29 @@ impl Tracer {
             }
             return false;
         }
-        let listener = match handoff::hand_over(tid, stop, &self.handoff_filter) {
-            Ok(l) => Arc::new(Listener::new(l)),
+        // The filter goes in once per process, for all its threads; the others are only
+        // let go (their calls reach the listener already).
+        let process = handoff::process_key(tid);
+        let first = !process.is_some_and(|p| self.handed_processes.contains(&p));
+        let filter = first.then_some(&self.handoff_filter[..]);
+        let listener = match handoff::hand_over(tid, stop, filter) {
+            Ok(l) => l.map(|l| Arc::new(Listener::new(l))),
             Err(e) => {
                 self.kernel.hand_over_failed(tid, &e.to_string());
                 return false;
             }
         };
         tracing::debug!(%tid, "handed over to its debugger");
+        self.handed_processes.extend(process);
         if !self.kernel.tracee_handed_over(tid) {
             // Its parent's fork event is still on its way: it must not make it a tracee.
             self.handed_early.insert(tid);
         }
         self.overrides.remove(&tid);
         self.scratch.ended(tid);
+        let Some(listener) = listener else {
+            return true;
+        };
         let (kernel, jobs) = (self.kernel.clone(), self.jobs_for_afar.clone());
         let started = std::thread::Builder::new()
             .name(format!("roam-afar-{tid}"))

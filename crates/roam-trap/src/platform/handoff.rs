@@ -7,8 +7,10 @@
 //! debugger's request then finds an untraced process, and the debugger gets every ptrace
 //! feature the kernel has (breakpoints, single steps, its own seccomp filters).
 //!
-//! The target must be single-threaded: detaching the other threads of a process would
-//! mean waiting for each, and one may be stopped in a call a worker still serves.
+//! The filter is installed once per process, for all its threads at once
+//! (`SECCOMP_FILTER_FLAG_TSYNC`): from then on every thread's calls reach the listener
+//! (the notification outranks roam's stops), and each thread is let go when a debugger
+//! asks for it (gdb attaches the threads of a process one by one).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -30,11 +32,16 @@ pub enum Stop {
     Event,
 }
 
-/// Installs `filter` with a listener in `tid`, takes roam's copy of the listener, and
+/// Installs `filter` (if given: the first thread of its process roam lets go) with a
+/// listener for every thread of `tid`'s process, takes roam's copy of the listener, and
 /// detaches from `tid`, which resumes where it was. Returns the listener. On failure the
 /// thread stays roam's, ready to be resumed: an interrupted one where it was, one stopped
 /// at its own call with that call failing with EPERM.
-pub fn hand_over(tid: Pid, stop: Stop, filter: &[Insn]) -> Result<OwnedFd, CallError> {
+pub fn hand_over(
+    tid: Pid,
+    stop: Stop,
+    filter: Option<&[Insn]>,
+) -> Result<Option<OwnedFd>, CallError> {
     let saved = ptrace::getregs(tid).map_err(sys(tid, "PTRACE_GETREGS"))?;
     let (resume_at, if_failed) = match stop {
         Stop::Seccomp => {
@@ -49,14 +56,17 @@ pub fn hand_over(tid: Pid, stop: Stop, filter: &[Insn]) -> Result<OwnedFd, CallE
             (again, again)
         }
     };
-    let listener = install(tid, stop, saved, filter);
-    let back = if listener.is_ok() {
+    let installed = match filter {
+        Some(filter) => install(tid, stop, saved, filter).map(|(l, held)| (Some(l), held)),
+        None => Ok((None, 0)),
+    };
+    let back = if installed.is_ok() {
         resume_at
     } else {
         if_failed
     };
     ptrace::setregs(tid, back).map_err(sys(tid, "PTRACE_SETREGS"))?;
-    let (listener, held) = listener?;
+    let (listener, held) = installed?;
     let held = nix::sys::signal::Signal::try_from(held).ok();
     ptrace::detach(tid, held).map_err(sys(tid, "PTRACE_DETACH"))?;
     Ok(listener)
@@ -96,7 +106,10 @@ fn install(
         }
         Ok(r)
     };
-    let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    // For every thread (TSYNC; with a listener, a failure must be ESRCH, not a thread id).
+    let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+        | libc::SECCOMP_FILTER_FLAG_TSYNC
+        | libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
     let set = libc::SECCOMP_SET_MODE_FILTER as u64;
     // EBUSY: the process has a listener already (ROAM_NOTIFY=1), and may have only one.
     let fd = call(
@@ -104,7 +117,7 @@ fn install(
         [set, flags, fprog],
         "seccomp(NEW_LISTENER)",
     )? as i32;
-    let copy = copy_fd(tid, fd);
+    let copy = copy_fd(process_of(tid), fd);
     // The target's own copy would keep the listener alive after roam's is gone.
     call(libc::SYS_close, [fd as u64, 0, 0], "close")?;
     Ok((copy.map_err(sys(tid, "pidfd_getfd"))?, seen.held))
@@ -121,7 +134,23 @@ pub fn copy_fd(pid: Pid, fd: i32) -> nix::Result<OwnedFd> {
     }
 }
 
-/// Whether process `pid` has one thread only.
-pub fn single_threaded(pid: Pid) -> bool {
-    super::attach::threads(pid).len() == 1
+/// The process (thread group) of thread `tid`.
+pub fn process_of(tid: Pid) -> Pid {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|t| t.trim().parse().ok())
+        .map_or(tid, Pid::from_raw)
+}
+
+/// Names one process for its whole life (a pid is reused; a pid and its start time are
+/// not): its thread-group id and start time (`/proc/PID/stat`, field 22).
+pub fn process_key(tid: Pid) -> Option<(Pid, u64)> {
+    let pid = process_of(tid);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which may itself hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let start = rest.split_whitespace().nth(19)?.parse().ok()?;
+    Some((pid, start))
 }
