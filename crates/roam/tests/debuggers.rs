@@ -253,3 +253,35 @@ fn gdb_attaches_to_every_thread_of_a_process_that_goes_on_reading_remote_files()
         stderr(&out)
     );
 }
+
+#[test]
+fn a_debugged_program_that_dropped_its_privileges_is_refused_roam_names() {
+    // roam makes a handed-over process's calls on roam names itself, with roam's
+    // credentials; a program that changed its own (root becoming nobody here: the suite
+    // runs as root, as CI does) gets EACCES, as it would opening roam's private cache.
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this case drops root's privileges"
+    );
+    let hello = format!("{}/hello.txt", fixture().remote());
+    let strace = strace();
+    let drop = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let out = Roam::new().run(
+        &[
+            &words(&strace)[..],
+            &["-f", "-o", "/dev/null"],
+            &drop,
+            &["cat", &hello],
+        ]
+        .concat(),
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains("with credentials other than roam's"), "{err}");
+}

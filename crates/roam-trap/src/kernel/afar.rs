@@ -6,7 +6,8 @@
 //! `SECCOMP_IOCTL_NOTIF_ADDFD`, at a watched number when roam must see its close).
 //!
 //! Two things change the thread itself and cannot be done from afar: moving its working
-//! directory into a remote tree, and exec of a roam name. Both fail with a message.
+//! directory into a remote tree, and exec of a roam name. Both fail with a message, as does
+//! a call roam would make for a thread whose credentials are not roam's.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -111,6 +112,15 @@ impl Kernel {
                 return self.cannot_afar(tid, Some(spec), "watch a roam name")
             }
             _ => {}
+        }
+        if !same_credentials(tid) {
+            // roam makes the call with its own credentials: for a program that changed its
+            // own (a daemon dropping privileges), the kernel would decide otherwise.
+            return self.cannot_afar(
+                tid,
+                Some(spec),
+                "use roam's names with credentials other than roam's",
+            );
         }
         match self.prepare(tid, call, spec, rewritten) {
             Ok(mut own) => {
@@ -240,6 +250,22 @@ impl Kernel {
         );
         Reply::Return(-(libc::EACCES as i64))
     }
+}
+
+/// Whether thread `tid` acts on files with roam's user and group (`/proc/TID/status`: the
+/// file-system ids, the fourth of `Uid:` and `Gid:`).
+fn same_credentials(tid: Pid) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    let fs_id = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|ids| ids.split_whitespace().nth(3)?.parse::<u32>().ok())
+    };
+    fs_id("Uid:") == Some(nix::unistd::geteuid().as_raw())
+        && fs_id("Gid:") == Some(nix::unistd::getegid().as_raw())
 }
 
 fn raw_syscall(nr: i64, r: &[u64; 6]) -> i64 {
