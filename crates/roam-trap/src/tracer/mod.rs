@@ -15,14 +15,18 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::kernel::afar::Reply;
 use crate::kernel::{AfterExit, Decision, Job, Kernel, Triage};
-use crate::platform::handoff::{self, Stop};
+use crate::platform::handoff::Stop;
 use crate::platform::inject::{FdMove, Next};
 use crate::platform::notify::{Listener, Notice};
 use crate::platform::scratch::Scratch;
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
+use handover::reply_afar;
+use takeover::{listen, Outlets, Takeover, Takeovers};
+
+mod handover;
+mod takeover;
 
 /// How long the tracer polls for the next stop before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
@@ -125,42 +129,12 @@ pub struct Tracer {
     scratch: Scratch,
 }
 
-/// A notified call left to the tracer, with the decision a worker already made for it
-/// (applied at the entry stop if the call found there is the same one).
-struct Takeover {
-    tid: Pid,
-    made: Option<(i64, [u64; 6], Decision)>,
-}
-
 /// Work for the worker threads: a call stopped in the tracer, a notified one, or one of a
 /// process handed over to a debugger (answered through its own listener).
 enum Work {
     Stop(Job),
     Notice(Notice, Job),
     Afar(Notice, Job, Arc<Listener>),
-}
-
-/// Calls the tracer takes over from the listener (see `platform::notify`): the thread is
-/// interrupted out of its wait, then resumed to the restarted call's syscall-entry stop,
-/// which is served as a seccomp stop would be. Its next notification (the same call, on
-/// its way) is then let run.
-#[derive(Default)]
-struct Takeovers {
-    /// Interrupted; waiting for the interrupt stop.
-    interrupted: HashSet<Pid>,
-    /// Resumed towards the restarted call's entry stop.
-    to_entry: HashSet<Pid>,
-    /// Being served at an entry stop, with the number of the call found there.
-    serving: HashMap<Pid, i64>,
-    /// The calls that reach roam as notifications: only their next notification may be let
-    /// run (any other call found at an entry stop leaves no such token behind).
-    notified: HashSet<i64>,
-    /// Decisions made for calls being taken over.
-    made: HashMap<Pid, (i64, [u64; 6], Decision)>,
-    /// Shared with the listener thread: threads whose next notification is to run as is.
-    let_run: Arc<Mutex<HashSet<Pid>>>,
-    /// Whether a listener thread runs (and may hand calls over at any time).
-    listening: bool,
 }
 
 impl Tracer {
@@ -496,40 +470,6 @@ impl Tracer {
         }
     }
 
-    /// The listener left a call to the tracer: interrupt the thread's wait.
-    fn take_over(&mut self, t: Takeover) {
-        match nix::sys::ptrace::interrupt(t.tid) {
-            Ok(()) => {
-                self.takeovers.interrupted.insert(t.tid);
-                if let Some(made) = t.made {
-                    self.takeovers.made.insert(t.tid, made);
-                }
-            }
-            Err(e) => tracing::debug!(tid = %t.tid, "interrupt: {e}"),
-        }
-    }
-
-    /// The entry stop of a call taken over from the listener: served as a seccomp stop,
-    /// with the decision a worker made for it if it is the same call.
-    fn on_taken_over(&mut self, pid: Pid) {
-        let made = self.takeovers.made.remove(&pid);
-        match ptrace::syscall_at_entry(pid) {
-            Ok(call) => {
-                self.takeovers.serving.insert(pid, call.nr);
-                match made {
-                    Some((nr, args, d)) if nr == call.nr && args == call.args => {
-                        self.apply(pid, call.sp, d, 0)
-                    }
-                    _ => self.serve_stop(pid, call),
-                }
-            }
-            Err(e) => {
-                tracing::debug!(%pid, "syscall info at entry: {e}");
-                resume(pid, 0)
-            }
-        }
-    }
-
     fn on_syscall(&mut self, pid: Pid) {
         match ptrace::syscall_at_stop(pid) {
             Ok(call) => self.serve_stop(pid, call),
@@ -626,82 +566,6 @@ impl Tracer {
     }
 }
 
-impl Tracer {
-    /// Debugger thread `tid` (stopped at its ptrace request, stack at `sp`) asks to trace
-    /// `target`: itself (`PTRACE_TRACEME`, handed over now) or another tracee (interrupted
-    /// first; the debugger's request runs once it is handed over).
-    fn hand_over(&mut self, tid: Pid, sp: u64, target: Pid) {
-        if target == tid {
-            if !self.let_go(tid, Stop::Seccomp) {
-                resume(tid, 0);
-            }
-            return;
-        }
-        match nix::sys::ptrace::interrupt(target) {
-            Ok(()) => {
-                self.handovers.insert(target, (tid, sp));
-            }
-            // Gone meanwhile: the kernel answers the request.
-            Err(_) => self.apply(tid, sp, Decision::Continue, 0),
-        }
-    }
-
-    /// An interrupted tracee a debugger asked for stopped: hand it over, then let the
-    /// debugger's request run.
-    fn hand_over_asked(&mut self, target: Pid, stop: Stop) {
-        let Some((debugger, sp)) = self.handovers.remove(&target) else {
-            return;
-        };
-        if !self.let_go(target, stop) {
-            resume(target, 0);
-        }
-        self.apply(debugger, sp, Decision::Continue, 0);
-    }
-
-    /// Hands `tid` over and serves it from afar; false (told to the user) if it failed.
-    fn let_go(&mut self, tid: Pid, stop: Stop) -> bool {
-        if self.takeovers.listening {
-            self.kernel.hand_over_failed(tid, "with ROAM_NOTIFY=1 it has roam's listener already, and a process may have only one");
-            if stop == Stop::Seccomp {
-                let _ = ptrace::skip_with(tid, -(libc::EPERM as i64));
-            }
-            return false;
-        }
-        // The filter goes in once per process, for all its threads; the others are only
-        // let go (their calls reach the listener already).
-        let process = handoff::process_key(tid);
-        let first = !process.is_some_and(|p| self.handed_processes.contains(&p));
-        let filter = first.then_some(&self.handoff_filter[..]);
-        let listener = match handoff::hand_over(tid, stop, filter) {
-            Ok(l) => l.map(|l| Arc::new(Listener::new(l))),
-            Err(e) => {
-                self.kernel.hand_over_failed(tid, &e.to_string());
-                return false;
-            }
-        };
-        tracing::debug!(%tid, "handed over to its debugger");
-        self.handed_processes.extend(process);
-        if !self.kernel.tracee_handed_over(tid) {
-            // Its parent's fork event is still on its way: it must not make it a tracee.
-            self.handed_early.insert(tid);
-        }
-        self.overrides.remove(&tid);
-        self.scratch.ended(tid);
-        let Some(listener) = listener else {
-            return true;
-        };
-        let (kernel, jobs) = (self.kernel.clone(), self.jobs_for_afar.clone());
-        let started = std::thread::Builder::new()
-            .name(format!("roam-afar-{tid}"))
-            .spawn(move || serve_afar(&kernel, &listener, &jobs));
-        if let Err(e) = started {
-            self.kernel
-                .hand_over_failed(tid, &format!("no thread to serve it: {e}"));
-        }
-        true
-    }
-}
-
 /// Places `len` bytes of roam's strings for `tid`'s call with `put` (given the top of the
 /// memory to fill): in the thread's scratch slot, or else (none, or not mapped after all)
 /// below its stack pointer `sp`.
@@ -771,119 +635,6 @@ fn runs(decision: &Decision) -> bool {
             | Decision::RunUntraced { .. }
             | Decision::HandOver { .. }
     )
-}
-
-/// Where workers and the listener send what they found.
-struct Outlets {
-    done: Sender<Done>,
-    wake: Arc<EventFd>,
-    listener: Option<Arc<Listener>>,
-    takeovers: Sender<Takeover>,
-}
-
-impl Outlets {
-    /// Answers a notified call with `decision` if it needs nothing of the thread, else
-    /// leaves it to the tracer. Returns false once the tracer is gone.
-    fn answer(&self, n: &Notice, decision: Option<Decision>) -> bool {
-        let listener = self
-            .listener
-            .as_ref()
-            .expect("notices come from a listener");
-        let decision = match decision {
-            Some(Decision::Continue) => return listener.run_as_is(n),
-            Some(Decision::Return(ret)) => return listener.answer(n, ret),
-            Some(Decision::ReturnData { addr, data, ret }) => {
-                return match memory::write(n.tid, addr, &data) {
-                    Ok(()) => listener.answer(n, ret),
-                    Err(e) => listener.answer(n, -(e as i64)),
-                }
-            }
-            d => d,
-        };
-        let made = decision.map(|d| (n.call.nr, n.call.args, d));
-        if self.takeovers.send(Takeover { tid: n.tid, made }).is_err() {
-            return false;
-        }
-        let _ = self.wake.write(1);
-        true
-    }
-}
-
-/// The listener thread: answers notified calls that need nothing of the tracer at once,
-/// gives workers those that need the network but may be answered from afar, and hands the
-/// others to the tracer.
-fn listen(
-    kernel: &Kernel,
-    listener: &Listener,
-    to: &Outlets,
-    jobs: &Sender<Work>,
-    let_run: &Mutex<HashSet<Pid>>,
-) {
-    loop {
-        let n = match listener.recv() {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("listener: {e}");
-                return;
-            }
-        };
-        if let_run.lock().unwrap().remove(&n.tid) {
-            listener.run_as_is(&n);
-            continue;
-        }
-        let answered = match kernel.triage(n.tid, n.call) {
-            Triage::Done(d) => to.answer(&n, Some(d)),
-            Triage::Later(job) if job.answerable_from_afar() => {
-                jobs.send(Work::Notice(n, job)).is_ok()
-            }
-            Triage::Later(_) => to.answer(&n, None),
-        };
-        if !answered {
-            return;
-        }
-    }
-}
-
-/// The listener of a process handed over to a debugger: every call roam would have
-/// stopped is answered from afar (see `kernel::afar`), those needing the network by a
-/// worker. Ends when no process uses the filter any more.
-fn serve_afar(kernel: &Kernel, listener: &Arc<Listener>, jobs: &Sender<Work>) {
-    while listener.wait() {
-        let n = match listener.recv() {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("afar listener: {e}");
-                return;
-            }
-        };
-        // The debuggee's own ptrace requests (its PTRACE_TRACEME, made again once handed
-        // over) are the kernel's.
-        if n.call.nr == libc::SYS_ptrace && n.call.arch == ptrace::AUDIT_ARCH_X86_64 {
-            listener.run_as_is(&n);
-            continue;
-        }
-        match kernel.triage(n.tid, n.call) {
-            Triage::Done(d) => {
-                reply_afar(kernel, listener, &n, d);
-            }
-            Triage::Later(job) => {
-                if jobs.send(Work::Afar(n, job, listener.clone())).is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Answers a call of a handed-over process with what `decision` comes to from afar.
-fn reply_afar(kernel: &Kernel, listener: &Listener, n: &Notice, decision: Decision) -> bool {
-    match kernel.afar(n.tid, &n.call, decision) {
-        Reply::Run => listener.run_as_is(n),
-        Reply::Return(ret) => listener.answer(n, ret),
-        Reply::Fd { fd, cloexec, at } => listener.answer_with_fd(n, &fd, cloexec, at),
-    }
 }
 
 fn resume(pid: Pid, sig: i32) {

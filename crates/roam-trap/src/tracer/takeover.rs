@@ -1,0 +1,155 @@
+//! Calls the tracer takes over from the listener (`ROAM_NOTIFY=1`, see `platform::notify`):
+//! the listener thread answers what needs nothing of the thread, workers answer what needs
+//! the network, and a call that needs the thread (a roam name whose path must be
+//! rewritten) is left unanswered: the tracer interrupts the thread out of its wait and
+//! serves the restarted call at its syscall-entry stop.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::eventfd::EventFd;
+use nix::unistd::Pid;
+
+use super::{resume, Done, Tracer, Work};
+use crate::kernel::{Decision, Kernel, Triage};
+use crate::platform::notify::{Listener, Notice};
+use crate::platform::{memory, ptrace};
+
+/// A notified call left to the tracer, with the decision a worker already made for it
+/// (applied at the entry stop if the call found there is the same one).
+pub(super) struct Takeover {
+    pub(super) tid: Pid,
+    pub(super) made: Option<(i64, [u64; 6], Decision)>,
+}
+
+/// Calls the tracer takes over from the listener (see `platform::notify`): the thread is
+/// interrupted out of its wait, then resumed to the restarted call's syscall-entry stop,
+/// which is served as a seccomp stop would be. Its next notification (the same call, on
+/// its way) is then let run.
+#[derive(Default)]
+pub(super) struct Takeovers {
+    /// Interrupted; waiting for the interrupt stop.
+    pub(super) interrupted: HashSet<Pid>,
+    /// Resumed towards the restarted call's entry stop.
+    pub(super) to_entry: HashSet<Pid>,
+    /// Being served at an entry stop, with the number of the call found there.
+    pub(super) serving: HashMap<Pid, i64>,
+    /// The calls that reach roam as notifications: only their next notification may be let
+    /// run (any other call found at an entry stop leaves no such token behind).
+    pub(super) notified: HashSet<i64>,
+    /// Decisions made for calls being taken over.
+    pub(super) made: HashMap<Pid, (i64, [u64; 6], Decision)>,
+    /// Shared with the listener thread: threads whose next notification is to run as is.
+    pub(super) let_run: Arc<Mutex<HashSet<Pid>>>,
+    /// Whether a listener thread runs (and may hand calls over at any time).
+    pub(super) listening: bool,
+}
+
+impl Tracer {
+    /// The listener left a call to the tracer: interrupt the thread's wait.
+    pub(super) fn take_over(&mut self, t: Takeover) {
+        match nix::sys::ptrace::interrupt(t.tid) {
+            Ok(()) => {
+                self.takeovers.interrupted.insert(t.tid);
+                if let Some(made) = t.made {
+                    self.takeovers.made.insert(t.tid, made);
+                }
+            }
+            Err(e) => tracing::debug!(tid = %t.tid, "interrupt: {e}"),
+        }
+    }
+
+    /// The entry stop of a call taken over from the listener: served as a seccomp stop,
+    /// with the decision a worker made for it if it is the same call.
+    pub(super) fn on_taken_over(&mut self, pid: Pid) {
+        let made = self.takeovers.made.remove(&pid);
+        match ptrace::syscall_at_entry(pid) {
+            Ok(call) => {
+                self.takeovers.serving.insert(pid, call.nr);
+                match made {
+                    Some((nr, args, d)) if nr == call.nr && args == call.args => {
+                        self.apply(pid, call.sp, d, 0)
+                    }
+                    _ => self.serve_stop(pid, call),
+                }
+            }
+            Err(e) => {
+                tracing::debug!(%pid, "syscall info at entry: {e}");
+                resume(pid, 0)
+            }
+        }
+    }
+}
+
+/// Where workers and the listener send what they found.
+pub(super) struct Outlets {
+    pub(super) done: Sender<Done>,
+    pub(super) wake: Arc<EventFd>,
+    pub(super) listener: Option<Arc<Listener>>,
+    pub(super) takeovers: Sender<Takeover>,
+}
+
+impl Outlets {
+    /// Answers a notified call with `decision` if it needs nothing of the thread, else
+    /// leaves it to the tracer. Returns false once the tracer is gone.
+    pub(super) fn answer(&self, n: &Notice, decision: Option<Decision>) -> bool {
+        let listener = self
+            .listener
+            .as_ref()
+            .expect("notices come from a listener");
+        let decision = match decision {
+            Some(Decision::Continue) => return listener.run_as_is(n),
+            Some(Decision::Return(ret)) => return listener.answer(n, ret),
+            Some(Decision::ReturnData { addr, data, ret }) => {
+                return match memory::write(n.tid, addr, &data) {
+                    Ok(()) => listener.answer(n, ret),
+                    Err(e) => listener.answer(n, -(e as i64)),
+                }
+            }
+            d => d,
+        };
+        let made = decision.map(|d| (n.call.nr, n.call.args, d));
+        if self.takeovers.send(Takeover { tid: n.tid, made }).is_err() {
+            return false;
+        }
+        let _ = self.wake.write(1);
+        true
+    }
+}
+
+/// The listener thread: answers notified calls that need nothing of the tracer at once,
+/// gives workers those that need the network but may be answered from afar, and hands the
+/// others to the tracer.
+pub(super) fn listen(
+    kernel: &Kernel,
+    listener: &Listener,
+    to: &Outlets,
+    jobs: &Sender<Work>,
+    let_run: &Mutex<HashSet<Pid>>,
+) {
+    loop {
+        let n = match listener.recv() {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("listener: {e}");
+                return;
+            }
+        };
+        if let_run.lock().unwrap().remove(&n.tid) {
+            listener.run_as_is(&n);
+            continue;
+        }
+        let answered = match kernel.triage(n.tid, n.call) {
+            Triage::Done(d) => to.answer(&n, Some(d)),
+            Triage::Later(job) if job.answerable_from_afar() => {
+                jobs.send(Work::Notice(n, job)).is_ok()
+            }
+            Triage::Later(_) => to.answer(&n, None),
+        };
+        if !answered {
+            return;
+        }
+    }
+}
