@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::time::SystemTime;
 
-use roam_drivers::{ErrorKind, Kind, Known, Meta};
+use roam_drivers::{Attrs, ErrorKind, Kind, Known, Meta};
 
 use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
@@ -446,35 +446,45 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let mtime = md.modified().ok();
+        let attrs = Attrs {
+            mtime: md.modified().ok(),
+            mode,
+        };
         // Where a fresh listing shows the name absent or a file, its directory exists.
         let known_place = target == r.path
             && self
                 .listed(&r.virt)
                 .is_some_and(|(m, _)| m.is_none_or(|m| m.kind == Kind::File));
-        let meta = match (known_place, mtime) {
-            (true, _) => r
+        let meta = match known_place {
+            true => r
                 .driver
-                .put_in_known_dir(target, &mut file, md.len(), mtime)?,
-            (false, Some(mtime)) => r
-                .driver
-                .put_with_mtime(target, &mut file, md.len(), mtime)?,
-            (false, None) => r.driver.put(target, &mut file, md.len())?,
+                .put_in_known_dir(target, &mut file, md.len(), attrs)?,
+            false => r.driver.put_with(target, &mut file, md.len(), attrs)?,
         };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
-        match mode.filter(|&m| meta.mode != Some(m)) {
-            // A new mode may make a new version (new ETag): ask for it.
-            Some(mode) if r.driver.set_mode(target, mode).is_ok() => Ok(r.driver.stat(target)?),
-            _ => Ok(meta),
-        }
+        Ok(meta)
     }
 
     pub fn mkdir(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         r.driver.mkdir(&r.path)?;
         self.invalidate(&r.virt);
-        self.cache.put_dir(&r.virt).map(drop)
+        self.cache.put_dir(&r.virt)?;
+        // Whatever an earlier directory of this name left in the skeleton is gone.
+        self.cache.prune_dir(&r.virt, &Default::default())?;
+        // roam made it empty: its listing is known without asking (until T_read), so the
+        // first name `cp -r` or `tar x` puts there costs no listing request.
+        let empty = crate::DirIndex {
+            entries: Default::default(),
+            complete: true,
+            unknown: Default::default(),
+        };
+        self.state.lock().unwrap().listings.insert(
+            r.virt.clone(),
+            (std::sync::Arc::new(empty), std::time::Instant::now()),
+        );
+        Ok(())
     }
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {

@@ -36,7 +36,6 @@ mod upload;
 mod xml;
 
 use std::io::{Read, Write};
-use std::time::SystemTime;
 
 use self::client::{Client, Method, Req};
 pub use self::config::{S3Config, DEFAULT_REGION};
@@ -45,8 +44,8 @@ use self::listing::{list_all, list_first};
 use self::sign::{Credentials, Signer};
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing, Meta,
-    Result, Validator,
+    is_driver_path, is_safe_name, Attrs, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing,
+    Meta, Result, Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -222,9 +221,9 @@ impl S3Driver {
             .map(drop)
     }
 
-    /// Copies the object at `from` to `to`, on the server.
     /// One PUT (or a multipart upload) of `path`, after checking where it goes if `check`;
-    /// returns the stored object's own metadata (its Last-Modified is the server's).
+    /// returns the stored object's own metadata (its Last-Modified is the server's), from
+    /// the reply where it tells it, else from a `HEAD`.
     fn put_checked(&self, path: &str, src: &mut dyn Read, len: u64, check: bool) -> Result<Meta> {
         self.check(Method::Put, path)?;
         if path == "/" {
@@ -233,13 +232,16 @@ impl S3Driver {
         if check {
             self.check_file_target(Method::Put, path)?;
         }
-        upload::upload(&self.client, &self.key(path), src, len)?;
+        if let Some(stored) = upload::upload(&self.client, &self.key(path), src, len)? {
+            return Ok(stored);
+        }
         self.head(path)?.ok_or_else(|| {
             let why = "vanished right after it was written";
             self.fail(ErrorKind::NotFound, Method::Head, path, why)
         })
     }
 
+    /// Copies the object at `from` to `to`, on the server.
     fn copy(&self, from: &str, to: &str) -> Result<()> {
         let source = self.client.endpoint.copy_source(&self.key(from));
         let key = self.key(to);
@@ -388,7 +390,7 @@ impl Driver for S3Driver {
         path: &str,
         src: &mut dyn Read,
         len: u64,
-        _mtime: Option<SystemTime>,
+        _attrs: Attrs,
     ) -> Result<Meta> {
         self.put_checked(path, src, len, false)
     }
