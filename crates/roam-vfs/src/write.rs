@@ -489,6 +489,12 @@ impl Vfs {
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
+        // Not while the file's upload runs (a T_write delivery on its own thread): removed
+        // meanwhile, a new file's copy vanished under the upload, which then put it on the
+        // server after the delete (`rm -r` then failed: directory not empty). After it, the
+        // uploaded file goes too; before it, the upload finds nothing left to deliver.
+        let lock = self.fetch_lock(&r.virt);
+        let _guard = lock.lock().unwrap();
         // A file created here and not uploaded yet exists only in roam's journal.
         let only_here = self.is_new_here(&r.virt);
         let removed = match self.known_file(&r.virt) {
