@@ -95,7 +95,7 @@ pub enum Fetched {
     NotModified,
 }
 
-/// What roam believes about a file it is about to remove (from a fresh listing or stat), so
+/// What roam believes about a file (or directory) it is about to remove (from a fresh listing or stat), so
 /// a driver whose protocol deletes missing names without complaint (S3) need not ask the
 /// server before every deletion.
 #[derive(Clone, Copy, Debug)]
@@ -260,6 +260,14 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "create directories", path))
     }
 
+    /// [`Driver::mkdir`] of a name roam knows to be absent from a directory it knows exists
+    /// (a fresh listing says so). Each outcome gets the same errno; a driver may only ask
+    /// fewer questions first. Returns the new directory's metadata where the driver knows
+    /// all of it without asking (an S3 directory has nothing but its kind), else `None`.
+    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+        self.mkdir(path).map(|()| None)
+    }
+
     /// Removes the file (or symlink) `path` (EISDIR for a directory).
     fn remove_file(&self, path: &str) -> Result<()> {
         Err(read_only(self, "remove files", path))
@@ -274,6 +282,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Removes the empty directory `path` (ENOTEMPTY if it is not empty, ENOTDIR for a file).
     fn remove_dir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "remove directories", path))
+    }
+
+    /// [`Driver::remove_dir`] of a directory roam believes exists as `known` says. Each
+    /// outcome gets the same errno; a driver may only ask fewer questions after.
+    fn remove_known_dir(&self, path: &str, _known: Known) -> Result<()> {
+        self.remove_dir(path)
     }
 
     /// Renames `from` to `to`, replacing a file at `to` as POSIX `rename` does.

@@ -512,6 +512,48 @@ fn known_files_are_removed_with_the_errnos_of_unknown_ones() {
     d.remove_dir("/b").unwrap();
 }
 
+/// With roam's listing vouching for the place, `mkdir` is one `PUT` of the marker, and
+/// says what a stat of the new directory would; the root still exists.
+#[test]
+fn mkdir_in_a_known_directory_puts_only_the_marker() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    let made = d.mkdir_in_known_dir("/dir/fresh").unwrap();
+    assert_eq!(made, Some(d.stat("/dir/fresh").unwrap()));
+    assert_eq!(names(&d, "/dir/fresh"), []);
+    assert!(names(&d, "/dir").contains(&("fresh".to_owned(), Kind::Dir)));
+    put(&d, "/dir/fresh/f", b"in it");
+    assert_eq!(kind(d.remove_dir("/dir/fresh")), ErrorKind::NotEmpty);
+    d.remove_file("/dir/fresh/f").unwrap();
+    d.remove_dir("/dir/fresh").unwrap();
+    assert_eq!(kind(d.stat("/dir/fresh")), ErrorKind::NotFound);
+    assert_eq!(kind(d.mkdir_in_known_dir("/")), ErrorKind::AlreadyExists);
+    // rmdir of a directory roam knows: the same checks; its parent, left without entries
+    // and without a marker of its own, is kept by one.
+    // Keys only, no markers: `/keys/only` exists through its one key.
+    d.put_in_known_dir("/keys/only/inner/f", &mut &b"x"[..], 1, Attrs::default())
+        .unwrap();
+    d.remove_file("/keys/only/inner/f").unwrap();
+    let meta = d.stat("/keys/only/inner").unwrap();
+    let known = |siblings| Known {
+        meta: &meta,
+        siblings,
+    };
+    put(&d, "/keys/only/inner/g", b"y");
+    assert_eq!(
+        kind(d.remove_known_dir("/keys/only/inner", known(false))),
+        ErrorKind::NotEmpty
+    );
+    d.remove_file("/keys/only/inner/g").unwrap();
+    d.remove_known_dir("/keys/only/inner", known(false))
+        .unwrap();
+    assert_eq!(d.stat("/keys/only").unwrap().kind, Kind::Dir);
+    assert_eq!(
+        kind(d.remove_known_dir("/keys/only/inner", known(true))),
+        ErrorKind::NotFound
+    );
+}
+
 #[test]
 fn a_directory_of_hostile_keys_is_not_empty() {
     let world = World::new(&[("d/", b""), ("d/..", b"evil")]);

@@ -468,8 +468,15 @@ impl Vfs {
 
     pub fn mkdir(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.mkdir(&r.path)?;
-        self.invalidate(&r.virt);
+        // Where a fresh listing shows the name absent, its parent exists and it does not.
+        let made = match self.listed(&r.virt) {
+            Some((None, _)) => r.driver.mkdir_in_known_dir(&r.path)?,
+            _ => r.driver.mkdir(&r.path).map(|()| None)?,
+        };
+        match made {
+            Some(meta) => self.remember(&r.virt, meta),
+            None => self.invalidate(&r.virt),
+        }
         self.cache.put_dir(&r.virt)?;
         // Whatever an earlier directory of this name left in the skeleton is gone.
         self.cache.prune_dir(&r.virt, &Default::default())?;
@@ -545,7 +552,16 @@ impl Vfs {
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.remove_dir(&r.path)?;
+        match self.listed(&r.virt) {
+            Some((Some(meta), siblings)) if meta.kind == Kind::Dir => r.driver.remove_known_dir(
+                &r.path,
+                Known {
+                    meta: &meta,
+                    siblings,
+                },
+            )?,
+            _ => r.driver.remove_dir(&r.path)?,
+        }
         self.forget_all(&r.virt)
     }
 

@@ -13,7 +13,9 @@
 //! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way;
 //!   `mkdir` puts a marker; `remove_file` and `remove_dir` `DELETE` (after checking, since
 //!   S3 deletes what does not exist without complaint and has no notion of non-empty);
-//!   a file roam has seen is deleted conditionally on its ETag instead, without asking.
+//!   a file roam has seen is deleted conditionally on its ETag instead, without asking,
+//!   and a directory whose parent roam's fresh listing shows free of the name is made with
+//!   one `PUT` of its marker.
 //!   A directory that existed only through its keys gets a marker when its last entry
 //!   goes, so that it lives on until `rmdir`, as in POSIX.
 //! - `rename` of a file is a server-side copy then a delete: not atomic (for a moment
@@ -182,7 +184,7 @@ impl S3Driver {
         self.check_parent(method, path)
     }
 
-    /// Deletes `key`, the object of `path` (or its marker), then keeps its parent.
+    /// Deletes `key`, the object of `path`, then keeps its parent.
     fn delete(&self, path: &str, key: &str) -> Result<()> {
         self.send_bare(Method::Delete, key)?;
         self.keep_parent(path);
@@ -210,6 +212,27 @@ impl S3Driver {
                 self.describe(parent)
             );
         }
+    }
+
+    /// Deletes the marker of the empty directory `path` (S3 has no notion of non-empty:
+    /// asked first), leaving its parent as it is.
+    fn remove_marker(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        if path == "/" {
+            let why = "the root of a mount cannot be removed";
+            return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
+        }
+        let marker = self.dir_prefix(path);
+        // Two keys: the marker (listed first, as the shortest) and anything else.
+        let listed = list_first(&self.client, &marker, 2)?;
+        if listed.children > 0 {
+            let why = "directory not empty";
+            return Err(self.fail(ErrorKind::NotEmpty, Method::Delete, path, why));
+        }
+        if !listed.marker {
+            return Err(self.missing_dir(Method::Delete, path));
+        }
+        self.send_bare(Method::Delete, &marker)
     }
 
     /// A request without a body on `key` (a `DELETE`, or the `PUT` of a marker) that
@@ -404,6 +427,17 @@ impl Driver for S3Driver {
         self.send_bare(Method::Put, &self.dir_prefix(path))
     }
 
+    /// Roam's fresh listing already says the parent is a directory and the name is free:
+    /// the marker is put without the `HEAD` and two listings of [`S3Driver::mkdir`].
+    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+        self.check(Method::Put, path)?;
+        if path == "/" {
+            return Err(self.fail(ErrorKind::AlreadyExists, Method::Put, path, "file exists"));
+        }
+        self.send_bare(Method::Put, &self.dir_prefix(path))?;
+        Ok(Some(Meta::of_kind(Kind::Dir)))
+    }
+
     fn remove_file(&self, path: &str) -> Result<()> {
         self.check(Method::Delete, path)?;
         // DELETE of a missing key succeeds: look first, for ENOENT (or EISDIR).
@@ -441,22 +475,18 @@ impl Driver for S3Driver {
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {
-        self.check(Method::Delete, path)?;
-        if path == "/" {
-            let why = "the root of a mount cannot be removed";
-            return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
+        self.remove_marker(path)?;
+        self.keep_parent(path);
+        Ok(())
+    }
+
+    /// With siblings left, the parent needs no marker and is not listed after.
+    fn remove_known_dir(&self, path: &str, known: Known) -> Result<()> {
+        self.remove_marker(path)?;
+        if !known.siblings {
+            self.keep_parent(path);
         }
-        let marker = self.dir_prefix(path);
-        // Two keys: the marker (listed first, as the shortest) and anything else.
-        let listed = list_first(&self.client, &marker, 2)?;
-        if listed.children > 0 {
-            let why = "directory not empty";
-            return Err(self.fail(ErrorKind::NotEmpty, Method::Delete, path, why));
-        }
-        if !listed.marker {
-            return Err(self.missing_dir(Method::Delete, path));
-        }
-        self.delete(path, &marker)
+        Ok(())
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
