@@ -330,7 +330,13 @@ impl Vfs {
                 },
             )
         };
-        self.cache.put_info(virt, &info)?;
+        // No writer holds the copy and none can open it while this runs (the lock), so this
+        // stays true to the end.
+        let delivered = stamp(&data) == Some(before) && !still_written();
+        match delivered {
+            true => self.cache.settle_journal(virt, &info)?,
+            false => self.cache.put_info(virt, &info)?,
+        }
         // What roam knows must be the new version before the name stops being dirty, so no
         // reader in between sees an older answer (e.g. a cached "no such file").
         self.cache.link_into_skeleton(virt)?;
@@ -339,8 +345,8 @@ impl Vfs {
             ..uploaded
         };
         self.remember(virt, now);
-        if stamp(&data) == Some(before) && !still_written() {
-            self.forget_change(virt)?;
+        if delivered {
+            self.state.lock().unwrap().dirty.remove(virt);
         } else {
             // Written again meanwhile: the next close delivers that, from this new base.
             self.cache.put_journal(
