@@ -95,7 +95,7 @@ pub enum Fetched {
     NotModified,
 }
 
-/// What roam believes about a file it is about to remove (from a fresh listing or stat), so
+/// What roam believes about a file (or directory) it is about to remove (from a fresh listing or stat), so
 /// a driver whose protocol deletes missing names without complaint (S3) need not ask the
 /// server before every deletion.
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +126,15 @@ pub(crate) fn temporary_beside(
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!(".roam-put-{}-{n}", std::process::id());
     Ok(format!("{}/{name}", parent.trim_end_matches('/')))
+}
+
+/// What an upload ([`Driver::put_with`]) gives the file besides its contents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attrs {
+    /// The modification time.
+    pub mtime: Option<SystemTime>,
+    /// The permission bits (`0o7777` mask).
+    pub mode: Option<u32>,
 }
 
 /// How [`Driver::open_in_place`] makes a missing file.
@@ -213,45 +222,50 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "write files", path))
     }
 
-    /// [`Driver::put`], the file then getting the modification time `mtime` where the
-    /// backend keeps times (`cp -p`, `tar` and `make` rely on it); a time it cannot keep is
-    /// left out. Returns the metadata after both. A driver that can send the time with the
-    /// contents saves the requests of [`Driver::set_mtime`] and of the `stat` after it.
-    fn put_with_mtime(
-        &self,
-        path: &str,
-        src: &mut dyn Read,
-        len: u64,
-        mtime: SystemTime,
-    ) -> Result<Meta> {
+    /// [`Driver::put`], the file then getting `attrs` where the backend keeps them (`cp -p`,
+    /// `tar` and `make` rely on the time; a file keeps its mode across new contents); what
+    /// it cannot keep is left out. Returns the metadata after all of it. A driver that can
+    /// send them with the contents saves the requests of [`Driver::set_mtime`],
+    /// [`Driver::set_mode`] and of the `stat` after them.
+    fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
         let meta = self.put(path, src, len)?;
-        match self.set_mtime(path, mtime) {
-            // Setting the time made a new version (a new ETag on some servers): ask for it.
-            Ok(()) => self.stat(path),
-            Err(_) => Ok(meta),
+        let timed = attrs.mtime.is_some_and(|t| self.set_mtime(path, t).is_ok());
+        let moded = attrs
+            .mode
+            .filter(|&m| meta.mode != Some(m))
+            .is_some_and(|m| self.set_mode(path, m).is_ok());
+        match timed || moded {
+            // Either may have made a new version (a new ETag on some servers): ask for it.
+            true => self.stat(path),
+            false => Ok(meta),
         }
     }
 
-    /// [`Driver::put_with_mtime`] (or [`Driver::put`] without a time) of a file whose parent
-    /// roam knows to be a directory and whose name it knows not to be one (a fresh listing
-    /// says so). Each outcome gets the same errno; a driver may only ask fewer questions
-    /// first (S3 lists the parent and the name otherwise: a key needs no directory).
+    /// [`Driver::put_with`] of a file whose parent roam knows to be a directory and whose
+    /// name it knows not to be one (a fresh listing says so). Each outcome gets the same
+    /// errno; a driver may only ask fewer questions first (S3 lists the parent and the name
+    /// otherwise: a key needs no directory).
     fn put_in_known_dir(
         &self,
         path: &str,
         src: &mut dyn Read,
         len: u64,
-        mtime: Option<SystemTime>,
+        attrs: Attrs,
     ) -> Result<Meta> {
-        match mtime {
-            Some(t) => self.put_with_mtime(path, src, len, t),
-            None => self.put(path, src, len),
-        }
+        self.put_with(path, src, len, attrs)
     }
 
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
     fn mkdir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "create directories", path))
+    }
+
+    /// [`Driver::mkdir`] of a name roam knows to be absent from a directory it knows exists
+    /// (a fresh listing says so). Each outcome gets the same errno; a driver may only ask
+    /// fewer questions first. Returns the new directory's metadata where the driver knows
+    /// all of it without asking (an S3 directory has nothing but its kind), else `None`.
+    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+        self.mkdir(path).map(|()| None)
     }
 
     /// Removes the file (or symlink) `path` (EISDIR for a directory).
@@ -268,6 +282,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Removes the empty directory `path` (ENOTEMPTY if it is not empty, ENOTDIR for a file).
     fn remove_dir(&self, path: &str) -> Result<()> {
         Err(read_only(self, "remove directories", path))
+    }
+
+    /// [`Driver::remove_dir`] of a directory roam believes exists as `known` says. Each
+    /// outcome gets the same errno; a driver may only ask fewer questions after.
+    fn remove_known_dir(&self, path: &str, _known: Known) -> Result<()> {
+        self.remove_dir(path)
     }
 
     /// Renames `from` to `to`, replacing a file at `to` as POSIX `rename` does.

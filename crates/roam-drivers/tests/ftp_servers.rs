@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
-use roam_drivers::{Driver, ErrorKind, Fetched, Kind, Meta, Validator};
+use roam_drivers::{Attrs, Driver, ErrorKind, Fetched, Kind, Meta, Validator};
 use roam_testkit::{free_port, ftp, mtime_of, noise, write_file, Scratch, Server};
 
 const USER: &str = "roamtest";
@@ -506,10 +506,26 @@ fn changes_modes_and_times(s: Served) {
             );
             // The time goes with the upload: the returned stamp already carries it.
             let meta = driver
-                .put_with_mtime("/timed.txt", &mut &b"timed"[..], 5, when)
+                .put_with("/timed.txt", &mut &b"timed"[..], 5, timed(when))
                 .unwrap();
             assert_eq!((meta.size, meta.mtime), (Some(5), Some(when)));
             assert_eq!(mtime_of(&s.real("timed.txt")), when);
+            // With a mode too, both are set before the rename, and the upload answers
+            // what a stat of the name says without asking (no SIZE or MDTM after it).
+            let attrs = Attrs {
+                mtime: Some(when),
+                mode: Some(0o640),
+            };
+            let meta = driver
+                .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)
+                .unwrap();
+            assert_eq!(meta, driver.stat("/moded.txt").unwrap());
+            assert_eq!((meta.mode, meta.mtime), (Some(0o640), Some(when)));
+            let mode = fs::metadata(s.real("moded.txt"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o7777, 0o640);
         }
         Daemon::Vsftpd => {
             // "Anonymous users never get to use SITE CHMOD" (vsftpd.conf(5)): 550.
@@ -524,10 +540,20 @@ fn changes_modes_and_times(s: Served) {
             );
             // Without MFMT, an upload with a time keeps the server's time.
             let meta = driver
-                .put_with_mtime("/timed.txt", &mut &b"timed"[..], 5, when)
+                .put_with("/timed.txt", &mut &b"timed"[..], 5, timed(when))
                 .unwrap();
             assert_eq!(meta.size, Some(5));
             assert_ne!(meta.mtime, Some(when));
+            // Nor SITE CHMOD for anonymous users: the upload goes through without a mode.
+            let attrs = Attrs {
+                mtime: Some(when),
+                mode: Some(0o640),
+            };
+            let meta = driver
+                .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)
+                .unwrap();
+            assert_eq!((meta.size, meta.mode), (Some(5), None));
+            assert_eq!(fs::read(s.real("moded.txt")).unwrap(), b"moded");
         }
     }
 }
@@ -806,4 +832,12 @@ fn a_full_disk_on_vsftpd_is_eio_and_keeps_the_old_file() {
     assert_eq!(err.errno(), libc::EIO, "{}", err.message);
     assert_eq!(fs::read(public.join("kept.txt")).unwrap(), b"kept");
     assert_no_temporaries(&public);
+}
+
+/// What an upload with only a time sets.
+fn timed(mtime: SystemTime) -> Attrs {
+    Attrs {
+        mtime: Some(mtime),
+        mode: None,
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use roam_drivers::http::HttpClient;
 use roam_drivers::s3::{S3Config, S3Driver};
-use roam_drivers::{Driver, Error, ErrorKind, Fetched, Kind, Known, Meta, Validator};
+use roam_drivers::{Attrs, Driver, Error, ErrorKind, Fetched, Kind, Known, Meta, Validator};
 use roam_testkit::s3::{create_bucket, enforce_auth, moto, put_object, Credentials};
 use roam_testkit::{noise, Scratch, Server};
 
@@ -322,16 +322,22 @@ fn put_in_a_known_directory_stores_the_same() {
     let d = world.driver();
     let data = noise(70_000, 5);
     let meta = d
-        .put_in_known_dir("/dir/sub/new.bin", &mut &data[..], data.len() as u64, None)
+        .put_in_known_dir(
+            "/dir/sub/new.bin",
+            &mut &data[..],
+            data.len() as u64,
+            Attrs::default(),
+        )
         .unwrap();
     assert_eq!((meta.kind, meta.size), (Kind::File, Some(70_000)));
-    assert_eq!(meta.etag, d.stat("/dir/sub/new.bin").unwrap().etag);
+    // moto tells the ETag and time with the PUT: the upload answers what a HEAD would.
+    assert_eq!(meta, d.stat("/dir/sub/new.bin").unwrap());
     assert!(fetch(&d, "/dir/sub/new.bin").0 == data);
-    d.put_in_known_dir("/top.txt", &mut &b"new top"[..], 7, None)
+    d.put_in_known_dir("/top.txt", &mut &b"new top"[..], 7, Attrs::default())
         .unwrap();
     assert_eq!(fetch(&d, "/top.txt").0, b"new top");
     assert_eq!(
-        kind(d.put_in_known_dir("/", &mut &b"x"[..], 1, None)),
+        kind(d.put_in_known_dir("/", &mut &b"x"[..], 1, Attrs::default())),
         ErrorKind::IsADirectory
     );
 }
@@ -504,6 +510,48 @@ fn known_files_are_removed_with_the_errnos_of_unknown_ones() {
         "no siblings: a marker keeps it"
     );
     d.remove_dir("/b").unwrap();
+}
+
+/// With roam's listing vouching for the place, `mkdir` is one `PUT` of the marker, and
+/// says what a stat of the new directory would; the root still exists.
+#[test]
+fn mkdir_in_a_known_directory_puts_only_the_marker() {
+    let world = World::new(TREE);
+    let d = world.driver();
+    let made = d.mkdir_in_known_dir("/dir/fresh").unwrap();
+    assert_eq!(made, Some(d.stat("/dir/fresh").unwrap()));
+    assert_eq!(names(&d, "/dir/fresh"), []);
+    assert!(names(&d, "/dir").contains(&("fresh".to_owned(), Kind::Dir)));
+    put(&d, "/dir/fresh/f", b"in it");
+    assert_eq!(kind(d.remove_dir("/dir/fresh")), ErrorKind::NotEmpty);
+    d.remove_file("/dir/fresh/f").unwrap();
+    d.remove_dir("/dir/fresh").unwrap();
+    assert_eq!(kind(d.stat("/dir/fresh")), ErrorKind::NotFound);
+    assert_eq!(kind(d.mkdir_in_known_dir("/")), ErrorKind::AlreadyExists);
+    // rmdir of a directory roam knows: the same checks; its parent, left without entries
+    // and without a marker of its own, is kept by one.
+    // Keys only, no markers: `/keys/only` exists through its one key.
+    d.put_in_known_dir("/keys/only/inner/f", &mut &b"x"[..], 1, Attrs::default())
+        .unwrap();
+    d.remove_file("/keys/only/inner/f").unwrap();
+    let meta = d.stat("/keys/only/inner").unwrap();
+    let known = |siblings| Known {
+        meta: &meta,
+        siblings,
+    };
+    put(&d, "/keys/only/inner/g", b"y");
+    assert_eq!(
+        kind(d.remove_known_dir("/keys/only/inner", known(false))),
+        ErrorKind::NotEmpty
+    );
+    d.remove_file("/keys/only/inner/g").unwrap();
+    d.remove_known_dir("/keys/only/inner", known(false))
+        .unwrap();
+    assert_eq!(d.stat("/keys/only").unwrap().kind, Kind::Dir);
+    assert_eq!(
+        kind(d.remove_known_dir("/keys/only/inner", known(true))),
+        ErrorKind::NotFound
+    );
 }
 
 #[test]

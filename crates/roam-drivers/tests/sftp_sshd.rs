@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
-use roam_drivers::{Driver, ErrorKind, Fetched, Kind, Validator};
+use roam_drivers::{Attrs, Driver, ErrorKind, Fetched, Kind, Validator};
 use roam_testkit::sftp::{keygen, public_half, sshd, SshServer};
 use roam_testkit::{noise, write_file, Scratch};
 
@@ -290,12 +290,12 @@ fn put_replaces_atomically_and_leaves_no_temporary() {
 }
 
 #[test]
-fn put_with_mtime_sends_the_time_with_the_contents() {
+fn put_with_sends_the_time_with_the_contents() {
     let s = Served::start();
     let d = s.driver();
     let when = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
     let meta = d
-        .put_with_mtime("/dir/stamped", &mut &b"old"[..], 3, when)
+        .put_with("/dir/stamped", &mut &b"old"[..], 3, timed(when))
         .unwrap();
     assert_eq!((meta.size, meta.mtime), (Some(3), Some(when)));
     assert_eq!(
@@ -309,21 +309,67 @@ fn put_with_mtime_sends_the_time_with_the_contents() {
     fs::set_permissions(s.disk("dir/stamped"), fs::Permissions::from_mode(0o705)).unwrap();
     let later = when + Duration::from_secs(60);
     let meta = d
-        .put_with_mtime("/dir/stamped", &mut &b"newer"[..], 5, later)
+        .put_with("/dir/stamped", &mut &b"newer"[..], 5, timed(later))
         .unwrap();
     assert_eq!((meta.mode, meta.mtime), (Some(0o705), Some(later)));
     assert_eq!(fs::read(s.disk("dir/stamped")).unwrap(), b"newer");
     // A time SFTP v3 cannot carry is left out; the contents still go up.
     let meta = d
-        .put_with_mtime(
+        .put_with(
             "/dir/stamped",
             &mut &b"x"[..],
             1,
-            UNIX_EPOCH - Duration::from_secs(1),
+            timed(UNIX_EPOCH - Duration::from_secs(1)),
         )
         .unwrap();
     assert_eq!(meta.size, Some(1));
     assert_ne!(meta.mtime, Some(later));
+}
+
+/// With a mode and a time, the upload answers what a `stat` of the name says (it asks
+/// none itself): the mode exactly (not masked by the server's umask) and the time, set on
+/// the temporary behind its writes; a file larger than the write window too, so the time
+/// reaches the server only after every byte.
+#[test]
+fn put_with_a_mode_and_time_knows_the_result() {
+    let s = Served::start();
+    let d = s.driver();
+    let when = UNIX_EPOCH + Duration::from_secs(1_200_000_000);
+    let attrs = Attrs {
+        mtime: Some(when),
+        mode: Some(0o666),
+    };
+    let meta = d
+        .put_with("/dir/new", &mut &b"fresh"[..], 5, attrs)
+        .unwrap();
+    assert_eq!(meta, d.stat("/dir/new").unwrap());
+    assert_eq!(
+        (meta.size, meta.mode, meta.mtime),
+        (Some(5), Some(0o666), Some(when))
+    );
+    let big = noise(3 << 20, 11);
+    let attrs = Attrs {
+        mode: Some(0o600),
+        ..attrs
+    };
+    let meta = d
+        .put_with("/dir/big", &mut &big[..], big.len() as u64, attrs)
+        .unwrap();
+    assert_eq!(meta, d.stat("/dir/big").unwrap());
+    let md = fs::metadata(s.disk("dir/big")).unwrap();
+    assert_eq!(
+        (md.permissions().mode() & 0o7777, md.modified().unwrap()),
+        (0o600, when)
+    );
+    assert_eq!(fs::read(s.disk("dir/big")).unwrap(), big);
+    // Over an existing file its own mode wins, as for `put`.
+    let meta = d
+        .put_with("/dir/new", &mut &b"again"[..], 5, attrs)
+        .unwrap();
+    assert_eq!(
+        (meta.mode, meta),
+        (Some(0o666), d.stat("/dir/new").unwrap())
+    );
 }
 
 #[test]
@@ -717,4 +763,12 @@ fn a_full_disk_is_enospc_and_leaves_nothing_behind() {
     // With the temporary gone the disk has room again: a small file goes up.
     d.put("/full/small.txt", &mut &b"fits"[..], 4).unwrap();
     assert_eq!(fs::read(full.join("small.txt")).unwrap(), b"fits");
+}
+
+/// What an upload with only a time sets.
+fn timed(mtime: SystemTime) -> Attrs {
+    Attrs {
+        mtime: Some(mtime),
+        mode: None,
+    }
 }

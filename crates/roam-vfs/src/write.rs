@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::time::SystemTime;
 
-use roam_drivers::{ErrorKind, Kind, Known, Meta};
+use roam_drivers::{Attrs, ErrorKind, Kind, Known, Meta};
 
 use crate::cache::{stamp, unix_secs, Journal};
 use crate::path::split_name;
@@ -330,7 +330,13 @@ impl Vfs {
                 },
             )
         };
-        self.cache.put_info(virt, &info)?;
+        // No writer holds the copy and none can open it while this runs (the lock), so this
+        // stays true to the end.
+        let delivered = stamp(&data) == Some(before) && !still_written();
+        match delivered {
+            true => self.cache.settle_journal(virt, &info)?,
+            false => self.cache.put_info(virt, &info)?,
+        }
         // What roam knows must be the new version before the name stops being dirty, so no
         // reader in between sees an older answer (e.g. a cached "no such file").
         self.cache.link_into_skeleton(virt)?;
@@ -339,8 +345,8 @@ impl Vfs {
             ..uploaded
         };
         self.remember(virt, now);
-        if stamp(&data) == Some(before) && !still_written() {
-            self.forget_change(virt)?;
+        if delivered {
+            self.state.lock().unwrap().dirty.remove(virt);
         } else {
             // Written again meanwhile: the next close delivers that, from this new base.
             self.cache.put_journal(
@@ -446,39 +452,62 @@ impl Vfs {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
-        let mtime = md.modified().ok();
+        let attrs = Attrs {
+            mtime: md.modified().ok(),
+            mode,
+        };
         // Where a fresh listing shows the name absent or a file, its directory exists.
         let known_place = target == r.path
             && self
                 .listed(&r.virt)
                 .is_some_and(|(m, _)| m.is_none_or(|m| m.kind == Kind::File));
-        let meta = match (known_place, mtime) {
-            (true, _) => r
+        let meta = match known_place {
+            true => r
                 .driver
-                .put_in_known_dir(target, &mut file, md.len(), mtime)?,
-            (false, Some(mtime)) => r
-                .driver
-                .put_with_mtime(target, &mut file, md.len(), mtime)?,
-            (false, None) => r.driver.put(target, &mut file, md.len())?,
+                .put_in_known_dir(target, &mut file, md.len(), attrs)?,
+            false => r.driver.put_with(target, &mut file, md.len(), attrs)?,
         };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
-        match mode.filter(|&m| meta.mode != Some(m)) {
-            // A new mode may make a new version (new ETag): ask for it.
-            Some(mode) if r.driver.set_mode(target, mode).is_ok() => Ok(r.driver.stat(target)?),
-            _ => Ok(meta),
-        }
+        Ok(meta)
     }
 
     pub fn mkdir(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.mkdir(&r.path)?;
-        self.invalidate(&r.virt);
-        self.cache.put_dir(&r.virt).map(drop)
+        // Where a fresh listing shows the name absent, its parent exists and it does not.
+        let made = match self.listed(&r.virt) {
+            Some((None, _)) => r.driver.mkdir_in_known_dir(&r.path)?,
+            _ => r.driver.mkdir(&r.path).map(|()| None)?,
+        };
+        match made {
+            Some(meta) => self.remember(&r.virt, meta),
+            None => self.invalidate(&r.virt),
+        }
+        self.cache.put_dir(&r.virt)?;
+        // Whatever an earlier directory of this name left in the skeleton is gone.
+        self.cache.prune_dir(&r.virt, &Default::default())?;
+        // roam made it empty: its listing is known without asking (until T_read), so the
+        // first name `cp -r` or `tar x` puts there costs no listing request.
+        let empty = crate::DirIndex {
+            entries: Default::default(),
+            complete: true,
+            unknown: Default::default(),
+        };
+        self.state.lock().unwrap().listings.insert(
+            r.virt.clone(),
+            (std::sync::Arc::new(empty), std::time::Instant::now()),
+        );
+        Ok(())
     }
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
+        // Not while the file's upload runs (a T_write delivery on its own thread): removed
+        // meanwhile, a new file's copy vanished under the upload, which then put it on the
+        // server after the delete (`rm -r` then failed: directory not empty). After it, the
+        // uploaded file goes too; before it, the upload finds nothing left to deliver.
+        let lock = self.fetch_lock(&r.virt);
+        let _guard = lock.lock().unwrap();
         // A file created here and not uploaded yet exists only in roam's journal.
         let only_here = self.is_new_here(&r.virt);
         let removed = match self.known_file(&r.virt) {
@@ -529,7 +558,16 @@ impl Vfs {
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.remove_dir(&r.path)?;
+        match self.listed(&r.virt) {
+            Some((Some(meta), siblings)) if meta.kind == Kind::Dir => r.driver.remove_known_dir(
+                &r.path,
+                Known {
+                    meta: &meta,
+                    siblings,
+                },
+            )?,
+            _ => r.driver.remove_dir(&r.path)?,
+        }
         self.forget_all(&r.virt)
     }
 

@@ -2,8 +2,8 @@
 //! conflict hook (a change that meets a remote version changed meanwhile is offered to the
 //! resolver; by default both versions are kept, a merging resolver replaces the remote one
 //! with its merge), resolver extensions (`merge3` merges, declines overlapping changes, and a
-//! lying resolver's patch is refused: both versions kept), and the listings roam patches with
-//! its own changes.
+//! lying resolver's patch is refused: both versions kept), the listings roam patches with
+//! its own changes, and an unlink that meets the file's upload under way.
 
 use std::path::Path;
 use std::time::Duration;
@@ -232,4 +232,44 @@ fn a_patch_past_the_end_is_refused_and_both_versions_kept() {
     kept.sort();
     assert_eq!(kept, ["base\n", "mine\n"], "nothing lost");
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// An unlink of a file while its upload runs (a T_write delivery, on another thread) waits
+/// for it and then removes the uploaded file: it must not remove the copy under the upload,
+/// which would then leave the file on the server after `rm` said it was gone.
+#[test]
+fn an_unlink_waits_for_the_upload_under_way() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let root = setup("unlink-upload");
+    let v = vfs(&root);
+    let node = v.lookup("/w/new").unwrap().unwrap();
+    let copy = v
+        .open_for_write(&node, libc::O_WRONLY | libc::O_CREAT, 0o644)
+        .unwrap();
+    std::fs::write(&copy, b"object file\n").unwrap();
+    let (uploading, flushed) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Asked after the upload, with the file's lock held: time for the unlink to come.
+            let still_written = || {
+                uploading.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(300));
+                false
+            };
+            assert_eq!(
+                v.flush("/w/new", &still_written).unwrap(),
+                Flushed::Uploaded
+            );
+            flushed.store(true, Ordering::SeqCst);
+        });
+        while !uploading.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        v.remove_file(&node).unwrap();
+        assert!(flushed.load(Ordering::SeqCst), "the unlink did not wait");
+    });
+    assert!(!root.join("srv/new").exists());
+    assert_eq!(v.stat(&node).unwrap_err().errno(), libc::ENOENT);
+    assert!(v.dirty().is_empty());
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -164,6 +164,10 @@ impl Conn {
 
     /// Sends one command and reads its reply, whatever its code.
     pub fn command(&mut self, line: &str) -> Result<Reply, Fault> {
+        // The verb only: a PASS line carries the password. `RUST_LOG=roam_requests=debug`
+        // counts the round trips an operation costs.
+        let verb = line.split(' ').next().unwrap_or_default();
+        tracing::debug!(target: "roam_requests", "ftp {verb}");
         let sent = self
             .reader
             .get_mut()

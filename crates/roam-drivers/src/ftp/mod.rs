@@ -37,7 +37,7 @@ use self::interview::Action;
 use self::pool::Pool;
 use self::session::{list_command, split, Stamp};
 use self::url::{is_driver_path, Site};
-use crate::{Driver, Error, ErrorKind, Fetched, Listing, Meta, Result, Validator};
+use crate::{Attrs, Driver, Error, ErrorKind, Fetched, Listing, Meta, Result, Validator};
 
 /// The password anonymous FTP asks for (by convention an e-mail address; any will do).
 const ANONYMOUS_PASSWORD: &str = "roam@";
@@ -208,15 +208,11 @@ impl FtpDriver {
     }
 
     /// STOR to a temporary sibling, then RNFR/RNTO onto the name: readers see the old file
-    /// or the new one, never a part. The temporary is deleted if anything fails. With
-    /// `mtime`, MFMT sets it where the server can.
-    fn store(
-        &self,
-        path: &str,
-        src: &mut dyn Read,
-        len: u64,
-        mtime: Option<SystemTime>,
-    ) -> Result<Meta> {
+    /// or the new one, never a part. The temporary is deleted if anything fails. The mode
+    /// (SITE CHMOD) and time (MFMT) of `attrs` are set on the temporary, so the name gets
+    /// them with its contents; a time the server took is the file's time, and then no SIZE
+    /// and MDTM need ask what the upload made.
+    fn store(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
         let remote = self.remote(path)?;
         let parent = split(&remote).map(|(parent, _)| parent);
         let tmp = crate::temporary_beside(self, "STOR", path, parent)?;
@@ -229,16 +225,19 @@ impl FtpDriver {
                         std::io::ErrorKind::UnexpectedEof,
                         format!("the data ended after {sent} of {len} bytes"),
                     ))),
-                });
-            match stored.and_then(|()| rename_on(conn, &tmp, &remote)) {
+                })
+                .and_then(|()| stamp_on(conn, &tmp, attrs))
+                .and_then(|kept| rename_on(conn, &tmp, &remote).map(|()| kept));
+            match stored {
+                Ok((Some(mtime), mode)) => Ok(Meta {
+                    mode,
+                    ..Stamp::new(len, mtime).meta(len)
+                }),
                 // The file is in place; a time or stamp that cannot be had is left out.
-                Ok(()) => {
-                    if let Some(t) = mtime.filter(|_| conn.features.mfmt) {
-                        let _ =
-                            conn.expect(&format!("MFMT {} {remote}", time::format_timeval(t)), 2);
-                    }
-                    Ok(Stamp::of(conn, &remote).unwrap_or_default().meta(len))
-                }
+                Ok((None, mode)) => Ok(Meta {
+                    mode,
+                    ..Stamp::of(conn, &remote).unwrap_or_default().meta(len)
+                }),
                 Err(fault) => {
                     let err = self.explain(conn, fault, Action::Write, "STOR", &remote);
                     self.discard(conn, &tmp);
@@ -307,6 +306,33 @@ fn read_netrc(path: &Path, host: &str, user: Option<&str>) -> Option<netrc::Cred
             None
         }
     }
+}
+
+/// Sets the mode and time of `attrs` on the uploaded temporary `tmp`, where the server
+/// can; returns the time (in whole seconds, as MFMT sent it) and the mode it now has, each
+/// `None` when not set. Only a broken connection is a fault: a refused SITE CHMOD or MFMT
+/// leaves the file without that attribute, as a server without them would.
+fn stamp_on(
+    conn: &mut Conn,
+    tmp: &str,
+    attrs: Attrs,
+) -> std::result::Result<(Option<SystemTime>, Option<u32>), Fault> {
+    let mut kept = (None, None);
+    if let Some(mode) = attrs.mode.map(|m| m & 0o7777) {
+        kept.1 = conn
+            .command(&format!("SITE CHMOD {mode:04o} {tmp}"))?
+            .is(2)
+            .then_some(mode);
+    }
+    if let Some(t) = attrs.mtime.filter(|_| conn.features.mfmt) {
+        let sent = time::format_timeval(t);
+        kept.0 = conn
+            .command(&format!("MFMT {sent} {tmp}"))?
+            .is(2)
+            .then(|| time::parse_timeval(&sent))
+            .flatten();
+    }
+    Ok(kept)
 }
 
 /// RNFR + RNTO.
@@ -389,19 +415,14 @@ impl Driver for FtpDriver {
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.store(path, src, len, None)
+        self.store(path, src, len, Attrs::default())
     }
 
-    /// The time goes with the upload on the same connection, before the one stamp.
-    fn put_with_mtime(
-        &self,
-        path: &str,
-        src: &mut dyn Read,
-        len: u64,
-        mtime: SystemTime,
-    ) -> Result<Meta> {
-        self.store(path, src, len, Some(mtime))
+    /// The mode and time go with the upload, on the same connection.
+    fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
+        self.store(path, src, len, attrs)
     }
+
     fn mkdir(&self, path: &str) -> Result<()> {
         self.simple("MKD", "", Action::MakeDir, path)
     }

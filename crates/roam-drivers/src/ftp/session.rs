@@ -114,6 +114,14 @@ pub(super) struct Stamp {
 }
 
 impl Stamp {
+    /// The stamp of a file known to have `size` bytes and the time `mtime`.
+    pub fn new(size: u64, mtime: SystemTime) -> Stamp {
+        Stamp {
+            size: Some(size),
+            mtime: Some(mtime),
+        }
+    }
+
     pub fn of(conn: &mut Conn, path: &str) -> Result<Stamp, Fault> {
         let size = conn.command(&format!("SIZE {path}"))?;
         let size = (size.code == 213).then(|| number(&size)).flatten();

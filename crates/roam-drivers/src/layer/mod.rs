@@ -277,8 +277,16 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.remove_file(&self.down(path)?)
     }
 
+    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+        self.lower.mkdir_in_known_dir(&self.down(path)?)
+    }
+
     fn remove_known_file(&self, path: &str, known: Known) -> Result<()> {
         self.lower.remove_known_file(&self.down(path)?, known)
+    }
+
+    fn remove_known_dir(&self, path: &str, known: Known) -> Result<()> {
+        self.lower.remove_known_dir(&self.down(path)?, known)
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {

@@ -181,6 +181,8 @@ impl Client {
         let (host, path) = self.endpoint.locate(req.key);
         let query = query_string(&req.query);
         let url = self.endpoint.url(&host, &path, &query);
+        // `RUST_LOG=roam_requests=debug` counts the requests an operation costs.
+        tracing::debug!(target: "roam_requests", "s3 {method} {path}?{query}");
         let mut headers = vec![("host".to_owned(), host)];
         headers.extend(req.headers.iter().map(|(n, v)| (n.to_string(), v.clone())));
         let unsigned = Unsigned {

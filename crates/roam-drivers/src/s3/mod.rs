@@ -13,7 +13,9 @@
 //! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way;
 //!   `mkdir` puts a marker; `remove_file` and `remove_dir` `DELETE` (after checking, since
 //!   S3 deletes what does not exist without complaint and has no notion of non-empty);
-//!   a file roam has seen is deleted conditionally on its ETag instead, without asking.
+//!   a file roam has seen is deleted conditionally on its ETag instead, without asking,
+//!   and a directory whose parent roam's fresh listing shows free of the name is made with
+//!   one `PUT` of its marker.
 //!   A directory that existed only through its keys gets a marker when its last entry
 //!   goes, so that it lives on until `rmdir`, as in POSIX.
 //! - `rename` of a file is a server-side copy then a delete: not atomic (for a moment
@@ -36,7 +38,6 @@ mod upload;
 mod xml;
 
 use std::io::{Read, Write};
-use std::time::SystemTime;
 
 use self::client::{Client, Method, Req};
 pub use self::config::{S3Config, DEFAULT_REGION};
@@ -45,8 +46,8 @@ use self::listing::{list_all, list_first};
 use self::sign::{Credentials, Signer};
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing, Meta,
-    Result, Validator,
+    is_driver_path, is_safe_name, Attrs, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing,
+    Meta, Result, Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -183,7 +184,7 @@ impl S3Driver {
         self.check_parent(method, path)
     }
 
-    /// Deletes `key`, the object of `path` (or its marker), then keeps its parent.
+    /// Deletes `key`, the object of `path`, then keeps its parent.
     fn delete(&self, path: &str, key: &str) -> Result<()> {
         self.send_bare(Method::Delete, key)?;
         self.keep_parent(path);
@@ -213,6 +214,27 @@ impl S3Driver {
         }
     }
 
+    /// Deletes the marker of the empty directory `path` (S3 has no notion of non-empty:
+    /// asked first), leaving its parent as it is.
+    fn remove_marker(&self, path: &str) -> Result<()> {
+        self.check(Method::Delete, path)?;
+        if path == "/" {
+            let why = "the root of a mount cannot be removed";
+            return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
+        }
+        let marker = self.dir_prefix(path);
+        // Two keys: the marker (listed first, as the shortest) and anything else.
+        let listed = list_first(&self.client, &marker, 2)?;
+        if listed.children > 0 {
+            let why = "directory not empty";
+            return Err(self.fail(ErrorKind::NotEmpty, Method::Delete, path, why));
+        }
+        if !listed.marker {
+            return Err(self.missing_dir(Method::Delete, path));
+        }
+        self.send_bare(Method::Delete, &marker)
+    }
+
     /// A request without a body on `key` (a `DELETE`, or the `PUT` of a marker) that
     /// must succeed.
     fn send_bare(&self, method: Method, key: &str) -> Result<()> {
@@ -222,9 +244,9 @@ impl S3Driver {
             .map(drop)
     }
 
-    /// Copies the object at `from` to `to`, on the server.
     /// One PUT (or a multipart upload) of `path`, after checking where it goes if `check`;
-    /// returns the stored object's own metadata (its Last-Modified is the server's).
+    /// returns the stored object's own metadata (its Last-Modified is the server's), from
+    /// the reply where it tells it, else from a `HEAD`.
     fn put_checked(&self, path: &str, src: &mut dyn Read, len: u64, check: bool) -> Result<Meta> {
         self.check(Method::Put, path)?;
         if path == "/" {
@@ -233,13 +255,16 @@ impl S3Driver {
         if check {
             self.check_file_target(Method::Put, path)?;
         }
-        upload::upload(&self.client, &self.key(path), src, len)?;
+        if let Some(stored) = upload::upload(&self.client, &self.key(path), src, len)? {
+            return Ok(stored);
+        }
         self.head(path)?.ok_or_else(|| {
             let why = "vanished right after it was written";
             self.fail(ErrorKind::NotFound, Method::Head, path, why)
         })
     }
 
+    /// Copies the object at `from` to `to`, on the server.
     fn copy(&self, from: &str, to: &str) -> Result<()> {
         let source = self.client.endpoint.copy_source(&self.key(from));
         let key = self.key(to);
@@ -388,7 +413,7 @@ impl Driver for S3Driver {
         path: &str,
         src: &mut dyn Read,
         len: u64,
-        _mtime: Option<SystemTime>,
+        _attrs: Attrs,
     ) -> Result<Meta> {
         self.put_checked(path, src, len, false)
     }
@@ -400,6 +425,17 @@ impl Driver for S3Driver {
         }
         self.check_parent(Method::Put, path)?;
         self.send_bare(Method::Put, &self.dir_prefix(path))
+    }
+
+    /// Roam's fresh listing already says the parent is a directory and the name is free:
+    /// the marker is put without the `HEAD` and two listings of [`S3Driver::mkdir`].
+    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+        self.check(Method::Put, path)?;
+        if path == "/" {
+            return Err(self.fail(ErrorKind::AlreadyExists, Method::Put, path, "file exists"));
+        }
+        self.send_bare(Method::Put, &self.dir_prefix(path))?;
+        Ok(Some(Meta::of_kind(Kind::Dir)))
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -439,22 +475,18 @@ impl Driver for S3Driver {
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {
-        self.check(Method::Delete, path)?;
-        if path == "/" {
-            let why = "the root of a mount cannot be removed";
-            return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
+        self.remove_marker(path)?;
+        self.keep_parent(path);
+        Ok(())
+    }
+
+    /// With siblings left, the parent needs no marker and is not listed after.
+    fn remove_known_dir(&self, path: &str, known: Known) -> Result<()> {
+        self.remove_marker(path)?;
+        if !known.siblings {
+            self.keep_parent(path);
         }
-        let marker = self.dir_prefix(path);
-        // Two keys: the marker (listed first, as the shortest) and anything else.
-        let listed = list_first(&self.client, &marker, 2)?;
-        if listed.children > 0 {
-            let why = "directory not empty";
-            return Err(self.fail(ErrorKind::NotEmpty, Method::Delete, path, why));
-        }
-        if !listed.marker {
-            return Err(self.missing_dir(Method::Delete, path));
-        }
-        self.delete(path, &marker)
+        Ok(())
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {

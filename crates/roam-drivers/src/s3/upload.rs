@@ -10,7 +10,8 @@ use std::io::Read;
 
 use super::client::{Client, Method, Req};
 use super::xml;
-use crate::{Error, ErrorKind, Result};
+use crate::http::meta_of;
+use crate::{Error, ErrorKind, Kind, Meta, Result};
 
 /// Objects larger than this go up in parts.
 pub(super) const MULTIPART_THRESHOLD: u64 = 64 << 20;
@@ -20,14 +21,27 @@ const PART_SIZE: u64 = 16 << 20;
 /// S3's limit on the number of parts of one upload.
 const MAX_PARTS: u64 = 10_000;
 
-/// Stores the `len` bytes of `src` as `key`.
-pub(super) fn upload(client: &Client, key: &str, src: &mut dyn Read, len: u64) -> Result<()> {
+/// Stores the `len` bytes of `src` as `key`. Returns the stored object's metadata when
+/// the reply tells all of it (its ETag and Last-Modified: moto and Ceph RGW send both with
+/// a `PUT`; AWS sends no time, nor does a multipart upload), else `None`.
+pub(super) fn upload(
+    client: &Client,
+    key: &str,
+    src: &mut dyn Read,
+    len: u64,
+) -> Result<Option<Meta>> {
     if len <= MULTIPART_THRESHOLD {
         let body = read_exactly(src, len, key)?;
-        client
+        let reply = client
             .send(&Req::new(Method::Put, key).body(&body))?
             .success()?;
-        return Ok(());
+        let meta = meta_of(reply.response().headers(), Kind::File);
+        return Ok(
+            (meta.etag.is_some() && meta.mtime.is_some()).then_some(Meta {
+                size: Some(len),
+                ..meta
+            }),
+        );
     }
     let id = initiate(client, key)?;
     let stored =
@@ -35,7 +49,7 @@ pub(super) fn upload(client: &Client, key: &str, src: &mut dyn Read, len: u64) -
     if stored.is_err() {
         abort(client, key, &id);
     }
-    stored
+    stored.map(|()| None)
 }
 
 fn initiate(client: &Client, key: &str) -> Result<String> {

@@ -44,8 +44,8 @@ use self::requests::Simple;
 use self::ssh_config::{Endpoint, Local};
 use self::url::Target;
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, is_safe_name, Attrs, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta,
+    Result, Validator,
 };
 
 /// Timeouts, OpenSSH files and trust settings of the SFTP driver.
@@ -308,24 +308,22 @@ impl SftpDriver {
     }
 
     /// Writes a temporary sibling, then renames it over the name: readers see the old
-    /// file or the new one, never a part. A replaced file keeps its permission bits. The
+    /// file or the new one, never a part. The temporary gets the mode of the file it
+    /// replaces (else that of `attrs`) and the time of `attrs` before the rename; when both
+    /// were set, they and the size are what the name now has, and no `lstat` asks. The
     /// temporary is removed if anything fails.
-    /// `put`, the file getting the modification time `mtime` (seconds) if one is given.
-    fn upload(
-        &self,
-        path: &str,
-        (src, len): (&mut dyn Read, u64),
-        mtime: Option<u32>,
-    ) -> Result<Meta> {
+    fn upload(&self, path: &str, (src, len): (&mut dyn Read, u64), attrs: Attrs) -> Result<Meta> {
         let remote = self.remote(path)?;
         let tmp = crate::temporary_beside(self, "write", path, parent_of(&remote))?;
+        let mtime = attrs.mtime.and_then(meta::seconds);
         self.run(
             || false,
             |link| {
-                let (handle, mode) = self.open_temporary(link, &tmp, &remote, path)?;
-                let attrs = requests::kept_attrs(mode, mtime);
+                let (handle, kept) = self.open_temporary(link, &tmp, &remote, path)?;
+                let mode = kept.or(attrs.mode).map(|m| m & 0o7777);
+                let set = requests::kept_attrs(mode, mtime);
                 let placed = self
-                    .write_temporary(link, (&tmp, handle), (&mut *src, len), attrs, path)
+                    .write_temporary(link, (&tmp, handle), (&mut *src, len), set, path)
                     .and_then(|()| {
                         link.call(requests::rename(link, &tmp, &remote))
                             .map_err(|f| {
@@ -340,15 +338,18 @@ impl SftpDriver {
                     self.discard(link, &tmp);
                     return Err(e);
                 }
+                let known = FileAttributes {
+                    size: Some(len),
+                    permissions: mode,
+                    mtime,
+                    ..FileAttributes::empty()
+                };
+                if mode.is_some() && mtime.is_some() {
+                    return Ok(meta_of(&known, None));
+                }
                 // The file is in place; metadata that cannot be had only leaves it sparse.
                 let attrs = link.call(link.sftp.lstat(remote.as_str()));
-                Ok(attrs.map_or_else(
-                    |_| Meta {
-                        size: Some(len),
-                        ..Meta::of_kind(Kind::File)
-                    },
-                    |a| meta_of(&a.attrs, None),
-                ))
+                Ok(attrs.map_or_else(|_| meta_of(&known, None), |a| meta_of(&a.attrs, None)))
             },
         )
     }
@@ -399,9 +400,7 @@ impl SftpDriver {
         attrs: Option<FileAttributes>,
         path: &str,
     ) -> Result<()> {
-        let write = |f| self.explain(link, f, Action::Write(tmp), "write", path);
-        let written = link
-            .block_on(requests::upload(link, &handle, src, len))
+        link.block_on(requests::upload(link, &handle, src, len, attrs))
             .and_then(|sent| match sent == len {
                 true => Ok(()),
                 false => Err(Fault::Local(Error::new(
@@ -412,18 +411,7 @@ impl SftpDriver {
                     ),
                 ))),
             })
-            .and_then(|()| match attrs {
-                Some(attrs) => link
-                    .call(link.sftp.fsetstat(handle.as_str(), attrs))
-                    .map(drop),
-                None => Ok(()),
-            });
-        // The close must succeed too: servers may report a failed write only there.
-        let closed = match link.is_broken() {
-            true => Ok(()),
-            false => link.call(link.sftp.close(handle)).map(drop),
-        };
-        written.and(closed).map_err(write)
+            .map_err(|f| self.explain(link, f, Action::Write(tmp), "write", path))
     }
 
     /// What `put` must know of the name it replaces, from its `lstat`: the mode to keep,
@@ -615,19 +603,13 @@ impl Driver for SftpDriver {
     }
 
     fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.upload(path, (src, len), None)
+        self.upload(path, (src, len), Attrs::default())
     }
 
-    /// The time goes up with the contents: set on the temporary before its rename, so no
-    /// `setstat` and `stat` follow.
-    fn put_with_mtime(
-        &self,
-        path: &str,
-        src: &mut dyn Read,
-        len: u64,
-        mtime: SystemTime,
-    ) -> Result<Meta> {
-        self.upload(path, (src, len), meta::seconds(mtime))
+    /// The mode and time go up with the contents: set on the temporary before its rename,
+    /// so no `setstat` and `stat` follow.
+    fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
+        self.upload(path, (src, len), attrs)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

@@ -5,8 +5,11 @@
 //! does: one request at a time would cost a round trip per 64 KiB.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::{Read, Write};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::RawSftpSession;
@@ -238,44 +241,72 @@ fn deliver(dest: &mut dyn Write, data: &[u8]) -> Result<(), Fault> {
         .map_err(|e| Fault::Local(Error::from_io("writing the copy", &e)))
 }
 
-/// Writes up to `len` bytes of `src` into the open file `handle` from offset 0; returns
-/// how many `src` had (fewer than `len` if it ended early).
+/// Writes up to `len` bytes of `src` into the open file `handle` from offset 0, sets
+/// `attrs` on it (a mode exactly, not masked by the server's umask; times) and closes it;
+/// returns how many bytes `src` had (fewer than `len` if it ended early). The attributes
+/// and the close go out behind the last writes without waiting for them (the server
+/// handles a session's requests in order), so a small file costs one round trip, not
+/// three; every answer is still awaited, and the first failure is the result. The handle
+/// is closed whatever happened.
 pub(super) async fn upload(
     link: &Link,
     handle: &str,
     src: &mut dyn Read,
     len: u64,
+    attrs: Option<FileAttributes>,
 ) -> Result<u64, Fault> {
-    let mut writes = InFlight(VecDeque::new());
+    let sftp = &*link.sftp;
+    let mut pending = VecDeque::new();
+    let mut fault = None;
     let mut sent = 0u64;
-    while sent < len {
-        let chunk = take(src, (len - sent).min(CHUNK.into()))?;
-        if chunk.is_empty() {
-            break;
-        }
-        if writes.0.len() == WINDOW {
-            if let Some(oldest) = writes.0.pop_front() {
-                settle(link, oldest).await?;
+    while sent < len && fault.is_none() {
+        let chunk = match take(src, (len - sent).min(CHUNK.into())) {
+            Ok(chunk) if chunk.is_empty() => break,
+            Ok(chunk) => chunk,
+            Err(f) => {
+                fault = Some(f);
+                break;
+            }
+        };
+        if pending.len() == WINDOW {
+            if let Some(oldest) = pending.pop_front() {
+                fault = answer(link, oldest).await.err();
             }
         }
-        let (sftp, handle, at) = (link.sftp.clone(), handle.to_owned(), sent);
+        let at = sent;
         sent += chunk.len() as u64;
-        writes.0.push_back(tokio::spawn(
-            async move { sftp.write(handle, at, chunk).await },
-        ));
+        pending.push_back(Sent::now(sftp.write(handle, at, chunk)).await);
     }
-    while let Some(write) = writes.0.pop_front() {
-        settle(link, write).await?;
+    if let Some(attrs) = attrs.filter(|_| fault.is_none()) {
+        pending.push_back(Sent::now(sftp.fsetstat(handle, attrs)).await);
     }
-    Ok(sent)
+    // The close must succeed too: servers may report a failed write only there.
+    pending.push_back(Sent::now(sftp.close(handle)).await);
+    for request in pending {
+        let answered = answer(link, request).await;
+        fault = fault.or(answered.err());
+    }
+    fault.map_or(Ok(sent), Err)
 }
 
-/// Waits for one write to be acknowledged.
-async fn settle(link: &Link, write: JoinHandle<Result<Status, SftpError>>) -> Result<(), Fault> {
-    match write.await {
-        Ok(answer) => answer.map(drop).map_err(|e| link.fault(e)),
-        Err(e) => Err(Fault::Lost(e.to_string())),
+/// A request on the wire, to be answered later. russh-sftp sends a request when it is first
+/// polled: polling each once as it is made keeps the order in which they reach the server
+/// (a `close` after the writes), which spawned tasks would not promise.
+struct Sent<'a>(Pin<Box<dyn Future<Output = Result<Status, SftpError>> + Send + 'a>>);
+
+impl<'a> Sent<'a> {
+    async fn now(request: impl Future<Output = Result<Status, SftpError>> + Send + 'a) -> Sent<'a> {
+        let mut request = Box::pin(request);
+        match std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await {
+            Poll::Ready(answer) => Sent(Box::pin(std::future::ready(answer))),
+            Poll::Pending => Sent(request),
+        }
     }
+}
+
+/// Waits for the answer to one request.
+async fn answer(link: &Link, request: Sent<'_>) -> Result<(), Fault> {
+    request.0.await.map(drop).map_err(|e| link.fault(e))
 }
 
 /// Up to `limit` bytes of `src` (fewer only at its end).
