@@ -19,6 +19,7 @@
 //! mount.
 
 mod attr;
+mod counts;
 mod fusermount;
 mod handles;
 mod inodes;

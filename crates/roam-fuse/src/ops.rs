@@ -21,6 +21,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::counts::{Counts, Op};
 use crate::handles::Opened;
 use crate::write::SetAttr;
 use crate::Roamfs;
@@ -100,6 +101,7 @@ impl Pool {
 pub struct Served {
     pub fs: Arc<Roamfs>,
     pub pool: Pool,
+    pub counts: Counts,
 }
 
 impl Served {
@@ -128,7 +130,7 @@ impl Served {
 }
 
 impl Filesystem for Served {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, __req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // O_TRUNC reaches open (one journaled change, not a truncate upload first);
         // `ls -l` gets attributes with the listing; roam drops set-ID bits itself on
         // write and chown (KILLPRIV_V2), so the kernel need not ask for the mode first.
@@ -141,7 +143,18 @@ impl Filesystem for Served {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        tracing::debug!("requests: {}", self.counts.summary());
+    }
+
+    /// roam keeps an inode's number while its name exists, whatever the kernel holds.
+    /// (Counted per inode: fuser turns a `BATCH_FORGET` into one call per inode.)
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+        self.counts.add(Op::Forget);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.counts.add(Op::Lookup);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.lookup(parent.0, &name))
@@ -149,6 +162,7 @@ impl Filesystem for Served {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.counts.add(Op::Getattr);
         self.serve(self.ino_blocks(ino), move |fs| {
             reply_attr(reply, fs.getattr(ino.0, fh.map(|f| f.0)))
         });
@@ -172,6 +186,7 @@ impl Filesystem for Served {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.counts.add(Op::Setattr);
         let set = SetAttr {
             mode,
             uid,
@@ -186,6 +201,7 @@ impl Filesystem for Served {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.counts.add(Op::Readlink);
         self.serve(self.ino_blocks(ino), move |fs| match fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -201,6 +217,7 @@ impl Filesystem for Served {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Mkdir);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.mkdir(parent.0, &name, mode))
@@ -208,6 +225,7 @@ impl Filesystem for Served {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(Op::Unlink);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, false))
@@ -215,6 +233,7 @@ impl Filesystem for Served {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(Op::Rmdir);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, true))
@@ -229,6 +248,7 @@ impl Filesystem for Served {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Symlink);
         let (name, target) = (link_name.to_owned(), target.to_owned());
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.symlink(parent.0, &name, &target))
@@ -245,6 +265,7 @@ impl Filesystem for Served {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Rename);
         let blocks = self.child_blocks(parent, name) || self.child_blocks(newparent, newname);
         let (name, newname): (OsString, OsString) = (name.to_owned(), newname.to_owned());
         self.serve(blocks, move |fs| {
@@ -261,6 +282,7 @@ impl Filesystem for Served {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Link);
         let blocks = self.ino_blocks(ino) || self.child_blocks(newparent, newname);
         let newname = newname.to_owned();
         self.serve(blocks, move |fs| {
@@ -269,6 +291,7 @@ impl Filesystem for Served {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(Op::Open);
         self.serve(self.ino_blocks(ino), move |fs| {
             match fs.open(ino.0, flags.0) {
                 Ok((fh, keep, how)) => reply.opened(FileHandle(fh), fopen_flags(keep, how)),
@@ -289,6 +312,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.counts.add(Op::Read);
         match self.fs.read(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
@@ -307,6 +331,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.counts.add(Op::Write);
         let kill_suid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         match self.fs.write(fh.0, offset, data, kill_suid) {
             Ok(n) => reply.written(n),
@@ -322,6 +347,7 @@ impl Filesystem for Served {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Flush);
         self.serve(self.uploads(fh), move |fs| {
             reply_empty(reply, fs.flush(fh.0))
         });
@@ -337,6 +363,7 @@ impl Filesystem for Served {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Release);
         self.serve(self.uploads(fh), move |fs| {
             fs.release(fh.0);
             reply.ok();
@@ -351,12 +378,14 @@ impl Filesystem for Served {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Fsync);
         self.serve(self.uploads(fh), move |fs| {
             reply_empty(reply, fs.fsync(fh.0))
         });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(Op::Opendir);
         self.serve(self.ino_blocks(ino), move |fs| match fs.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
@@ -372,6 +401,7 @@ impl Filesystem for Served {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.counts.add(Op::Readdir);
         let Some(dir) = self.fs.handles.dir(fh.0) else {
             return reply.error(Errno::EBADF);
         };
@@ -391,6 +421,7 @@ impl Filesystem for Served {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
+        self.counts.add(Op::Readdirplus);
         self.serve(self.ino_blocks(ino), move |fs| {
             fs.readdirplus(fh.0, offset, reply)
         });
@@ -404,6 +435,7 @@ impl Filesystem for Served {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Releasedir);
         self.fs.handles.remove(fh.0);
         reply.ok();
     }
@@ -418,14 +450,17 @@ impl Filesystem for Served {
         _size: u32,
         reply: ReplyXattr,
     ) {
+        self.counts.add(Op::Getxattr);
         reply.error(Errno::ENOSYS);
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        self.counts.add(Op::Listxattr);
         reply.error(Errno::ENOSYS);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.counts.add(Op::Statfs);
         match self.fs.statfs() {
             Ok(st) => reply.statfs(
                 st.f_blocks,
@@ -451,6 +486,7 @@ impl Filesystem for Served {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.counts.add(Op::Create);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             match fs.create(parent.0, &name, mode, flags) {
