@@ -82,6 +82,10 @@ fn posix_suite(url: &str, hard_links: bool) {
         sh(&format!("python3 -c \"{mmap}\"")),
         "b'\\x00\\x00\\x00\\x00\\x00\\x00hello\\x00\\x00\\x00\\x00'\n"
     );
+    // A write-only fd writes straight through, past the page cache: the pages another fd
+    // cached of what it changed are dropped, so that fd reads the new bytes.
+    let coherent = "import os\nopen('c', 'w').write('aaaa')\nr = os.open('c', os.O_RDONLY)\nos.read(r, 4)\nw = os.open('c', os.O_WRONLY)\nos.pwrite(w, b'bb', 1)\nos.close(w)\nprint(os.pread(r, 4, 0), open('c').read())";
+    assert_eq!(sh(&format!("python3 -c \"{coherent}\"")), "b'abba' abba\n");
     let o = m.sh("cd /w && echo l > h && ln h h2 && stat -c %h h", &[]);
     if hard_links {
         assert_eq!(stdout(&o), "2\n", "{}", stderr(&o));
