@@ -79,10 +79,20 @@ impl Roamfs {
         }
     }
 
+    /// The entry of `name` in `parent`. A name that does not exist is an entry too, numbered
+    /// 0: the kernel then keeps it as absent for roam's T_read, as it keeps a present one
+    /// (a compiler looking for a header along an include path asks once, not at every
+    /// look). A name made through this mount replaces the kernel's absent entry itself.
     pub(crate) fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Res<(FileAttr, Duration)> {
         let virt = self.child(parent, name)?;
         let ino = self.ino_of(&virt);
-        self.attr_of(ino, &virt)
+        match self.attr_of(ino, &virt) {
+            Err(Errno::ENOENT) => Ok((
+                attr::absent(self.owner, self.mounted),
+                self.ttl(&virt, None),
+            )),
+            res => res,
+        }
     }
 
     pub(crate) fn getattr(&self, ino: u64, fh: Option<u64>) -> Res<(FileAttr, Duration)> {

@@ -82,6 +82,13 @@ fn posix_suite(url: &str, hard_links: bool) {
         sh(&format!("python3 -c \"{mmap}\"")),
         "b'\\x00\\x00\\x00\\x00\\x00\\x00hello\\x00\\x00\\x00\\x00'\n"
     );
+    // A missing name is remembered as absent (for T_read), yet what is made through the
+    // mount shows at once: a file from another process, a directory, a rename's target;
+    // and a removed name is gone at once.
+    assert_eq!(
+        sh("for i in 1 2; do ls n d t 2>/dev/null; done; sh -c 'echo y > n' && mkdir d && echo z > s && mv s t && cat n t && ls -d d && rm n && ls n 2>/dev/null; echo $?"),
+        "y\nz\nd\n2\n"
+    );
     // A write-only fd writes straight through, past the page cache: the pages another fd
     // cached of what it changed are dropped, so that fd reads the new bytes.
     let coherent = "import os\nopen('c', 'w').write('aaaa')\nr = os.open('c', os.O_RDONLY)\nos.read(r, 4)\nw = os.open('c', os.O_WRONLY)\nos.pwrite(w, b'bb', 1)\nos.close(w)\nprint(os.pread(r, 4, 0), open('c').read())";
@@ -468,6 +475,26 @@ fn a_remote_change_reaches_past_the_kernel_page_cache() {
     std::thread::sleep(Duration::from_millis(1100));
     fs::write(m.backend("f"), "two\n").unwrap();
     assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
+}
+
+/// The kernel remembers a missing name as absent only for T_read: a file made in the
+/// null layer's directory behind roam's back shows once that has passed.
+#[test]
+fn a_name_made_behind_the_null_layer_shows_after_t_read() {
+    let dir = Scratch::new("null");
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 1\n").unwrap();
+    let m = FuseMount::start(
+        roam.env("ROAM_CONFIG", &conf),
+        Some(&format!("null:{}", dir.path.display())),
+        &[],
+    );
+    let o = m.sh("cat /w/late 2>&1", &[]);
+    assert!(stdout(&o).contains("No such file"), "{}", stdout(&o));
+    fs::write(dir.join("late"), "here\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(ok(&m.sh("cat /w/late", &[])), "here\n");
 }
 
 /// /proc/mounts is world-readable: a URL's login never shows there.
