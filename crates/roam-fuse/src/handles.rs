@@ -92,6 +92,9 @@ pub struct OpenFile {
     /// Written (or opened to be written) since its last `flush`: a change only its own
     /// close can be trusted to deliver.
     pub unflushed: std::sync::atomic::AtomicBool,
+    /// The kernel's registration of the file, when it reads and writes it itself
+    /// ([`crate::passthrough`]); kept while the file is open.
+    pub backing: std::sync::OnceLock<Arc<fuser::BackingId>>,
 }
 
 impl OpenFile {
@@ -103,6 +106,7 @@ impl OpenFile {
             virt,
             how,
             unflushed,
+            backing: std::sync::OnceLock::new(),
         }
     }
 

@@ -25,6 +25,7 @@ mod handles;
 mod inodes;
 mod mount;
 mod ops;
+mod passthrough;
 mod read;
 mod write;
 
@@ -62,6 +63,8 @@ pub struct Roamfs {
     prefixes: Vec<String>,
     /// Inodes whose cached pages must go, for the thread that tells the kernel.
     stale: Mutex<Option<mpsc::Sender<u64>>>,
+    /// Files served in place that the kernel reads and writes itself.
+    passthrough: passthrough::Passthrough,
 }
 
 /// `Result` with the errno the program sees.
@@ -80,6 +83,7 @@ impl Roamfs {
             mounted: SystemTime::now(),
             prefixes,
             stale: Mutex::new(None),
+            passthrough: Default::default(),
         }
     }
 

@@ -49,6 +49,13 @@ fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlags {
     flags
 }
 
+/// The open flags of a file the kernel reads and writes itself: the page cache is the
+/// backing file's, so there is none to keep or write past (and the kernel fails an open
+/// that asks to keep it with `EIO`).
+fn passed(flags: FopenFlags) -> FopenFlags {
+    flags - FopenFlags::FOPEN_DIRECT_IO - FopenFlags::FOPEN_KEEP_CACHE
+}
+
 fn reply_entry(reply: ReplyEntry, res: Result<(fuser::FileAttr, Duration), Errno>) {
     match res {
         Ok((attr, ttl)) => reply.entry(&ttl, &attr, GEN),
@@ -148,6 +155,14 @@ impl Filesystem for Served {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(wanted & config.capabilities());
+        // Files served in place are read and written by the kernel itself where it can
+        // (crate::passthrough); their backing files are on a plain local file system.
+        if config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.set_max_stack_depth(1).is_ok()
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+        {
+            self.fs.passthrough.enable();
+        }
         Ok(())
     }
 
@@ -303,7 +318,11 @@ impl Filesystem for Served {
         self.serve(self.ino_blocks(ino), move |fs| {
             match fs.open(ino.0, flags.0) {
                 Ok((fh, keep, how)) => {
-                    reply.opened(FileHandle(fh), fopen_flags(keep, how, flags.0))
+                    let flags = fopen_flags(keep, how, flags.0);
+                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
+                        Some(b) => reply.opened_passthrough(FileHandle(fh), passed(flags), &b),
+                        None => reply.opened(FileHandle(fh), flags),
+                    }
                 }
                 Err(e) => reply.error(e),
             }
@@ -500,13 +519,20 @@ impl Filesystem for Served {
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             match fs.create(parent.0, &name, mode, flags) {
-                Ok((attr, ttl, fh, how)) => reply.created(
-                    &ttl,
-                    &attr,
-                    GEN,
-                    FileHandle(fh),
-                    fopen_flags(false, how, flags),
-                ),
+                Ok((attr, ttl, fh, how)) => {
+                    let flags = fopen_flags(false, how, flags);
+                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
+                        Some(b) => reply.created_passthrough(
+                            &ttl,
+                            &attr,
+                            GEN,
+                            FileHandle(fh),
+                            passed(flags),
+                            &b,
+                        ),
+                        None => reply.created(&ttl, &attr, GEN, FileHandle(fh), flags),
+                    }
+                }
                 Err(e) => reply.error(e),
             }
         });

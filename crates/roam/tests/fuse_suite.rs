@@ -477,6 +477,67 @@ fn a_remote_change_reaches_past_the_kernel_page_cache() {
     assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
 }
 
+/// Mounting as root, the kernel reads and writes the files of a null layer itself
+/// (passthrough): the bytes are the local file's, and no READ or WRITE reaches roam (the
+/// request counts roam logs when the mount ends).
+#[test]
+fn a_null_layer_passes_reads_and_writes_to_the_kernel() {
+    let dir = Scratch::new("null");
+    let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
+    let mut m = FuseMount::start(roam, Some(&format!("null:{}", dir.path.display())), &[]);
+    assert_eq!(
+        ok(&m.sh("head -c 3000000 /dev/urandom > /w/r && echo more >> /w/r && cat /w/r | wc -c && tail -c 5 /w/r && cmp /w/r /w/r && echo same", &[])),
+        "3000005\nmore\nsame\n"
+    );
+    assert_eq!(fs::metadata(dir.join("r")).unwrap().len(), 3_000_005);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
+    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+    let log = m.log_text();
+    let counts = log
+        .lines()
+        .find(|l| l.contains("requests:"))
+        .unwrap_or_else(|| panic!("no request counts: {log}"));
+    assert!(
+        counts.contains("OPEN") && !counts.contains("READ ") && !counts.contains("WRITE"),
+        "{counts}"
+    );
+}
+
+/// Without CAP_SYS_ADMIN the kernel refuses passthrough: a user's null layer serves its
+/// files through roam's requests instead, with the same bytes.
+#[test]
+fn a_null_layer_of_a_user_without_privileges_is_served_through_requests() {
+    const NOBODY: u32 = 65534;
+    let dir = Scratch::new("null");
+    std::os::unix::fs::chown(&dir.path, Some(NOBODY), Some(NOBODY)).unwrap();
+    let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
+    let url = format!("null:{}", dir.path.display());
+    let m = FuseMount::start_as(roam, Some(&url), &[], Some(NOBODY));
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "cd {} && echo a > f && cat f && echo b >> f && cat f && wc -c < f",
+            m.dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(ok(&o), "a\na\nb\n4\n");
+    assert_eq!(fs::read_to_string(dir.join("f")).unwrap(), "a\nb\n");
+    assert!(
+        m.log_text()
+            .contains("no FUSE passthrough without CAP_SYS_ADMIN"),
+        "{}",
+        m.log_text()
+    );
+}
+
 /// The kernel remembers a missing name as absent only for T_read: a file made in the
 /// null layer's directory behind roam's back shows once that has passed.
 #[test]
