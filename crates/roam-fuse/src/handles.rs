@@ -116,6 +116,11 @@ impl OpenFile {
             .store(pending, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Whether it was written since its last `flush`.
+    pub fn is_unflushed(&self) -> bool {
+        self.unflushed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Writes go to a journaled copy that is uploaded when the last writer closes it.
     pub fn uploads(&self) -> bool {
         self.how == Opened::Uploads
@@ -235,7 +240,7 @@ impl Handles {
             .filter(|(&fh, h)| {
                 fh != except
                     && matches!(h, Handle::File(f) if f.uploads() && f.virt == virt
-                        && (!unflushed_only || f.unflushed.load(std::sync::atomic::Ordering::SeqCst)))
+                        && (!unflushed_only || f.is_unflushed()))
             })
             .count()
     }

@@ -89,6 +89,12 @@ fn posix_suite(url: &str, hard_links: bool) {
         sh("for i in 1 2; do ls n d t 2>/dev/null; done; sh -c 'echo y > n' && mkdir d && echo z > s && mv s t && cat n t && ls -d d && rm n && ls n 2>/dev/null; echo $?"),
         "y\nz\nd\n2\n"
     );
+    // A file uploaded at the close of a dup of its fd, then chmod'ed and touched while the
+    // fd is still open: stat shows the new mode and time.
+    assert_eq!(
+        sh("exec 3>o; echo x >&3; chmod 640 o && touch -d @1000000000 o && stat -c '%a %Y %s' o"),
+        "640 1000000000 2\n"
+    );
     // A write-only fd writes straight through, past the page cache: the pages another fd
     // cached of what it changed are dropped, so that fd reads the new bytes.
     let coherent = "import os\nopen('c', 'w').write('aaaa')\nr = os.open('c', os.O_RDONLY)\nos.read(r, 4)\nw = os.open('c', os.O_WRONLY)\nos.pwrite(w, b'bb', 1)\nos.close(w)\nprint(os.pread(r, 4, 0), open('c').read())";
