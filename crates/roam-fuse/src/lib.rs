@@ -6,7 +6,8 @@
 //! speaks a protocol. What the kernel asks by inode number is turned into a virtual name by
 //! the inode table ([`inodes`]); what roam-vfs answers with a local path (a fetched copy, a
 //! journaled copy, a file served in place) is opened and read or written with
-//! `pread`/`pwrite` ([`handles`]).
+//! `pread`/`pwrite` ([`handles`]), or, for a file served in place, handed to the kernel to
+//! read and write itself where it allows ([`passthrough`]).
 //!
 //! Names fall into three places ([`Place`]): directories roam makes up (the mount's root
 //! and the parents of mount points), files served in place by a local mount (the null
