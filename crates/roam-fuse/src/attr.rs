@@ -105,6 +105,12 @@ pub fn synthetic_dir(ino: u64, owner: Owner, mounted: SystemTime) -> FileAttr {
     from_meta(ino, &meta, owner, mounted)
 }
 
+/// The entry of a name that does not exist: number 0, which tells the kernel so (the
+/// attributes themselves are not looked at).
+pub fn absent(owner: Owner, mounted: SystemTime) -> FileAttr {
+    from_meta(0, &Meta::of_kind(Kind::File), owner, mounted)
+}
+
 /// The symlink `SCHEME:` → `SCHEME` at the root of the whole namespace (URLs as paths).
 pub fn alias(ino: u64, scheme: &str, owner: Owner, mounted: SystemTime) -> FileAttr {
     let meta = Meta {

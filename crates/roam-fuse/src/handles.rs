@@ -92,6 +92,9 @@ pub struct OpenFile {
     /// Written (or opened to be written) since its last `flush`: a change only its own
     /// close can be trusted to deliver.
     pub unflushed: std::sync::atomic::AtomicBool,
+    /// The kernel's registration of the file, when it reads and writes it itself
+    /// ([`crate::passthrough`]); kept while the file is open.
+    pub backing: std::sync::OnceLock<Arc<fuser::BackingId>>,
 }
 
 impl OpenFile {
@@ -103,6 +106,7 @@ impl OpenFile {
             virt,
             how,
             unflushed,
+            backing: std::sync::OnceLock::new(),
         }
     }
 
@@ -110,6 +114,11 @@ impl OpenFile {
     pub fn set_unflushed(&self, pending: bool) {
         self.unflushed
             .store(pending, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether it was written since its last `flush`.
+    pub fn is_unflushed(&self) -> bool {
+        self.unflushed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Writes go to a journaled copy that is uploaded when the last writer closes it.
@@ -231,7 +240,7 @@ impl Handles {
             .filter(|(&fh, h)| {
                 fh != except
                     && matches!(h, Handle::File(f) if f.uploads() && f.virt == virt
-                        && (!unflushed_only || f.unflushed.load(std::sync::atomic::Ordering::SeqCst)))
+                        && (!unflushed_only || f.is_unflushed()))
             })
             .count()
     }

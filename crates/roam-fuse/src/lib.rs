@@ -6,7 +6,8 @@
 //! speaks a protocol. What the kernel asks by inode number is turned into a virtual name by
 //! the inode table ([`inodes`]); what roam-vfs answers with a local path (a fetched copy, a
 //! journaled copy, a file served in place) is opened and read or written with
-//! `pread`/`pwrite` ([`handles`]).
+//! `pread`/`pwrite` ([`handles`]), or, for a file served in place, handed to the kernel to
+//! read and write itself where it allows ([`passthrough`]).
 //!
 //! Names fall into three places ([`Place`]): directories roam makes up (the mount's root
 //! and the parents of mount points), files served in place by a local mount (the null
@@ -19,11 +20,13 @@
 //! mount.
 
 mod attr;
+mod counts;
 mod fusermount;
 mod handles;
 mod inodes;
 mod mount;
 mod ops;
+mod passthrough;
 mod read;
 mod write;
 
@@ -61,6 +64,8 @@ pub struct Roamfs {
     prefixes: Vec<String>,
     /// Inodes whose cached pages must go, for the thread that tells the kernel.
     stale: Mutex<Option<mpsc::Sender<u64>>>,
+    /// Files served in place that the kernel reads and writes itself.
+    passthrough: passthrough::Passthrough,
 }
 
 /// `Result` with the errno the program sees.
@@ -79,6 +84,7 @@ impl Roamfs {
             mounted: SystemTime::now(),
             prefixes,
             stale: Mutex::new(None),
+            passthrough: Default::default(),
         }
     }
 

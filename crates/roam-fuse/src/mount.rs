@@ -82,6 +82,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     let fs = Served {
         fs: Arc::new(fs),
         pool: Pool::new(opts.threads)?,
+        counts: Default::default(),
     };
     // SAFETY: geteuid cannot fail.
     let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {

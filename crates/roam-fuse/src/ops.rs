@@ -21,15 +21,21 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::counts::{Counts, Op};
 use crate::handles::Opened;
 use crate::write::SetAttr;
 use crate::Roamfs;
 
 const GEN: Generation = Generation(0);
 
-/// The open flags for the kernel: keep its cached pages (the same version), and send no
-/// `flush` at `close` where roam has nothing to do then.
-fn fopen_flags(keep: bool, how: Opened) -> FopenFlags {
+/// The open flags for the kernel: keep its cached pages (the same version), send no
+/// `flush` at `close` where roam has nothing to do then, and write a write-only file
+/// straight through (`FOPEN_DIRECT_IO`): through the page cache, each `write(2)` that does
+/// not start on a page boundary becomes two requests, split at the boundary (tar: 2.4
+/// `WRITE` requests a file instead of its 1.9 writes). A direct write drops the pages
+/// other opens cached of what it changed, so their reads still see it; and a write-only
+/// fd cannot be mapped, so no mapping misses the page cache.
+fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlags {
     let mut flags = FopenFlags::empty();
     if keep {
         flags |= FopenFlags::FOPEN_KEEP_CACHE;
@@ -37,7 +43,17 @@ fn fopen_flags(keep: bool, how: Opened) -> FopenFlags {
     if !how.needs_flush() {
         flags |= FopenFlags::FOPEN_NOFLUSH;
     }
+    if open_flags & libc::O_ACCMODE == libc::O_WRONLY {
+        flags |= FopenFlags::FOPEN_DIRECT_IO;
+    }
     flags
+}
+
+/// The open flags of a file the kernel reads and writes itself: the page cache is the
+/// backing file's, so there is none to keep or write past (and the kernel fails an open
+/// that asks to keep it with `EIO`).
+fn passed(flags: FopenFlags) -> FopenFlags {
+    flags - FopenFlags::FOPEN_DIRECT_IO - FopenFlags::FOPEN_KEEP_CACHE
 }
 
 fn reply_entry(reply: ReplyEntry, res: Result<(fuser::FileAttr, Duration), Errno>) {
@@ -100,6 +116,7 @@ impl Pool {
 pub struct Served {
     pub fs: Arc<Roamfs>,
     pub pool: Pool,
+    pub counts: Counts,
 }
 
 impl Served {
@@ -128,7 +145,7 @@ impl Served {
 }
 
 impl Filesystem for Served {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, __req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // O_TRUNC reaches open (one journaled change, not a truncate upload first);
         // `ls -l` gets attributes with the listing; roam drops set-ID bits itself on
         // write and chown (KILLPRIV_V2), so the kernel need not ask for the mode first.
@@ -138,10 +155,29 @@ impl Filesystem for Served {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(wanted & config.capabilities());
+        // Files served in place are read and written by the kernel itself where it can
+        // (crate::passthrough); their backing files are on a plain local file system.
+        if config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.set_max_stack_depth(1).is_ok()
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+        {
+            self.fs.passthrough.enable();
+        }
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        tracing::debug!("requests: {}", self.counts.summary());
+    }
+
+    /// roam keeps an inode's number while its name exists, whatever the kernel holds.
+    /// (Counted per inode: fuser turns a `BATCH_FORGET` into one call per inode.)
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+        self.counts.add(Op::Forget);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.counts.add(Op::Lookup);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.lookup(parent.0, &name))
@@ -149,6 +185,7 @@ impl Filesystem for Served {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.counts.add(Op::Getattr);
         self.serve(self.ino_blocks(ino), move |fs| {
             reply_attr(reply, fs.getattr(ino.0, fh.map(|f| f.0)))
         });
@@ -172,6 +209,7 @@ impl Filesystem for Served {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.counts.add(Op::Setattr);
         let set = SetAttr {
             mode,
             uid,
@@ -186,6 +224,7 @@ impl Filesystem for Served {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.counts.add(Op::Readlink);
         self.serve(self.ino_blocks(ino), move |fs| match fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -201,6 +240,7 @@ impl Filesystem for Served {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Mkdir);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.mkdir(parent.0, &name, mode))
@@ -208,6 +248,7 @@ impl Filesystem for Served {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(Op::Unlink);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, false))
@@ -215,6 +256,7 @@ impl Filesystem for Served {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.counts.add(Op::Rmdir);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, true))
@@ -229,6 +271,7 @@ impl Filesystem for Served {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Symlink);
         let (name, target) = (link_name.to_owned(), target.to_owned());
         self.serve(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.symlink(parent.0, &name, &target))
@@ -245,6 +288,7 @@ impl Filesystem for Served {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Rename);
         let blocks = self.child_blocks(parent, name) || self.child_blocks(newparent, newname);
         let (name, newname): (OsString, OsString) = (name.to_owned(), newname.to_owned());
         self.serve(blocks, move |fs| {
@@ -261,6 +305,7 @@ impl Filesystem for Served {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.counts.add(Op::Link);
         let blocks = self.ino_blocks(ino) || self.child_blocks(newparent, newname);
         let newname = newname.to_owned();
         self.serve(blocks, move |fs| {
@@ -269,9 +314,16 @@ impl Filesystem for Served {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(Op::Open);
         self.serve(self.ino_blocks(ino), move |fs| {
             match fs.open(ino.0, flags.0) {
-                Ok((fh, keep, how)) => reply.opened(FileHandle(fh), fopen_flags(keep, how)),
+                Ok((fh, keep, how)) => {
+                    let flags = fopen_flags(keep, how, flags.0);
+                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
+                        Some(b) => reply.opened_passthrough(FileHandle(fh), passed(flags), &b),
+                        None => reply.opened(FileHandle(fh), flags),
+                    }
+                }
                 Err(e) => reply.error(e),
             }
         });
@@ -289,6 +341,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.counts.add(Op::Read);
         match self.fs.read(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
@@ -307,6 +360,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.counts.add(Op::Write);
         let kill_suid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         match self.fs.write(fh.0, offset, data, kill_suid) {
             Ok(n) => reply.written(n),
@@ -322,6 +376,7 @@ impl Filesystem for Served {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Flush);
         self.serve(self.uploads(fh), move |fs| {
             reply_empty(reply, fs.flush(fh.0))
         });
@@ -337,6 +392,7 @@ impl Filesystem for Served {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Release);
         self.serve(self.uploads(fh), move |fs| {
             fs.release(fh.0);
             reply.ok();
@@ -351,12 +407,14 @@ impl Filesystem for Served {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Fsync);
         self.serve(self.uploads(fh), move |fs| {
             reply_empty(reply, fs.fsync(fh.0))
         });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.counts.add(Op::Opendir);
         self.serve(self.ino_blocks(ino), move |fs| match fs.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
@@ -372,6 +430,7 @@ impl Filesystem for Served {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.counts.add(Op::Readdir);
         let Some(dir) = self.fs.handles.dir(fh.0) else {
             return reply.error(Errno::EBADF);
         };
@@ -391,6 +450,7 @@ impl Filesystem for Served {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
+        self.counts.add(Op::Readdirplus);
         self.serve(self.ino_blocks(ino), move |fs| {
             fs.readdirplus(fh.0, offset, reply)
         });
@@ -404,6 +464,7 @@ impl Filesystem for Served {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.counts.add(Op::Releasedir);
         self.fs.handles.remove(fh.0);
         reply.ok();
     }
@@ -418,14 +479,17 @@ impl Filesystem for Served {
         _size: u32,
         reply: ReplyXattr,
     ) {
+        self.counts.add(Op::Getxattr);
         reply.error(Errno::ENOSYS);
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        self.counts.add(Op::Listxattr);
         reply.error(Errno::ENOSYS);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.counts.add(Op::Statfs);
         match self.fs.statfs() {
             Ok(st) => reply.statfs(
                 st.f_blocks,
@@ -451,11 +515,23 @@ impl Filesystem for Served {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.counts.add(Op::Create);
         let name = name.to_owned();
         self.serve(self.child_blocks(parent, &name), move |fs| {
             match fs.create(parent.0, &name, mode, flags) {
                 Ok((attr, ttl, fh, how)) => {
-                    reply.created(&ttl, &attr, GEN, FileHandle(fh), fopen_flags(false, how))
+                    let flags = fopen_flags(false, how, flags);
+                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
+                        Some(b) => reply.created_passthrough(
+                            &ttl,
+                            &attr,
+                            GEN,
+                            FileHandle(fh),
+                            passed(flags),
+                            &b,
+                        ),
+                        None => reply.created(&ttl, &attr, GEN, FileHandle(fh), flags),
+                    }
                 }
                 Err(e) => reply.error(e),
             }

@@ -79,10 +79,20 @@ impl Roamfs {
         }
     }
 
+    /// The entry of `name` in `parent`. A name that does not exist is an entry too, numbered
+    /// 0: the kernel then keeps it as absent for roam's T_read, as it keeps a present one
+    /// (a compiler looking for a header along an include path asks once, not at every
+    /// look). A name made through this mount replaces the kernel's absent entry itself.
     pub(crate) fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Res<(FileAttr, Duration)> {
         let virt = self.child(parent, name)?;
         let ino = self.ino_of(&virt);
-        self.attr_of(ino, &virt)
+        match self.attr_of(ino, &virt) {
+            Err(Errno::ENOENT) => Ok((
+                attr::absent(self.owner, self.mounted),
+                self.ttl(&virt, None),
+            )),
+            res => res,
+        }
     }
 
     pub(crate) fn getattr(&self, ino: u64, fh: Option<u64>) -> Res<(FileAttr, Duration)> {
@@ -90,8 +100,7 @@ impl Roamfs {
         let open = fh
             .and_then(|fh| self.handles.file(fh))
             .or_else(|| self.handles.file_of(ino));
-        // An open file being written, or served in place, answers for itself.
-        if let Some(f) = open.as_ref().filter(|f| f.how != Opened::Copy) {
+        if let Some(f) = open.as_ref().filter(|f| self.answers_for_itself(f)) {
             return self.open_attr(f);
         }
         let virt = self.virt_of(ino)?;
@@ -99,6 +108,18 @@ impl Roamfs {
             // Removed while open: the copy still holds what the program reads.
             (Err(Errno::ENOENT), Some(f)) => self.open_attr(&f),
             (res, _) => res,
+        }
+    }
+
+    /// Whether the attributes of the open file `f` are its own: a file served in place or
+    /// in memory, a copy with a change not yet uploaded. A copy uploaded at a `close` of
+    /// one of its fds (and not written since) is not: a `chmod` or `touch` after that went
+    /// to the server, and a program still holding the fd must see them.
+    fn answers_for_itself(&self, f: &OpenFile) -> bool {
+        match f.how {
+            Opened::Copy => false,
+            Opened::Uploads => f.is_unflushed() || self.vfs.is_dirty(&f.virt),
+            Opened::InPlace | Opened::Memory => true,
         }
     }
 

@@ -129,6 +129,9 @@ impl Roamfs {
         if let Some(version) = f.data.version() {
             self.inodes.lock().unwrap().cache_version(f.ino, version);
         }
+        let ino = f.ino;
+        drop(f);
+        self.passthrough.released(ino);
     }
 
     pub(crate) fn fsync(&self, fh: u64) -> Res<()> {

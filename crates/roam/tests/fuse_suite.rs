@@ -82,6 +82,23 @@ fn posix_suite(url: &str, hard_links: bool) {
         sh(&format!("python3 -c \"{mmap}\"")),
         "b'\\x00\\x00\\x00\\x00\\x00\\x00hello\\x00\\x00\\x00\\x00'\n"
     );
+    // A missing name is remembered as absent (for T_read), yet what is made through the
+    // mount shows at once: a file from another process, a directory, a rename's target;
+    // and a removed name is gone at once.
+    assert_eq!(
+        sh("for i in 1 2; do ls n d t 2>/dev/null; done; sh -c 'echo y > n' && mkdir d && echo z > s && mv s t && cat n t && ls -d d && rm n && ls n 2>/dev/null; echo $?"),
+        "y\nz\nd\n2\n"
+    );
+    // A file uploaded at the close of a dup of its fd, then chmod'ed and touched while the
+    // fd is still open: stat shows the new mode and time.
+    assert_eq!(
+        sh("exec 3>o; echo x >&3; chmod 640 o && touch -d @1000000000 o && stat -c '%a %Y %s' o"),
+        "640 1000000000 2\n"
+    );
+    // A write-only fd writes straight through, past the page cache: the pages another fd
+    // cached of what it changed are dropped, so that fd reads the new bytes.
+    let coherent = "import os\nopen('c', 'w').write('aaaa')\nr = os.open('c', os.O_RDONLY)\nos.read(r, 4)\nw = os.open('c', os.O_WRONLY)\nos.pwrite(w, b'bb', 1)\nos.close(w)\nprint(os.pread(r, 4, 0), open('c').read())";
+    assert_eq!(sh(&format!("python3 -c \"{coherent}\"")), "b'abba' abba\n");
     let o = m.sh("cd /w && echo l > h && ln h h2 && stat -c %h h", &[]);
     if hard_links {
         assert_eq!(stdout(&o), "2\n", "{}", stderr(&o));
@@ -464,6 +481,87 @@ fn a_remote_change_reaches_past_the_kernel_page_cache() {
     std::thread::sleep(Duration::from_millis(1100));
     fs::write(m.backend("f"), "two\n").unwrap();
     assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
+}
+
+/// Mounting as root, the kernel reads and writes the files of a null layer itself
+/// (passthrough): the bytes are the local file's, and no READ or WRITE reaches roam (the
+/// request counts roam logs when the mount ends).
+#[test]
+fn a_null_layer_passes_reads_and_writes_to_the_kernel() {
+    let dir = Scratch::new("null");
+    let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
+    let mut m = FuseMount::start(roam, Some(&format!("null:{}", dir.path.display())), &[]);
+    assert_eq!(
+        ok(&m.sh("head -c 3000000 /dev/urandom > /w/r && echo more >> /w/r && cat /w/r | wc -c && tail -c 5 /w/r && cmp /w/r /w/r && echo same", &[])),
+        "3000005\nmore\nsame\n"
+    );
+    assert_eq!(fs::metadata(dir.join("r")).unwrap().len(), 3_000_005);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
+    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+    let log = m.log_text();
+    let counts = log
+        .lines()
+        .find(|l| l.contains("requests:"))
+        .unwrap_or_else(|| panic!("no request counts: {log}"));
+    assert!(
+        counts.contains("OPEN") && !counts.contains("READ ") && !counts.contains("WRITE"),
+        "{counts}"
+    );
+}
+
+/// Without CAP_SYS_ADMIN the kernel refuses passthrough: a user's null layer serves its
+/// files through roam's requests instead, with the same bytes.
+#[test]
+fn a_null_layer_of_a_user_without_privileges_is_served_through_requests() {
+    const NOBODY: u32 = 65534;
+    let dir = Scratch::new("null");
+    std::os::unix::fs::chown(&dir.path, Some(NOBODY), Some(NOBODY)).unwrap();
+    let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
+    let url = format!("null:{}", dir.path.display());
+    let m = FuseMount::start_as(roam, Some(&url), &[], Some(NOBODY));
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "cd {} && echo a > f && cat f && echo b >> f && cat f && wc -c < f",
+            m.dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(ok(&o), "a\na\nb\n4\n");
+    assert_eq!(fs::read_to_string(dir.join("f")).unwrap(), "a\nb\n");
+    assert!(
+        m.log_text()
+            .contains("no FUSE passthrough without CAP_SYS_ADMIN"),
+        "{}",
+        m.log_text()
+    );
+}
+
+/// The kernel remembers a missing name as absent only for T_read: a file made in the
+/// null layer's directory behind roam's back shows once that has passed.
+#[test]
+fn a_name_made_behind_the_null_layer_shows_after_t_read() {
+    let dir = Scratch::new("null");
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 1\n").unwrap();
+    let m = FuseMount::start(
+        roam.env("ROAM_CONFIG", &conf),
+        Some(&format!("null:{}", dir.path.display())),
+        &[],
+    );
+    let o = m.sh("cat /w/late 2>&1", &[]);
+    assert!(stdout(&o).contains("No such file"), "{}", stdout(&o));
+    fs::write(dir.join("late"), "here\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(ok(&m.sh("cat /w/late", &[])), "here\n");
 }
 
 /// /proc/mounts is world-readable: a URL's login never shows there.
