@@ -70,3 +70,18 @@ CONF
 }
 
 stop_nginx() { kill "$(cat "$1/run/nginx.pid" 2>/dev/null)" 2>/dev/null || true; }
+
+# start_fixtures BIN WORK PROTO...: starts the roam-fixtures binary BIN serving PROTOs from
+# WORK/srv, waits until they are ready and sources their environment (URLs, credentials)
+# into this shell; fixture_pid is the process to stop.
+start_fixtures() {
+    local bin=$1 work=$2
+    shift 2
+    "$bin" "$work/srv" "$@" > "$work/fixtures.sh" 2> "$work/fixtures.log" &
+    fixture_pid=$!
+    until grep -q '^READY=1' "$work/fixtures.sh"; do
+        kill -0 "$fixture_pid" 2>/dev/null || { cat "$work/fixtures.log" >&2; exit 1; }
+        sleep 0.2
+    done
+    . "$work/fixtures.sh"
+}

@@ -93,13 +93,7 @@ for p in $PROTOS; do
 done
 chmod -R a+rX "$work/srv"
 log "starting servers: ${servers[*]}"
-"$fixtures" "$work/srv" "${servers[@]}" > "$work/fixtures.sh" 2> "$work/fixtures.log" &
-fixture_pid=$!
-until grep -q '^READY=1' "$work/fixtures.sh"; do
-    kill -0 "$fixture_pid" 2>/dev/null || { cat "$work/fixtures.log" >&2; exit 1; }
-    sleep 0.2
-done
-. "$work/fixtures.sh"
+start_fixtures "$fixtures" "$work" "${servers[@]}"
 FILE_URL="file+cache://$work/srv/file" FILE_ENV=
 printf '[cache]\nt_read = 0\n' > "$work/t_read0.toml"
 printf '[cache]\nt_write = 5\n' > "$work/t_write5.toml"

@@ -29,13 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 c_tree "$work/tree" "$FILES"
-"$FIXTURES" "$work/srv" "${protos[@]}" > "$work/fixtures.sh" 2> "$work/fixtures.log" &
-fixture_pid=$!
-until grep -q '^READY=1' "$work/fixtures.sh"; do
-    kill -0 "$fixture_pid" 2>/dev/null || { cat "$work/fixtures.log" >&2; exit 1; }
-    sleep 0.2
-done
-. "$work/fixtures.sh"
+start_fixtures "$FIXTURES" "$work" "${protos[@]}"
 
 # Runs `$@` under roam with PROTO's server at /r, its log in $logs/PROTO.PHASE.log.
 traced() {

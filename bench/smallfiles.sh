@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 FILES=${FILES:-100}
+. bench/lib.sh
 ROAM=$(realpath "${ROAM:-target/debug/roam}")
 FIXTURES=$(realpath "${FIXTURES:-target/debug/roam-fixtures}")
 protos=("${@:-s3 ftp sftp}")
@@ -24,13 +25,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/tree"
 for i in $(seq "$FILES"); do head -c 2000 /dev/urandom > "$work/tree/f$i.c"; done
-"$FIXTURES" "$work/srv" "${protos[@]}" > "$work/fixtures.sh" 2> "$work/fixtures.log" &
-fixture_pid=$!
-until grep -q '^READY=1' "$work/fixtures.sh"; do
-    kill -0 "$fixture_pid" 2>/dev/null || { cat "$work/fixtures.log" >&2; exit 1; }
-    sleep 0.2
-done
-. "$work/fixtures.sh"
+start_fixtures "$FIXTURES" "$work" "${protos[@]}"
 
 # Seconds `$@` took, under roam with PROTO's server mounted at /r.
 timed() {

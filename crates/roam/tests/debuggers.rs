@@ -137,27 +137,41 @@ fn strace_f_shows_the_virtual_names_a_program_opens() {
 
 #[test]
 fn gdb_attaches_to_a_running_process_that_goes_on_reading_remote_files() {
+    let out = gdb_attaches("", "info inferiors", "^\\* 1 *process");
+    assert_eq!(
+        stdout(&out),
+        "1\nfirst line\nsecond line with needle\nthird line\n",
+        "gdb attached, and the process read the remote file afterwards: {}",
+        stderr(&out)
+    );
+}
+
+/// A Python program (with `setup` run first) started under roam, which gdb attaches to by
+/// pid with `-ex CMD` and detaches from; the program then reads the fixture's remote
+/// `hello.txt`. Returns the run: on stdout, how many lines of gdb's output matched
+/// `pattern`, then what the program printed.
+fn gdb_attaches(setup: &str, cmd: &str, pattern: &str) -> std::process::Output {
     let remote = fixture().remote();
     let dir = Scratch::new("attach-gdb");
     let flag = dir.join("go");
-    // The process waits for the flag, which is set only after gdb attached and detached.
-    let py = "import os, sys, time\n\
-              while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n\
-              print(open(sys.argv[2]).read(), end='')\n";
+    // It tells when it is ready, then waits for the flag, set after gdb detached.
+    let py = format!(
+        "import os, sys, threading, time\n{setup}\
+         open(sys.argv[1] + '.ready', 'w').close()\n\
+         while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n\
+         print(open(sys.argv[2]).read(), end='')\n"
+    );
     let script = format!(
         "python3 -c \"$PY\" {flag} {remote}/hello.txt & p=$!\n\
-         {gdb} -batch -nx -p $p -ex 'info inferiors' -ex detach 2>&1 | grep -c '^\\* 1 *process' \n\
+         while [ ! -e {flag}.ready ]; do sleep 0.02; done\n\
+         {gdb} -batch -nx -p $p -ex '{cmd}' -ex detach 2>&1 | grep -c '{pattern}'\n\
          touch {flag}; wait $p",
         flag = flag.display(),
         gdb = gdb()
     );
     let out = Roam::new().env("PY", py).sh(&[], &script);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(
-        stdout(&out),
-        "1\nfirst line\nsecond line with needle\nthird line\n",
-        "gdb attached, and the process read the remote file afterwards"
-    );
+    out
 }
 
 #[test]
@@ -226,26 +240,10 @@ fn a_debugged_program_finds_relative_names_but_cannot_enter_a_remote_directory()
 
 #[test]
 fn gdb_attaches_to_every_thread_of_a_process_that_goes_on_reading_remote_files() {
-    let remote = fixture().remote();
-    let dir = Scratch::new("attach-mt");
-    let flag = dir.join("go");
-    // Two threads: the main one waits for the flag, the other stats a remote file in a loop.
-    let py = "import os, sys, threading, time\n\
-              def spin():\n    while True: os.stat(sys.argv[2]); time.sleep(0.01)\n\
-              threading.Thread(target=spin, daemon=True).start()\n\
-              open(sys.argv[1] + '.ready', 'w').close()\n\
-              while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n\
-              print(open(sys.argv[2]).read(), end='')\n";
-    let script = format!(
-        "python3 -c \"$PY\" {flag} {remote}/hello.txt & p=$!\n\
-         while [ ! -e {flag}.ready ]; do sleep 0.02; done\n\
-         {gdb} -batch -nx -p $p -ex 'info threads' -ex detach 2>&1 | grep -c '^[ *] *[0-9][0-9]* *Thread '\n\
-         touch {flag}; wait $p",
-        flag = flag.display(),
-        gdb = gdb()
-    );
-    let out = Roam::new().env("PY", py).sh(&[], &script);
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    // A second thread stats the remote file in a loop all along.
+    let spin = "def spin():\n    while True: os.stat(sys.argv[2]); time.sleep(0.01)\n\
+                threading.Thread(target=spin, daemon=True).start()\n";
+    let out = gdb_attaches(spin, "info threads", "^[ *] *[0-9][0-9]* *Thread ");
     assert_eq!(
         stdout(&out),
         "2\nfirst line\nsecond line with needle\nthird line\n",
