@@ -347,6 +347,20 @@ mod unmount {
     }
 }
 
+/// `sh -c SCRIPT` as nobody (uid and gid 65534, no supplementary groups).
+fn nobody_sh(script: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "sh",
+        "-c",
+        script,
+    ]);
+    c
+}
+
 /// A user without privileges mounts through the setuid fusermount3, and the kernel
 /// enforces permission bits for them (`default_permissions`).
 #[test]
@@ -354,15 +368,7 @@ fn a_non_root_user_mounts_through_fusermount3() {
     const NOBODY: u32 = 65534;
     let m = FuseMount::start_as(Roam::new(), Some("mem:"), &[], Some(NOBODY));
     let as_nobody = |script: &str| {
-        Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
-            .arg(script.replace("/w", m.dir.to_str().unwrap()))
+        nobody_sh(&script.replace("/w", m.dir.to_str().unwrap()))
             .output()
             .unwrap()
     };
@@ -520,20 +526,12 @@ fn a_null_layer_of_a_user_without_privileges_is_served_through_requests() {
     let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
     let url = format!("null:{}", dir.path.display());
     let m = FuseMount::start_as(roam, Some(&url), &[], Some(NOBODY));
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "cd {} && echo a > f && cat f && echo b >> f && cat f && wc -c < f",
-            m.dir.display()
-        ))
-        .output()
-        .unwrap();
+    let o = nobody_sh(&format!(
+        "cd {} && echo a > f && cat f && echo b >> f && cat f && wc -c < f",
+        m.dir.display()
+    ))
+    .output()
+    .unwrap();
     assert_eq!(ok(&o), "a\na\nb\n4\n");
     assert_eq!(fs::read_to_string(dir.join("f")).unwrap(), "a\nb\n");
     assert!(
