@@ -101,6 +101,24 @@ impl Vfs {
     /// The root of the archive `virt` as a directory of its members, when `virt` is an
     /// archive file (`photos.zip/`: a trailing slash asks for a directory, and an archive
     /// file has one); `None` for any other name (a directory named `x.zip` stays itself).
+    /// Whether looking `virt` up (or, with `as_root`, its archive root) may ask a server
+    /// about an archive file on the way: callers that must never wait (roam's tracer) leave
+    /// such names to a thread that may.
+    pub fn archive_lookup_may_wait(&self, virt: &str, as_root: bool) -> bool {
+        if self.archives.is_none() {
+            return false;
+        }
+        if virt.starts_with(VIEW_ROOT) {
+            return true;
+        }
+        let comps: Vec<&str> = virt.split('/').skip(1).collect();
+        comps.iter().enumerate().any(|(i, c)| {
+            let marked = c.strip_suffix(VIEW_MARK);
+            let last = i + 1 == comps.len();
+            archive_name(marked.unwrap_or(c)) && (marked.is_some() || !last || as_root)
+        })
+    }
+
     pub fn archive_root(&self, virt: &str) -> Result<Option<Node>> {
         let last = virt.rsplit('/').next().unwrap_or("");
         if self.archives.is_none() || !archive_name(last) {

@@ -273,3 +273,57 @@ fn archives_on_other_backends() {
         assert_eq!(ok(&o), "alpha needle\nutil.c\nsame\n", "{kind}");
     }
 }
+
+/// A name through an archive may need the server (the archive's listing and range reads):
+/// that lookup happens on a worker, not on the tracer, so a slow server blocks only the
+/// thread that asked. 20,000 local stats, timed inside the program, next to `ls` of an
+/// archive on a server that takes 2 s per answer, take less than twice as long as next to
+/// an `ls` of a local directory.
+#[test]
+fn a_slow_server_blocks_only_the_thread_looking_through_its_archive() {
+    use std::io::BufRead;
+    let www = Scratch::new("slow-archive");
+    populate(&www.path, &www.join("expected"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
+    let mut server = Command::new("python3")
+        .arg(&script)
+        .arg("2")
+        .current_dir(&www.path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let mount = format!("/w=http://127.0.0.1:{}/", port.trim());
+    let timed = |ls: &str| {
+        format!(
+            "import os, subprocess, time\n\
+             t = time.time()\n\
+             p = subprocess.Popen(['ls', '{ls}'], stdout=subprocess.DEVNULL)\n\
+             [os.stat('/tmp') for _ in range(20000)]\n\
+             print(time.time() - t)\n\
+             p.wait()\n"
+        )
+    };
+    let secs = |ls: &str| {
+        (0..3)
+            .map(|_| {
+                let o = roam().cli(&["run", "-m", &mount, "--", "python3", "-c", &timed(ls)]);
+                let s = stdout(&o);
+                s.trim()
+                    .parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{s}{}", stderr(&o)))
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    let alone = secs("/tmp");
+    let together = secs("/w/photos.zip/");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        together < 2.0 * alone,
+        "20,000 stats took {together:.3}s next to an archive on a slow server, {alone:.3}s alone"
+    );
+}

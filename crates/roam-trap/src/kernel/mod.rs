@@ -300,6 +300,20 @@ impl Kernel {
             Ok(p) => p,
             Err(errno) => return Triage::Done(Decision::fail(errno)),
         };
+        if places.iter().any(|p| matches!(p, Place::Deferred { .. })) {
+            // Finding what a name through an archive means may wait on a server.
+            return Triage::Later(Job {
+                tid,
+                call,
+                spec,
+                places,
+            });
+        }
+        self.decide(tid, spec, call, places)
+    }
+
+    /// Triage of a call whose names are resolved.
+    fn decide(&self, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
         if places.iter().all(Place::is_native) {
             if spec.family == Family::Exec {
                 if exec::has_roam_interpreter(self, tid, &call) {
@@ -334,6 +348,13 @@ impl Kernel {
 
     /// Serves a deferred call; may block on the network. Runs on a worker thread.
     pub fn serve(&self, job: &Job) -> Decision {
+        if job
+            .places
+            .iter()
+            .any(|p| matches!(p, Place::Deferred { .. }))
+        {
+            return self.serve_settled(job);
+        }
         let result = match job.spec.family {
             Family::Open => open::serve(self, job),
             Family::Exec => exec::serve(self, job),
@@ -346,6 +367,20 @@ impl Kernel {
             _ => Ok(Decision::Continue),
         };
         result.unwrap_or_else(|(node, err)| self.fail_on(job.tid, job.spec, &node, &err))
+    }
+
+    /// Serves a call with names left to a worker: resolved now, then triaged and served as
+    /// any other.
+    fn serve_settled(&self, job: &Job) -> Decision {
+        let places = job
+            .places
+            .iter()
+            .map(|p| self.resolver.settle(p.clone()))
+            .collect();
+        match self.decide(job.tid, job.spec, job.call, places) {
+            Triage::Done(d) => d,
+            Triage::Later(settled) => self.serve(&settled),
+        }
     }
 
     /// A tracee asks to trace (or be traced). roam is the tracer of every process it runs,

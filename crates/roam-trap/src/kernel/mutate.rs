@@ -63,7 +63,8 @@ fn local_spelling(k: &Kernel, place: &Place) -> Option<Option<std::path::PathBuf
         Place::Native => Some(None),
         Place::Local(p) => Some(Some(p.into())),
         Place::Roam(n) => k.vfs().in_place(n).map(Some),
-        Place::RoamFd(_) => None,
+        // Settled before mutations are decided (see `Kernel::serve`).
+        Place::RoamFd(_) | Place::Deferred { .. } => None,
     }
 }
 

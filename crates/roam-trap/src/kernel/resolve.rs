@@ -18,7 +18,7 @@ use roam_vfs::path::{join, looks_like_url, normalize, split_name, url_to_virtual
 use roam_vfs::{Node, Vfs};
 
 /// What one name argument means.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Place {
     /// A local name; the kernel resolves it as given.
     Native,
@@ -28,6 +28,14 @@ pub enum Place {
     Roam(Node),
     /// An empty name meaning the dirfd itself, which is a roam object.
     RoamFd(Node),
+    /// A name through an archive file (or, with `root`, an archive file named with a
+    /// trailing slash): finding what it names may ask the server, so a worker does it
+    /// ([`Resolver::settle`]), not the tracer.
+    Deferred {
+        virt: String,
+        spelled: bool,
+        root: bool,
+    },
 }
 
 impl Place {
@@ -76,14 +84,38 @@ impl Resolver {
         let place = self.resolve_name(tid, dirfd, raw, follow);
         match place {
             // `photos.zip/`: with a trailing slash, an archive file is its members' directory.
-            Place::Roam(ref node) if raw.len() > 1 && raw.ends_with(b"/") => {
-                match self.vfs.archive_root(node.virt()) {
-                    Ok(Some(root)) => Place::Roam(root),
-                    _ => place,
+            Place::Roam(ref node)
+                if raw.len() > 1
+                    && raw.ends_with(b"/")
+                    && self.vfs.archive_lookup_may_wait(node.virt(), true) =>
+            {
+                Place::Deferred {
+                    virt: node.virt().to_owned(),
+                    spelled: false,
+                    root: true,
                 }
             }
             place => place,
         }
+    }
+
+    /// What a [`Place::Deferred`] names, asking servers if need be (on a worker thread);
+    /// any other place as it is.
+    pub fn settle(&self, place: Place) -> Place {
+        let Place::Deferred {
+            virt,
+            spelled,
+            root,
+        } = place
+        else {
+            return place;
+        };
+        if root {
+            if let Ok(Some(node)) = self.vfs.archive_root(&virt) {
+                return Place::Roam(node);
+            }
+        }
+        self.looked_up(&virt, spelled)
     }
 
     fn resolve_name(&self, tid: Pid, dirfd: Option<i32>, raw: &[u8], follow: bool) -> Place {
@@ -182,6 +214,17 @@ impl Resolver {
     /// `virt` is a normalised absolute name; `spelled` says the program's own spelling
     /// would not reach it (it went through the skeleton or a magic link).
     fn place_of(&self, virt: &str, spelled: bool) -> Place {
+        if self.vfs.archive_lookup_may_wait(virt, false) {
+            return Place::Deferred {
+                virt: virt.to_owned(),
+                spelled,
+                root: false,
+            };
+        }
+        self.looked_up(virt, spelled)
+    }
+
+    fn looked_up(&self, virt: &str, spelled: bool) -> Place {
         match self.vfs.lookup(virt) {
             Ok(Some(node)) => Place::Roam(node),
             _ if spelled => Place::Local(virt.to_owned()),
