@@ -35,8 +35,8 @@ fn debuggee() -> &'static Path {
 }
 
 /// Every debugger runs under `timeout`: a handover gone wrong leaves a debugger waiting
-/// for ever, which must fail the case, not hang the suite.
-const LIMIT: &str = "timeout 60";
+/// for ever (stopped: only SIGKILL ends it), which must fail the case, not hang the suite.
+const LIMIT: &str = "timeout -s KILL 60";
 
 fn gdb() -> String {
     let gdb = required("/usr/bin/gdb", "gdb");

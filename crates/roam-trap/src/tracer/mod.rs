@@ -324,6 +324,18 @@ impl Tracer {
     }
 
     fn on_status(&mut self, status: WaitStatus) {
+        let pid = status.pid();
+        self.on_stop(status);
+        // A thread a debugger waits for (see `handover`): any ptrace stop clears a pending
+        // interrupt, so after a stop other than the one that hands it over, ask again.
+        if let Some(pid) = pid.filter(|p| self.handovers.contains_key(p)) {
+            if let Err(e) = nix::sys::ptrace::interrupt(pid) {
+                tracing::debug!(%pid, "interrupt again: {e}");
+            }
+        }
+    }
+
+    fn on_stop(&mut self, status: WaitStatus) {
         match status {
             WaitStatus::Exited(pid, code) => self.on_exit(pid, code),
             WaitStatus::Signaled(pid, sig, _) => self.on_exit(pid, 128 + sig as i32),
