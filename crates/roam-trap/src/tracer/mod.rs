@@ -440,6 +440,16 @@ impl Tracer {
                 self.hand_over_asked(pid, Stop::Seccomp)
             }
             libc::PTRACE_EVENT_SECCOMP => self.on_syscall(pid),
+            libc::PTRACE_EVENT_STOP
+                if self.handovers.contains_key(&pid)
+                    && (self.fd_moves.contains_key(&pid) || self.overrides.contains_key(&pid)) =>
+            {
+                // Inside roam's own steps of a call (an fd being moved, a result to finish
+                // at the exit stop): they go on; an interrupt waits for the next stop.
+                if let Err(e) = nix::sys::ptrace::syscall(pid, None) {
+                    tracing::debug!(%pid, "resume within a call: {e}");
+                }
+            }
             libc::PTRACE_EVENT_STOP if self.handovers.contains_key(&pid) => {
                 self.hand_over_asked(pid, Stop::Event)
             }
