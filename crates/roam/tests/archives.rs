@@ -281,22 +281,10 @@ fn archives_on_other_backends() {
 /// an `ls` of a local directory.
 #[test]
 fn a_slow_server_blocks_only_the_thread_looking_through_its_archive() {
-    use std::io::BufRead;
     let www = Scratch::new("slow-archive");
     populate(&www.path, &www.join("expected"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
-    let mut server = Command::new("python3")
-        .arg(&script)
-        .arg("2")
-        .current_dir(&www.path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let mount = format!("/w=http://127.0.0.1:{}/", port.trim());
+    let server = common::SlowServer::start(&www.path, 2);
+    let mount = format!("/w=http://127.0.0.1:{}/", server.port);
     let timed = |ls: &str| {
         format!(
             "import os, subprocess, time\n\
@@ -320,8 +308,6 @@ fn a_slow_server_blocks_only_the_thread_looking_through_its_archive() {
     };
     let alone = secs("/tmp");
     let together = secs("/w/photos.zip/");
-    let _ = server.kill();
-    let _ = server.wait();
     assert!(
         together < 2.0 * alone,
         "20,000 stats took {together:.3}s next to an archive on a slow server, {alone:.3}s alone"

@@ -422,23 +422,10 @@ fn sigterm_to_roam_reaches_the_program() {
 
 #[test]
 fn a_slow_server_blocks_only_the_thread_that_asked() {
-    use std::io::BufRead;
     let www = roam_testkit::Scratch::new("slow");
     roam_testkit::write_file(&www.join("f.txt"), b"slow\n", 0o644);
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
-    let mut server = std::process::Command::new("python3")
-        .arg(&script)
-        .arg("1")
-        .current_dir(&www.path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let slow = format!("/http/127.0.0.1:{}/f.txt", port.trim());
+    let server = common::SlowServer::start(&www.path, 1);
+    let slow = format!("/http/127.0.0.1:{}/f.txt", server.port);
     // 10,000 local stats, timed inside the program, alone and next to a slow remote read
     // (each answer takes 1 s, far longer than the stats). Best of 3: these machines are noisy.
     let stats = "python3 -c \"import os,time; t=time.time(); [os.stat('/tmp') for _ in range(10000)]; print(time.time()-t)\"";
@@ -455,8 +442,7 @@ fn a_slow_server_blocks_only_the_thread_that_asked() {
     };
     let alone = best(stats);
     let together = best(&format!("cat {slow} > /dev/null & {stats}; wait"));
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert!(
         together < 2.0 * alone,
         "10,000 stats took {together:.3}s next to a slow read, {alone:.3}s alone"

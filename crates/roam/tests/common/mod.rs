@@ -305,3 +305,37 @@ impl Backend {
         o
     }
 }
+
+/// `tests/fixtures/slow_http.py` serving `dir` on loopback, every answer `seconds` late;
+/// stopped on drop.
+pub struct SlowServer {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl SlowServer {
+    pub fn start(dir: &Path, seconds: u32) -> SlowServer {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slow_http.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(seconds.to_string())
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting slow_http.py");
+        let mut port = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut port)
+            .unwrap();
+        let port = port.trim().parse().expect("slow_http.py prints its port");
+        SlowServer { child, port }
+    }
+}
+
+impl Drop for SlowServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
