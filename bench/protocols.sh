@@ -18,7 +18,8 @@
 #   ROAM=target/release/roam
 #
 # Configurations: `roam P` (defaults: T_read 30 s, the cache is used; T_write 0, a change
-# is uploaded inside close), `roam P, T_read 0` (every open and stat asks the server: what
+# is uploaded inside close), `roam P, FUSE` (the same defaults through `roam run --fuse`:
+# roam's FUSE frontend in a private mount namespace instead of ptrace), `roam P, T_read 0` (every open and stat asks the server: what
 # "uncached" means for roam, which always keeps copies), `roam P, T_write 5` (uploads 5 s
 # after the last close, coalesced, as rclone's default --vfs-write-back 5s), `sshfs` (sftp), `rclone P` (`rclone mount --vfs-cache-mode full`, which every
 # write stage needs; dav, ftp, sftp, s3, and http read-only). HTTP is read-only: only
@@ -42,7 +43,7 @@ mkdir -p "$out"
 # ---- configurations: label -> protocol, tool ----
 configs=()
 for p in $PROTOS; do
-    configs+=("roam $p" "roam $p, T_read 0")
+    configs+=("roam $p" "roam $p, FUSE" "roam $p, T_read 0")
     [ "$p" = http ] || configs+=("roam $p, T_write 5") # nothing to write on HTTP
     case $p in
     sftp) configs+=("sshfs" "rclone sftp") ;;
@@ -112,7 +113,9 @@ enter() {
         [[ $c == *"T_read 0" ]] && conf=$work/t_read0.toml
         [[ $c == *"T_write 5" ]] && conf=$work/t_write5.toml
         # shellcheck disable=SC2206 # the ENV assignments are space-separated words
-        CMD=(env ${!env_var} ROAM_CACHE_DIR="$work/cache/$tag" ROAM_CONFIG="$conf" "$ROAM" run -m "/r=${!url_var}" --)
+        local platform=()
+        [[ $c == *", FUSE" ]] && platform=(--fuse)
+        CMD=(env ${!env_var} ROAM_CACHE_DIR="$work/cache/$tag" ROAM_CONFIG="$conf" "$ROAM" run "${platform[@]}" -m "/r=${!url_var}" --)
         DIR=/r
         ;;
     sshfs)

@@ -77,6 +77,10 @@ pub struct Listing {
     /// `true` when the listing is known to name every entry, so a name absent from it does
     /// not exist. `false` when the server gave only a partial or unrecognised page.
     pub complete: bool,
+    /// `true` when the directory exists on its own, so it stays when its last entry goes
+    /// (every file system; on S3 only a directory with a marker object: one that exists
+    /// through its keys vanishes with the last of them).
+    pub stands_alone: bool,
 }
 
 /// What the cache already holds, so the server may answer "not modified".
@@ -102,8 +106,12 @@ pub enum Fetched {
 pub struct Known<'a> {
     /// The file as last seen; its ETag lets S3 make the deletion conditional.
     pub meta: &'a Meta,
-    /// Whether its directory holds other entries, so it outlives this one.
+    /// Whether its directory outlives this entry: it holds others, or it stands alone
+    /// (see [`Listing::stands_alone`]).
     pub siblings: bool,
+    /// For a directory: roam's fresh, complete listing of it names nothing, so `rmdir`
+    /// need not ask whether it is empty.
+    pub empty: bool,
 }
 
 /// A temporary name in `parent` (the protocol's path of the directory of `path`) for an

@@ -106,6 +106,7 @@ impl Driver for LocalDriver {
         Ok(Listing {
             entries,
             complete: true,
+            stands_alone: true,
         })
     }
 

@@ -318,6 +318,7 @@ impl Driver for MemDriver {
         Ok(Listing {
             entries,
             complete: true,
+            stands_alone: true,
         })
     }
 

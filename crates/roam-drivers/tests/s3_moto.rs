@@ -485,6 +485,7 @@ fn known_files_are_removed_with_the_errnos_of_unknown_ones() {
                 Known {
                     meta: &meta,
                     siblings,
+                    empty: false,
                 },
             )
         }
@@ -538,6 +539,7 @@ fn mkdir_in_a_known_directory_puts_only_the_marker() {
     let known = |siblings| Known {
         meta: &meta,
         siblings,
+        empty: false,
     };
     put(&d, "/keys/only/inner/g", b"y");
     assert_eq!(
@@ -678,4 +680,52 @@ fn a_silent_server_times_out() {
         err.message
     );
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Requests moto has logged so far (werkzeug writes one line per request to its stderr).
+fn requests_seen(world: &World) -> Vec<String> {
+    world
+        .server
+        .error_log()
+        .lines()
+        .filter(|l| l.contains("\" ") && l.contains(" HTTP/1.1\""))
+        .map(|l| l.split('"').nth(1).unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A listing says whether the directory stands alone (has a marker) or exists only
+/// through its keys, so roam knows whether removing its last entry needs a marker.
+#[test]
+fn a_listing_tells_whether_the_directory_stands_alone() {
+    let world = World::new(&[("marked/", b""), ("marked/f", b"1"), ("keys/f", b"2")]);
+    let d = world.driver();
+    assert!(d.list("/marked").unwrap().stands_alone);
+    assert!(!d.list("/keys").unwrap().stands_alone);
+    assert!(d.list("/").unwrap().stands_alone, "the root always exists");
+}
+
+/// `rmdir` of a directory roam's fresh listing shows empty is one `DELETE` of its marker.
+/// Were the listing stale (another client put a key there since), the directory still
+/// exists through that key: nothing is lost, and a later `rmdir` says ENOTEMPTY.
+#[test]
+fn a_directory_known_empty_is_removed_with_one_request() {
+    let world = World::new(&[("empty/", b""), ("stale/", b""), ("stale/k", b"kept")]);
+    let d = world.driver();
+    let dir = Meta::of_kind(Kind::Dir);
+    let known = Known {
+        meta: &dir,
+        siblings: true,
+        empty: true,
+    };
+    let before = requests_seen(&world).len();
+    d.remove_known_dir("/empty", known).unwrap();
+    let sent = requests_seen(&world)[before..].to_vec();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with("DELETE /"), "{sent:?}");
+    assert_eq!(kind(d.stat("/empty")), ErrorKind::NotFound);
+
+    d.remove_known_dir("/stale", known).unwrap();
+    assert_eq!(d.stat("/stale").unwrap().kind, Kind::Dir);
+    assert_eq!(kind(d.remove_dir("/stale")), ErrorKind::NotEmpty);
+    assert_eq!(fetch(&d, "/stale/k").0, b"kept", "the key is untouched");
 }

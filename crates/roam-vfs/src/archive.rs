@@ -402,6 +402,7 @@ impl Driver for ArchiveDriver {
         Ok(Listing {
             entries,
             complete: true,
+            stands_alone: true,
         })
     }
 

@@ -113,6 +113,8 @@ struct State {
 struct DirIndex {
     entries: HashMap<String, Meta>,
     complete: bool,
+    /// See [`roam_drivers::Listing::stands_alone`].
+    stands_alone: bool,
     /// Names changed here since the listing (created, removed, renamed): the listing
     /// cannot say what they are; a per-name stat does. Patching the listing instead of
     /// dropping it keeps a directory being filled (`tar x`, `cp -r`) from being listed
@@ -479,6 +481,7 @@ impl Vfs {
                 .map(|e| (e.name, e.meta))
                 .collect(),
             complete: listing.complete,
+            stands_alone: listing.stands_alone,
             unknown: HashSet::new(),
         };
         self.state.lock().unwrap().listings.insert(

@@ -17,6 +17,9 @@ const FILE: &str = ".roam-listing";
 struct Saved {
     fetched_at: u64,
     complete: bool,
+    /// Listings saved before the field existed came from drivers whose directories stand alone.
+    #[serde(default = "yes")]
+    stands_alone: bool,
     entries: Vec<SavedEntry>,
 }
 
@@ -31,6 +34,10 @@ struct SavedEntry {
     target: Option<String>,
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn path_of(root: &Path, virt: &str) -> PathBuf {
     root.join("lists")
         .join(virt.trim_start_matches('/'))
@@ -42,6 +49,7 @@ pub fn save(root: &Path, virt: &str, listing: &Listing) {
     let saved = Saved {
         fetched_at: unix_secs(SystemTime::now()),
         complete: listing.complete,
+        stands_alone: listing.stands_alone,
         entries: listing.entries.iter().map(to_saved).collect(),
     };
     let p = path_of(root, virt);
@@ -71,6 +79,7 @@ pub fn load(root: &Path, virt: &str) -> Option<(Listing, Duration)> {
         Listing {
             entries,
             complete: saved.complete,
+            stands_alone: saved.stands_alone,
         },
         age,
     ))
@@ -141,6 +150,7 @@ mod tests {
                 },
             ],
             complete: true,
+            stands_alone: true,
         };
         save(&root, "/http/h/dir", &listing);
         let (back, age) = load(&root, "/http/h/dir").unwrap();

@@ -491,6 +491,7 @@ impl Vfs {
         let empty = crate::DirIndex {
             entries: Default::default(),
             complete: true,
+            stands_alone: true,
             unknown: Default::default(),
         };
         self.state.lock().unwrap().listings.insert(
@@ -516,6 +517,7 @@ impl Vfs {
                 Known {
                     meta: &meta,
                     siblings,
+                    empty: false,
                 },
             ),
             None => r.driver.remove_file(&r.path),
@@ -545,7 +547,8 @@ impl Vfs {
     }
 
     /// What a listing of the parent of `virt` younger than T_read says: the entry (`None`:
-    /// no such name) and whether it has siblings; `None` without such a listing.
+    /// no such name) and whether the parent outlives it (other entries, or a directory
+    /// that stands alone); `None` without such a listing.
     fn listed(&self, virt: &str) -> Option<(Option<Meta>, bool)> {
         let (parent, name) = split_name(virt);
         let t_read = self.t_read_dir(parent);
@@ -553,7 +556,22 @@ impl Vfs {
         st.listings
             .get(parent)
             .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
-            .map(|(index, _)| (index.entries.get(name).cloned(), index.entries.len() > 1))
+            .map(|(index, _)| {
+                let stays = index.entries.len() > 1 || index.stands_alone;
+                (index.entries.get(name).cloned(), stays)
+            })
+    }
+
+    /// Whether a complete listing of the directory `virt` younger than T_read names nothing.
+    fn listed_empty(&self, virt: &str) -> bool {
+        let t_read = self.t_read_dir(virt);
+        let st = self.state.lock().unwrap();
+        st.listings.get(virt).is_some_and(|(index, at)| {
+            at.elapsed() < t_read
+                && index.complete
+                && index.entries.is_empty()
+                && index.unknown.is_empty()
+        })
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
@@ -564,6 +582,7 @@ impl Vfs {
                 Known {
                     meta: &meta,
                     siblings,
+                    empty: self.listed_empty(&r.virt),
                 },
             )?,
             _ => r.driver.remove_dir(&r.path)?,

@@ -270,6 +270,7 @@ fn list_dir(c: &mut Conn, remote: &str) -> Reply<Listing> {
     Ok(Listing {
         entries,
         complete: true,
+        stands_alone: true,
     })
 }
 

@@ -285,6 +285,7 @@ impl Driver for DavDriver {
         Ok(Listing {
             entries: members.entries,
             complete: true,
+            stands_alone: true,
         })
     }
 

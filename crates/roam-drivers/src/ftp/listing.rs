@@ -43,6 +43,7 @@ pub(super) fn parse(data: &[u8], format: Format, now: SystemTime, source: &str) 
     let mut listing = Listing {
         entries: Vec::new(),
         complete: true,
+        stands_alone: true,
     };
     for raw in data.split(|b| *b == b'\n') {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);

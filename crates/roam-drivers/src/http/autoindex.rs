@@ -37,6 +37,7 @@ pub(crate) fn parse(html: &str, page: &str) -> Listing {
     Listing {
         entries,
         complete: is_index_page(html),
+        stands_alone: true,
     }
 }
 

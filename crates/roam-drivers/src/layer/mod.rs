@@ -205,6 +205,7 @@ impl<T: Transform> Driver for Stacked<T> {
         Ok(Listing {
             entries,
             complete: l.complete,
+            stands_alone: l.stands_alone,
         })
     }
 

@@ -215,14 +215,18 @@ impl S3Driver {
     }
 
     /// Deletes the marker of the empty directory `path` (S3 has no notion of non-empty:
-    /// asked first), leaving its parent as it is.
-    fn remove_marker(&self, path: &str) -> Result<()> {
+    /// asked first, unless roam's fresh listing already shows it `empty`), leaving its
+    /// parent as it is.
+    fn remove_marker(&self, path: &str, empty: bool) -> Result<()> {
         self.check(Method::Delete, path)?;
         if path == "/" {
             let why = "the root of a mount cannot be removed";
             return Err(self.fail(ErrorKind::PermissionDenied, Method::Delete, path, why));
         }
         let marker = self.dir_prefix(path);
+        if empty {
+            return self.send_bare(Method::Delete, &marker);
+        }
         // Two keys: the marker (listed first, as the shortest) and anything else.
         let listed = list_first(&self.client, &marker, 2)?;
         if listed.children > 0 {
@@ -341,6 +345,7 @@ impl Driver for S3Driver {
         Ok(Listing {
             entries: listed.entries,
             complete: true,
+            stands_alone: path == "/" || listed.marker,
         })
     }
 
@@ -475,14 +480,15 @@ impl Driver for S3Driver {
     }
 
     fn remove_dir(&self, path: &str) -> Result<()> {
-        self.remove_marker(path)?;
+        self.remove_marker(path, false)?;
         self.keep_parent(path);
         Ok(())
     }
 
-    /// With siblings left, the parent needs no marker and is not listed after.
+    /// With siblings left, the parent needs no marker and is not listed after; a directory
+    /// roam's fresh listing shows empty is not listed before either (one `DELETE`).
     fn remove_known_dir(&self, path: &str, known: Known) -> Result<()> {
-        self.remove_marker(path)?;
+        self.remove_marker(path, known.empty)?;
         if !known.siblings {
             self.keep_parent(path);
         }

@@ -579,6 +579,7 @@ impl Driver for SftpDriver {
                 Ok(Listing {
                     entries,
                     complete: true,
+                    stands_alone: true,
                 })
             },
         )
