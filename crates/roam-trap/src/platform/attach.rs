@@ -135,7 +135,7 @@ pub fn install_filter(tid: Pid, filter: &[Insn]) -> Result<(Seen, Option<u64>), 
         libc::SYS_seccomp,
         [
             libc::SECCOMP_SET_MODE_FILTER as u64,
-            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            libc::SECCOMP_FILTER_FLAG_TSYNC | super::seccomp::SPEC_ALLOW,
             fprog_at,
         ],
     )?;

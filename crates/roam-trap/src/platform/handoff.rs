@@ -109,7 +109,8 @@ fn install(
     // For every thread (TSYNC; with a listener, a failure must be ESRCH, not a thread id).
     let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
         | libc::SECCOMP_FILTER_FLAG_TSYNC
-        | libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
+        | libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+        | super::seccomp::SPEC_ALLOW;
     let set = libc::SECCOMP_SET_MODE_FILTER as u64;
     // EBUSY: the process has a listener already (ROAM_NOTIFY=1), and may have only one.
     let fd = call(

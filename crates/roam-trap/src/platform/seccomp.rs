@@ -149,6 +149,14 @@ impl Builder {
     }
 }
 
+/// Every filter roam installs leaves the program's speculation mitigations as they were.
+/// Without this flag, kernels whose policy is `spec_store_bypass_disable=seccomp` (the
+/// default before 5.16) force SSBD (and `spectre_v2_user=seccomp`: STIBP) on any process
+/// with a filter, slowing all of its code, not just the calls roam sees. roam's filter
+/// is an interposition device, not a sandbox: the program keeps the mitigations it would
+/// have had natively.
+pub const SPEC_ALLOW: libc::c_ulong = libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+
 /// Installs `prog` in the calling process; with `listener`, also returns a new listener fd
 /// for its notifications (else 0). Returns -1 on failure. Async-signal-safe: called
 /// between fork and exec.
@@ -164,9 +172,9 @@ pub unsafe fn install(prog: &[Insn], no_new_privs: bool, listener: bool) -> libc
         filter: prog.as_ptr() as *mut Insn,
     };
     let flags = if listener {
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+        SPEC_ALLOW | libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
     } else {
-        0
+        SPEC_ALLOW
     };
     libc::syscall(
         libc::SYS_seccomp,
