@@ -137,3 +137,31 @@ fn relative_links_inside_a_remote_tree_resolve_there() {
         );
     }
 }
+
+/// roam remembers local names it found native for a moment (no `lstat` of its own when
+/// asked again); a traced program that then turns such a name into a link into roam
+/// (`ln -s`, or `rm -r` of a directory and `ln -s` in its place) reaches roam through it
+/// at once.
+#[test]
+fn a_name_just_turned_into_a_link_leads_into_roam_at_once() {
+    let fx = fixture();
+    let scratch = Scratch::new("links");
+    let script = "cd {d} && ! test -e {d}/hello && ln -s {r}/hello.txt hello && cat {d}/hello \
+                  && mkdir -p data/sub && ! test -e {d}/data/sub/deep.txt && test -d {d}/data/sub \
+                  && rm -r data && ln -s {r}/dir data && cat {d}/data/sub/deep.txt";
+    let run = |dir: &Path, base: &str, roam: bool| {
+        roam_testkit::mkdir(dir);
+        let d = dir.to_string_lossy();
+        let s = script.replace("{d}", &d).replace("{r}", base);
+        let out = if roam {
+            Roam::new().sh(&[], &s)
+        } else {
+            Command::new("sh").args(["-c", &s]).output().unwrap()
+        };
+        assert!(out.status.success(), "{s}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let native = run(&scratch.join("native"), &fx.www.to_string_lossy(), false);
+    assert!(native.contains("deep down"), "{native}");
+    assert_eq!(run(&scratch.join("roam"), &fx.remote(), true), native);
+}

@@ -14,6 +14,7 @@ mod exec;
 mod inspect;
 mod later;
 mod mutate;
+mod native_names;
 mod open;
 mod read;
 mod report;
@@ -295,6 +296,9 @@ impl Kernel {
                 }
             }
             _ => {}
+        }
+        if table::changes_names(spec) {
+            self.resolver.names_changing();
         }
         let places = match self.places(tid, spec, &call) {
             Ok(p) => p,

@@ -53,6 +53,8 @@ pub struct Resolver {
     /// does, a relative name that resolves locally is local, and the tracee's cwd need not
     /// be read.
     dirs_out: std::sync::atomic::AtomicBool,
+    /// Absolute local names lately found to need nothing of roam.
+    native: super::native_names::NativeNames,
 }
 
 impl Resolver {
@@ -65,6 +67,7 @@ impl Resolver {
             vfs,
             quick,
             dirs_out: Default::default(),
+            native: Default::default(),
         }
     }
 
@@ -72,6 +75,12 @@ impl Resolver {
     pub fn roam_dir_handed_out(&self) {
         self.dirs_out
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A tracee is adding or removing names: a local name found native before may now
+    /// lead into roam through a new symlink.
+    pub fn names_changing(&self) {
+        self.native.forget_all();
     }
 
     pub fn vfs(&self) -> &Vfs {
@@ -234,20 +243,14 @@ impl Resolver {
 
     /// A local name the kernel resolves itself, unless it fails there and a local symlink
     /// on the way leads into roam. Costs one `lstat` for a name that exists, two for one
-    /// missing from an existing directory (what compilers and Python probe for).
+    /// missing from an existing directory (what compilers and Python probe for), none for
+    /// a name found so lately.
     fn through_local_links(&self, path: &str, follow: bool) -> Place {
-        let dangling = match local_lstat(path) {
-            // Exists; the kernel resolved every directory on the way.
-            Ok(is_link) if !(follow && is_link) => return Place::Native,
-            Ok(_) => match local_errno(path, true) {
-                None => return Place::Native,
-                Some(_) => true,
-            },
-            Err(libc::ENOENT | libc::ENOTDIR) => false,
-            Err(_) => return Place::Native,
-        };
-        // Missing from a directory that exists: nothing on the way leads elsewhere.
-        if !dangling && local_errno(split_name(path).0, true).is_none() {
+        if self.native.recalls(path, follow) {
+            return Place::Native;
+        }
+        if found_native(path, follow) {
+            self.native.remember(path, follow);
             return Place::Native;
         }
         match self.walk_links(path, follow) {
@@ -343,6 +346,23 @@ fn via_proc(tid: Pid, dirfd: Option<i32>, rel: &str) -> String {
         Some(fd) if fd != libc::AT_FDCWD => format!("/proc/{tid}/fd/{fd}/{rel}"),
         _ => format!("/proc/{tid}/cwd/{rel}"),
     }
+}
+
+/// Whether the kernel alone resolves `path` as roam would, as local files alone say
+/// (what a server holds plays no part, so the verdict can be kept).
+fn found_native(path: &str, follow: bool) -> bool {
+    let dangling = match local_lstat(path) {
+        // Exists; the kernel resolved every directory on the way.
+        Ok(is_link) if !(follow && is_link) => return true,
+        Ok(_) => match local_errno(path, true) {
+            None => return true,
+            Some(_) => true,
+        },
+        Err(libc::ENOENT | libc::ENOTDIR) => false,
+        Err(_) => return true,
+    };
+    // Missing from a directory that exists: nothing on the way leads elsewhere.
+    !dangling && local_errno(split_name(path).0, true).is_none()
 }
 
 /// `fstatat` of a local name: its mode, or the errno the kernel gives.

@@ -192,6 +192,24 @@ pub fn lookup(nr: i64) -> Option<&'static Spec> {
     TABLE.iter().find(|s| s.nr == nr)
 }
 
+/// Whether a call adds or removes names, so that a symlink into roam may appear where a
+/// local name was found native (see `native_names`).
+pub fn changes_names(spec: &Spec) -> bool {
+    matches!(
+        spec.nr,
+        libc::SYS_rmdir
+            | libc::SYS_unlink
+            | libc::SYS_unlinkat
+            | libc::SYS_rename
+            | libc::SYS_renameat
+            | libc::SYS_renameat2
+            | libc::SYS_link
+            | libc::SYS_linkat
+            | libc::SYS_symlink
+            | libc::SYS_symlinkat
+    )
+}
+
 /// Whether a call follows a symlink in the last component of its names (argument
 /// registers `args`); calls that act on a link itself (lstat, unlink, rename ...) do not.
 pub fn follows_last(spec: &Spec, args: &[u64; 6]) -> bool {
