@@ -243,8 +243,8 @@ impl Resolver {
 
     /// A local name the kernel resolves itself, unless it fails there and a local symlink
     /// on the way leads into roam. Costs one `lstat` for a name that exists, two for one
-    /// missing from an existing directory (what compilers and Python probe for), none for
-    /// a name found so lately.
+    /// missing from an existing directory (what compilers and Python probe for), a walk
+    /// for one missing further up, none for a name found native lately.
     fn through_local_links(&self, path: &str, follow: bool) -> Place {
         if self.native.recalls(path, follow) {
             return Place::Native;
@@ -254,11 +254,17 @@ impl Resolver {
             return Place::Native;
         }
         match self.walk_links(path, follow) {
+            // What the server holds decides: not a verdict to keep.
             Some(virt) => match self.vfs.lookup(&virt) {
                 Ok(Some(node)) => Place::Roam(node),
                 _ => Place::Native,
             },
-            None => Place::Native,
+            // No link on the way leads into roam (gcc's `-I.` probes for `./bits/types.h`
+            // end here): local files alone said so.
+            None => {
+                self.native.remember(path, follow);
+                Place::Native
+            }
         }
     }
 

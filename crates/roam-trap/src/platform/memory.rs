@@ -22,13 +22,16 @@ pub fn read_cstr(pid: Pid, addr: u64) -> nix::Result<Vec<u8>> {
         let want = room
             .min(PATH_MAX - out.len())
             .min(if out.is_empty() { 256 } else { PAGE });
-        let mut buf = [0u8; PAGE];
-        let n = read(pid, at, &mut buf[..want])?;
-        if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
-            out.extend_from_slice(&buf[..end]);
+        // Read straight into `out`: a page-sized buffer zeroed for every name cost more
+        // than the read itself.
+        let len = out.len();
+        out.resize(len + want, 0);
+        let n = read(pid, at, &mut out[len..])?;
+        if let Some(end) = out[len..len + n].iter().position(|&b| b == 0) {
+            out.truncate(len + end);
             return Ok(out);
         }
-        out.extend_from_slice(&buf[..n]);
+        out.truncate(len + n);
         at += n as u64;
     }
     Err(nix::errno::Errno::ENAMETOOLONG)

@@ -6,8 +6,9 @@
 //! all: the tracer interrupts the thread, whose wait then ends in a restart, and catches
 //! the restarted call at its syscall-entry stop (see the tracer's takeover).
 //!
-//! A notification costs two context switches and no ptrace requests: measured here about
-//! 1.7× cheaper than a seccomp ptrace stop.
+//! A notification costs two context switches and no ptrace requests: with synchronous
+//! wake-ups (below) a local `stat` costs 7.5 µs against 9.5 µs for a seccomp ptrace stop
+//! pinned to one CPU, and 8 µs against 21 µs unpinned.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -15,6 +16,11 @@ use nix::errno::Errno;
 use nix::unistd::Pid;
 
 use super::ptrace::Syscall;
+
+/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (`SECCOMP_IOW(4, __u64)`) and its one flag,
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`; not in the libc crate.
+const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+const SYNC_WAKE_UP: u64 = 1;
 
 /// One notified call.
 pub struct Notice {
@@ -29,7 +35,18 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Takes `fd` as roam's end, asking the kernel for synchronous wake-ups (Linux 6.6+):
+    /// a notifying thread then hands its CPU straight to the roam thread waiting in
+    /// [`Listener::recv`], and the answer hands it back, as a pair of threads pinned to one
+    /// CPU would. Without it every notification woke a sleeping vCPU: a local `stat`
+    /// under the listener took 53–57 µs unpinned, 7.6–8.3 µs with it. Older kernels
+    /// refuse the flag (EINVAL): the listener works as before.
     pub fn new(fd: OwnedFd) -> Listener {
+        // SAFETY: SET_FLAGS takes its flags by value.
+        let r = unsafe { libc::ioctl(fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SET_FLAGS, SYNC_WAKE_UP) };
+        if r != 0 {
+            tracing::debug!("seccomp listener without sync wake-ups: {}", Errno::last());
+        }
         Listener { fd }
     }
 
