@@ -16,7 +16,7 @@
 #                 setting it skips the build
 #
 # Configurations, interleaved run by run so drift hits all alike: native, roam run,
-# roam run --fuse, strace -f, strace -f --seccomp-bpf -e trace=%file, proot. A configuration whose tool is
+# roam run with ptrace stops (ROAM_NOTIFY=0), roam run --fuse, strace -f, strace -f --seccomp-bpf -e trace=%file, proot. A configuration whose tool is
 # missing or fails a smoke test is skipped with a note. Raw figures and the report are also
 # saved in bench/out/.
 set -euo pipefail
@@ -100,6 +100,9 @@ else
     fi
     if [[ -x $ROAM ]]; then
         add_config "roam run" "$(printf '%q' "$(realpath "$ROAM")") run --"
+        # The calls as ptrace stops rather than notifications to roam's listener (the
+        # default on Linux 6.6+), as `roam attach` and older kernels use.
+        add_config "roam run, stops" "env ROAM_NOTIFY=0 $(printf '%q' "$(realpath "$ROAM")") run --"
         # The platform without ptrace: the namespace mounted through FUSE in the program's
         # own user and mount namespace; local names never reach roam.
         add_config "roam run --fuse" "$(printf '%q' "$(realpath "$ROAM")") run --fuse --"

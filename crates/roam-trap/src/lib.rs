@@ -56,16 +56,8 @@ pub fn run(
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    // `ROAM_NOTIFY=1`: name calls reach roam as seccomp notifications. Off by default: on a
-    // quiet machine it is even with stops (docs/BENCHMARKS.md), and a busy one delays the
-    // listener's wake-ups (docs/SYSCALLS.md).
-    let notify = std::env::var_os("ROAM_NOTIFY").is_some_and(|v| v == "1");
-    let notified = if notify {
-        kernel::table::notified_numbers()
-    } else {
-        Vec::new()
-    };
-    let filter = roam_filter(&notified);
+    let notify = listener_wanted();
+    let filter = roam_filter(notify);
 
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
@@ -77,14 +69,50 @@ pub fn run(
     tracer.run()
 }
 
-/// The filter every tracee runs under: `notified` calls go to the listener, the rest of
-/// roam's calls are ptrace stops.
-fn roam_filter(notified: &[i64]) -> Vec<platform::seccomp::Insn> {
-    let traced: Vec<i64> = kernel::table::traced_numbers()
-        .into_iter()
-        .filter(|nr| !notified.contains(nr))
-        .collect();
-    platform::seccomp::filter(&traced, &kernel::table::gated_numbers(), notified)
+/// Whether roam's calls reach it through a seccomp listener rather than as ptrace stops:
+/// `ROAM_NOTIFY=1` or `0` says; by default yes where the kernel has synchronous wake-ups
+/// for listeners (Linux 6.6), without which a notification wakes a sleeping CPU and costs
+/// more than a stop (docs/SYSCALLS.md).
+fn listener_wanted() -> bool {
+    match std::env::var_os("ROAM_NOTIFY") {
+        Some(v) => v == "1",
+        None => std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|r| kernel_version(&r))
+            .is_some_and(|v| v >= (6, 6)),
+    }
+}
+
+/// `(major, minor)` of a kernel release such as `6.18.44-fc-v669`.
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The filter every tracee runs under. With the listener, every call roam sees is a
+/// notification (so a process handed over to a debugger keeps roam's listener and needs no
+/// second one, which the kernel would refuse); without it, a ptrace stop.
+fn roam_filter(notify: bool) -> Vec<platform::seccomp::Insn> {
+    let (traced, gated) = (
+        kernel::table::traced_numbers(),
+        kernel::table::gated_numbers(),
+    );
+    if notify {
+        platform::seccomp::notify_only(&traced, &gated)
+    } else {
+        platform::seccomp::filter(&traced, &gated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kernel_versions_are_read_from_releases() {
+        assert_eq!(super::kernel_version("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(super::kernel_version("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(super::kernel_version("6.6"), Some((6, 6)));
+        assert_eq!(super::kernel_version("garbage"), None);
+    }
 }
 
 /// A handle on an attached process tree, for `roam detach`.
@@ -111,7 +139,7 @@ pub fn attach(
     use platform::attach as a;
     let root = nix::unistd::Pid::from_raw(root);
     // No listener: a filter with one cannot be spread over threads with TSYNC.
-    let filter = roam_filter(&[]);
+    let filter = roam_filter(false);
     tracer::tracer_signals().thread_block()?;
     let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
     let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;

@@ -22,18 +22,22 @@ fn reads_match_the_local_copy() {
     }
 }
 
-/// With name calls as seccomp notifications (`ROAM_NOTIFY=1`): local names answered by the
-/// listener, roam names taken over by the tracer, a missing one answered by a worker.
+/// Both ways roam's calls reach it serve local and remote names alike: the listener
+/// (`ROAM_NOTIFY=1`, the default on Linux 6.6+: local names answered by the listener, roam
+/// names taken over by the tracer, a missing one answered by a worker) and ptrace stops
+/// (`ROAM_NOTIFY=0`, as `roam attach` always uses).
 #[test]
-fn the_listener_serves_local_and_remote_names_alike() {
-    for script in [
-        "cat {}/hello.txt /etc/hostname && ls {}/dir && stat -c '%n %s' {}/dir/sub/deep.txt",
-        "cd {}/dir && cat 'a b.txt' && ls sub && ls nothere 2>/dev/null; echo $?",
-        "md5sum {}/big.bin && grep -r needle {}/dir | sort && test ! -e {}/missing.txt && echo ok",
-    ] {
-        let (native, roamed) = both_with(Roam::new().env("ROAM_NOTIFY", "1"), script);
-        assert!(!native.is_empty(), "{script}: no output natively");
-        assert_eq!(roamed, native, "{script}");
+fn the_listener_and_ptrace_stops_serve_local_and_remote_names_alike() {
+    for notify in ["1", "0"] {
+        for script in [
+            "cat {}/hello.txt /etc/hostname && ls {}/dir && stat -c '%n %s' {}/dir/sub/deep.txt",
+            "cd {}/dir && cat 'a b.txt' && ls sub && ls nothere 2>/dev/null; echo $?",
+            "md5sum {}/big.bin && grep -r needle {}/dir | sort && test ! -e {}/missing.txt && echo ok",
+        ] {
+            let (native, roamed) = both_with(Roam::new().env("ROAM_NOTIFY", notify), script);
+            assert!(!native.is_empty(), "{script}: no output natively");
+            assert_eq!(roamed, native, "ROAM_NOTIFY={notify}: {script}");
+        }
     }
 }
 

@@ -405,6 +405,11 @@ impl Kernel {
         Decision::HandOver { target }
     }
 
+    /// Whether roam traces `tid` (since its fork event).
+    pub fn is_tracee(&self, tid: Pid) -> bool {
+        self.tracees.lock().unwrap().contains(&tid)
+    }
+
     /// A tracee was handed over to another tracer: roam serves its calls from afar now.
     /// Returns whether roam knew it as a tracee (its parent's fork event came first).
     pub fn tracee_handed_over(&self, tid: Pid) -> bool {

@@ -262,24 +262,6 @@ pub fn traced_numbers() -> Vec<i64> {
         .collect()
 }
 
-/// Numbers that go to roam's listener instead of a ptrace stop (see `platform::notify`):
-/// calls on names whose local case the listener answers with "run it as it is". Exec
-/// (privileged programs, the new image) and the fd calls stay ptrace stops.
-pub fn notified_numbers() -> Vec<i64> {
-    use Family::*;
-    TABLE
-        .iter()
-        .filter(|s| {
-            s.gate.is_none()
-                && matches!(
-                    s.family,
-                    Open | Inspect | Access | Readlink | Chdir | Mutate
-                )
-        })
-        .map(|s| s.nr)
-        .collect()
-}
-
 /// Numbers the filter traps only for watched fds, with the register holding the fd.
 pub fn gated_numbers() -> Vec<(i64, usize)> {
     TABLE.iter().filter_map(|s| Some((s.nr, s.gate?))).collect()

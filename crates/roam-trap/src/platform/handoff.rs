@@ -30,6 +30,10 @@ pub enum Stop {
     Seccomp,
     /// An interrupt or group-stop (`PTRACE_EVENT_STOP`): a process a debugger attaches to.
     Event,
+    /// The syscall-entry stop of the target's own call, taken over from roam's listener:
+    /// the call goes on into the kernel once the thread is handed over (it needs no filter
+    /// then: its calls reach roam's listener already).
+    Entry,
 }
 
 /// Installs `filter` (if given: the first thread of its process roam lets go) with a
@@ -55,6 +59,7 @@ pub fn hand_over(
             let again = as_the_kernel_would_resume(saved);
             (again, again)
         }
+        Stop::Entry => (saved, saved),
     };
     let installed = match filter {
         Some(filter) => install(tid, stop, saved, filter).map(|(l, held)| (Some(l), held)),

@@ -1,5 +1,5 @@
-//! Seccomp user notification: the calls roam sees most (name lookups, stats, opens) reach
-//! roam through a listener instead of a ptrace stop. The thread waits in the kernel while a
+//! Seccomp user notification: the calls roam sees (under `roam run` on Linux 6.6+, all of
+//! them) reach roam through a listener instead of a ptrace stop. The thread waits in the kernel while a
 //! roam thread reads the call and answers: "run it as it is" (`CONTINUE`: a local name, the
 //! usual case), a result (an errno, or data written into the program's memory), or — for a
 //! call that needs the tracer (a roam name whose path must be rewritten) — no answer at

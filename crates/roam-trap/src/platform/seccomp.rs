@@ -40,23 +40,23 @@ pub const WATCHED_FD_BASE: u32 = 800;
 /// Builds the filter that stops exactly `traced` (x86_64 numbers), the calls of `gated`
 /// (number, register of an fd) when that fd is a watched one (at least
 /// [`WATCHED_FD_BASE`]; never a negative one such as an anonymous mmap's -1), and every
-/// foreign call; `notified` calls go to roam's listener instead (`SECCOMP_RET_USER_NOTIF`,
-/// see `platform::notify`), which lets most of them run without a ptrace stop.
-pub fn filter(traced: &[i64], gated: &[(i64, usize)], notified: &[i64]) -> Vec<Insn> {
-    build(traced, gated, notified, libc::SECCOMP_RET_TRACE)
+/// foreign call, as ptrace stops (`SECCOMP_RET_TRACE`).
+pub fn filter(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
+    build(traced, gated, libc::SECCOMP_RET_TRACE)
 }
 
-/// The filter of a process handed over to another tracer (a debugger, see
-/// `platform::handoff`): every call the first filter stops (`traced`, the watched-fd calls
-/// of `gated`, foreign calls) goes to a listener instead. Stacked on the first filter, it
-/// wins: the kernel takes the verdict of highest precedence, and `USER_NOTIF` outranks
-/// `TRACE` (which, with roam no longer the tracer, would fail the call with ENOSYS).
+/// The same calls as seccomp notifications to a listener (`SECCOMP_RET_USER_NOTIF`, see
+/// `platform::notify`): roam's own listener under `roam run` (the default on Linux 6.6+),
+/// or, stacked on the first filter, the listener of a process handed over to another
+/// tracer (a debugger, see `platform::handoff`): the kernel takes the verdict of highest
+/// precedence, and `USER_NOTIF` outranks `TRACE` (which, with roam no longer the tracer,
+/// would fail the call with ENOSYS).
 pub fn notify_only(traced: &[i64], gated: &[(i64, usize)]) -> Vec<Insn> {
-    build(traced, gated, &[], libc::SECCOMP_RET_USER_NOTIF)
+    build(traced, gated, libc::SECCOMP_RET_USER_NOTIF)
 }
 
 /// The filter: `trap` is the verdict of the calls roam must see.
-fn build(traced: &[i64], gated: &[(i64, usize)], notified: &[i64], trap: u32) -> Vec<Insn> {
+fn build(traced: &[i64], gated: &[(i64, usize)], trap: u32) -> Vec<Insn> {
     use Label::*;
     let mut b = Builder::default();
     b.stmt(BPF_LD_W_ABS, OFF_ARCH);
@@ -74,9 +74,6 @@ fn build(traced: &[i64], gated: &[(i64, usize)], notified: &[i64], trap: u32) ->
         b.jump(BPF_JGE_K, 0x8000_0000, Allow, Next);
         b.jump(BPF_JGE_K, WATCHED_FD_BASE, Trace, Allow);
     }
-    for &nr in notified {
-        b.jump(BPF_JEQ_K, nr as u32, Notify, Next);
-    }
     for &nr in traced {
         b.jump(BPF_JEQ_K, nr as u32, Trace, Next);
     }
@@ -85,10 +82,6 @@ fn build(traced: &[i64], gated: &[(i64, usize)], notified: &[i64], trap: u32) ->
     b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     b.at(Trace);
     b.stmt(BPF_RET_K, trap);
-    if !notified.is_empty() {
-        b.at(Notify);
-        b.stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF);
-    }
     b.finish()
 }
 
@@ -99,7 +92,6 @@ enum Label {
     Skip(usize),
     Allow,
     Trace,
-    Notify,
 }
 
 /// A classic-BPF program with forward jumps to labels, resolved at the end (every jump of a
@@ -227,17 +219,6 @@ mod tests {
     }
 
     #[test]
-    fn notified_calls_go_to_the_listener() {
-        let prog = filter(&[59], &[(0, 0)], &[4, 257]);
-        let x86 = AUDIT_ARCH_X86_64;
-        assert_eq!(run(&prog, x86, 4), libc::SECCOMP_RET_USER_NOTIF);
-        assert_eq!(run(&prog, x86, 257), libc::SECCOMP_RET_USER_NOTIF);
-        assert_eq!(run(&prog, x86, 59), libc::SECCOMP_RET_TRACE);
-        assert_eq!(run(&prog, x86, 1), libc::SECCOMP_RET_ALLOW);
-        assert_eq!(run(&prog, 0x4000_0003, 4), libc::SECCOMP_RET_TRACE, "i386");
-    }
-
-    #[test]
     fn a_handed_over_process_notifies_whatever_roam_traced() {
         let prog = notify_only(&[59, 101], &[(0, 0)]);
         let x86 = AUDIT_ARCH_X86_64;
@@ -252,7 +233,7 @@ mod tests {
 
     #[test]
     fn negative_fds_are_never_watched() {
-        let prog = filter(&[], &[(9, 4)], &[]);
+        let prog = filter(&[], &[(9, 4)]);
         let mmap = |fd: i32| run_with_args(&prog, AUDIT_ARCH_X86_64, 9, [0, 0, 0, 0, fd as u64, 0]);
         assert_eq!(mmap(-1), libc::SECCOMP_RET_ALLOW, "anonymous mmap");
         assert_eq!(mmap(3), libc::SECCOMP_RET_ALLOW);
@@ -261,7 +242,7 @@ mod tests {
 
     #[test]
     fn gated_calls_are_trapped_only_on_watched_fds() {
-        let prog = filter(&[2, 257], &[(0, 0), (9, 4)], &[]);
+        let prog = filter(&[2, 257], &[(0, 0), (9, 4)]);
         let x86 = AUDIT_ARCH_X86_64;
         assert_eq!(
             run_with_arg(&prog, x86, 0, 3),
@@ -293,7 +274,7 @@ mod tests {
     #[test]
     fn traps_exactly_the_listed_calls() {
         let traced = [2, 257, 4, 59];
-        let prog = filter(&traced, &[], &[]);
+        let prog = filter(&traced, &[]);
         for nr in traced {
             assert_eq!(
                 run(&prog, AUDIT_ARCH_X86_64, nr as u32),

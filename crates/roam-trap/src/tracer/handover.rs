@@ -15,12 +15,14 @@ use crate::platform::notify::{Listener, Notice};
 use crate::platform::ptrace;
 
 impl Tracer {
-    /// Debugger thread `tid` (stopped at its ptrace request, stack at `sp`) asks to trace
+    /// Debugger thread `tid` (stopped at its ptrace request, stack at `sp`; `at_entry`: at
+    /// the request's syscall-entry stop, taken over from the listener) asks to trace
     /// `target`: itself (`PTRACE_TRACEME`, handed over now) or another tracee (interrupted
     /// first; the debugger's request runs once it is handed over).
-    pub(super) fn hand_over(&mut self, tid: Pid, sp: u64, target: Pid) {
+    pub(super) fn hand_over(&mut self, tid: Pid, sp: u64, target: Pid, at_entry: bool) {
         if target == tid {
-            if !self.let_go(tid, Stop::Seccomp) {
+            let stop = if at_entry { Stop::Entry } else { Stop::Seccomp };
+            if !self.let_go(tid, stop) {
                 resume(tid, 0);
             }
             return;
@@ -48,21 +50,25 @@ impl Tracer {
 
     /// Hands `tid` over and serves it from afar; false (told to the user) if it failed.
     fn let_go(&mut self, tid: Pid, stop: Stop) -> bool {
-        if self.takeovers.listening {
-            self.kernel.hand_over_failed(tid, "with ROAM_NOTIFY=1 it has roam's listener already, and a process may have only one");
-            if stop == Stop::Seccomp {
-                let _ = ptrace::skip_with(tid, -(libc::EPERM as i64));
-            }
-            return false;
-        }
         // The filter goes in once per process, for all its threads; the others are only
-        // let go (their calls reach the listener already).
+        // let go (their calls reach the listener already). With roam's own listener,
+        // every call roam sees reaches it already: no thread needs a filter.
         let process = handoff::process_key(tid);
         let first = !process.is_some_and(|p| self.handed_processes.contains(&p));
-        let filter = first.then_some(&self.handoff_filter[..]);
+        let filter = (first && !self.takeovers.listening).then_some(&self.handoff_filter[..]);
+        if self.takeovers.listening {
+            // Before it runs again: its next notification must find it served from afar.
+            self.takeovers.afar.lock().unwrap().insert(tid);
+        }
         let listener = match handoff::hand_over(tid, stop, filter) {
             Ok(l) => l.map(|l| Arc::new(Listener::new(l))),
             Err(e) => {
+                self.takeovers.afar.lock().unwrap().remove(&tid);
+                if stop == Stop::Entry {
+                    // Its call goes on as the program made it (the kernel refuses a second
+                    // tracer), not back to roam's triage.
+                    self.takeovers.let_run.lock().unwrap().insert(tid);
+                }
                 self.kernel.hand_over_failed(tid, &e.to_string());
                 return false;
             }
@@ -103,22 +109,28 @@ fn serve_afar(kernel: &Kernel, listener: &Arc<Listener>, jobs: &Sender<Work>) {
                 return;
             }
         };
-        // The debuggee's own ptrace requests (its PTRACE_TRACEME, made again once handed
-        // over) are the kernel's.
-        if n.call.nr == libc::SYS_ptrace && n.call.arch == ptrace::AUDIT_ARCH_X86_64 {
-            listener.run_as_is(&n);
-            continue;
+        if !serve_afar_notice(kernel, listener, n, jobs) {
+            return;
         }
-        match kernel.triage(n.tid, n.call) {
-            Triage::Done(d) => {
-                reply_afar(kernel, listener, &n, d);
-            }
-            Triage::Later(job) => {
-                if jobs.send(Work::Afar(n, job, listener.clone())).is_err() {
-                    return;
-                }
-            }
-        }
+    }
+}
+
+/// Answers one call of a handed-over process from afar, or gives it to a worker when it
+/// needs the network. False once the workers are gone.
+pub(super) fn serve_afar_notice(
+    kernel: &Kernel,
+    listener: &Arc<Listener>,
+    n: Notice,
+    jobs: &Sender<Work>,
+) -> bool {
+    // The debuggee's own ptrace requests (its PTRACE_TRACEME, made again once handed
+    // over) are the kernel's.
+    if n.call.nr == libc::SYS_ptrace && n.call.arch == ptrace::AUDIT_ARCH_X86_64 {
+        return listener.run_as_is(&n);
+    }
+    match kernel.triage(n.tid, n.call) {
+        Triage::Done(d) => reply_afar(kernel, listener, &n, d),
+        Triage::Later(job) => jobs.send(Work::Afar(n, job, listener.clone())).is_ok(),
     }
 }
 

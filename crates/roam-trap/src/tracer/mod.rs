@@ -175,9 +175,12 @@ impl Tracer {
         let mut takeovers = Takeovers::default();
         if let Some(listener) = listener {
             takeovers.listening = true;
-            takeovers.notified = crate::kernel::table::notified_numbers()
+            // Every call roam sees is a notification (see `roam_filter`).
+            let table = crate::kernel::table::traced_numbers().into_iter();
+            let gated = crate::kernel::table::gated_numbers()
                 .into_iter()
-                .collect();
+                .map(|(nr, _)| nr);
+            takeovers.notified = table.chain(gated).collect();
             let to = Outlets {
                 done: done_tx.clone(),
                 wake: wake.clone(),
@@ -185,9 +188,10 @@ impl Tracer {
                 takeovers: takeover_tx,
             };
             let (kernel, let_run, jobs) = (kernel.clone(), takeovers.let_run.clone(), jobs.clone());
+            let afar = takeovers.afar.clone();
             std::thread::Builder::new()
                 .name("roam-notify".into())
-                .spawn(move || listen(&kernel, &listener, &to, &jobs, &let_run))
+                .spawn(move || listen(&kernel, &listener, &to, &jobs, &let_run, &afar))
                 .map_err(|e| TrapError::Setup(format!("cannot start the listener thread: {e}")))?;
         }
         let deliverer = kernel.clone();
@@ -470,6 +474,8 @@ impl Tracer {
                 if let Ok(child) = nix::sys::ptrace::getevent(pid) {
                     let child = Pid::from_raw(child as i32);
                     if !self.handed_early.remove(&child) {
+                        // A number a handed-over thread had, now roam's tracee's.
+                        self.takeovers.afar.lock().unwrap().remove(&child);
                         self.kernel.tracee_started(child);
                         self.scratch.started(pid, child);
                     }
@@ -543,7 +549,7 @@ impl Tracer {
             return;
         }
         if let Decision::HandOver { target } = decision {
-            return self.hand_over(tid, sp, target);
+            return self.hand_over(tid, sp, target, nr.is_some());
         }
         if let Decision::RunUntraced { path, argv, envp } = decision {
             match proxy::spawn_untraced(tid, &path, &argv, &envp) {

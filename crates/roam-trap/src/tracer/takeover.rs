@@ -1,4 +1,5 @@
-//! Calls the tracer takes over from the listener (`ROAM_NOTIFY=1`, see `platform::notify`):
+//! Calls the tracer takes over from the listener (the default on Linux 6.6+, see
+//! `platform::notify` and `roam_filter`):
 //! the listener thread answers what needs nothing of the thread, workers answer what needs
 //! the network, and a call that needs the thread (a roam name whose path must be
 //! rewritten) is left unanswered: the tracer interrupts the thread out of its wait and
@@ -44,6 +45,8 @@ pub(super) struct Takeovers {
     pub(super) let_run: Arc<Mutex<HashSet<Pid>>>,
     /// Whether a listener thread runs (and may hand calls over at any time).
     pub(super) listening: bool,
+    /// Threads handed over to a debugger: the listener serves their calls from afar.
+    pub(super) afar: Arc<Mutex<HashSet<Pid>>>,
 }
 
 impl Tracer {
@@ -118,15 +121,36 @@ impl Outlets {
     }
 }
 
+/// Whether `tid` is a thread roam no longer traces (handed over to a debugger, or a child
+/// of one): its calls are answered from afar, since the tracer cannot take them over.
+fn served_from_afar(kernel: &Kernel, afar: &Mutex<HashSet<Pid>>, tid: Pid) -> bool {
+    // The handed-over set first: a thread joins it before roam lets it go.
+    let mut afar = afar.lock().unwrap();
+    if afar.contains(&tid) {
+        return true;
+    }
+    if kernel.is_tracee(tid) {
+        return false;
+    }
+    // Neither: a new child whose fork event is still on its way (roam traces it from its
+    // birth), or a thread of a handed-over process.
+    if crate::platform::attach::traced_by_me(tid) {
+        return false;
+    }
+    afar.insert(tid);
+    true
+}
+
 /// The listener thread: answers notified calls that need nothing of the tracer at once,
 /// gives workers those that need the network but may be answered from afar, and hands the
 /// others to the tracer.
 pub(super) fn listen(
     kernel: &Kernel,
-    listener: &Listener,
+    listener: &Arc<Listener>,
     to: &Outlets,
     jobs: &Sender<Work>,
     let_run: &Mutex<HashSet<Pid>>,
+    afar: &Mutex<HashSet<Pid>>,
 ) {
     loop {
         let n = match listener.recv() {
@@ -139,6 +163,12 @@ pub(super) fn listen(
         };
         if let_run.lock().unwrap().remove(&n.tid) {
             listener.run_as_is(&n);
+            continue;
+        }
+        if served_from_afar(kernel, afar, n.tid) {
+            if !super::handover::serve_afar_notice(kernel, listener, n, jobs) {
+                return;
+            }
             continue;
         }
         let answered = match kernel.triage(n.tid, n.call) {
