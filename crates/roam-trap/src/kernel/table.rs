@@ -220,6 +220,9 @@ pub fn follows_last(spec: &Spec, args: &[u64; 6]) -> bool {
             && f & (libc::O_CREAT | libc::O_EXCL) != libc::O_CREAT | libc::O_EXCL
     };
     match spec.nr {
+        libc::SYS_linkat => has(4, libc::AT_SYMLINK_FOLLOW),
+        // Calls that add or remove names act on the last component itself.
+        _ if changes_names(spec) => false,
         libc::SYS_lstat
         | libc::SYS_lgetxattr
         | libc::SYS_llistxattr
@@ -228,20 +231,10 @@ pub fn follows_last(spec: &Spec, args: &[u64; 6]) -> bool {
         | libc::SYS_lchown
         | libc::SYS_readlink
         | libc::SYS_readlinkat
-        | libc::SYS_rmdir
-        | libc::SYS_unlink
-        | libc::SYS_unlinkat
-        | libc::SYS_rename
-        | libc::SYS_renameat
-        | libc::SYS_renameat2
-        | libc::SYS_link
-        | libc::SYS_symlink
-        | libc::SYS_symlinkat
         | libc::SYS_mkdir
         | libc::SYS_mkdirat
         | libc::SYS_mknod
         | libc::SYS_mknodat => false,
-        libc::SYS_linkat => has(4, libc::AT_SYMLINK_FOLLOW),
         libc::SYS_newfstatat | libc::SYS_utimensat | libc::SYS_fchmodat2 | libc::SYS_faccessat2 => {
             !has(3, libc::AT_SYMLINK_NOFOLLOW)
         }
