@@ -305,7 +305,7 @@ impl Vfs {
         };
         if conflict && !merged {
             let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
-            self.upload(r, &beside, None)?;
+            self.upload(r, &beside, None, before.0)?;
             // The copy is the conflict file's now; the name itself is the remote's version.
             self.forget_change(virt)?;
             self.cache.forget(virt);
@@ -319,7 +319,7 @@ impl Vfs {
                 .ok()
                 .map(|md| std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777),
         };
-        let uploaded = self.upload(r, &r.path, mode)?;
+        let uploaded = self.upload(r, &r.path, mode, before.0)?;
         let info = Info {
             copy_mtime_ns: Some(before.1),
             ..info_of(
@@ -445,13 +445,17 @@ impl Vfs {
         Ok(())
     }
 
-    /// Uploads the copy to `target`, keeping the mtime the program gave it (`touch -d`,
-    /// `cp -p`, `tar` and `make` rely on it) and the file's mode (new contents do not change
-    /// a file's permissions), where the backend can keep them.
-    fn upload(&self, r: &Remote, target: &str, mode: Option<u32>) -> Result<Meta> {
+    /// Uploads the first `len` bytes of the copy to `target` (the length stamped before: a
+    /// writer still appending must not make the upload longer than the version roam
+    /// records as uploaded, or the next upload would take the server's copy for someone
+    /// else's change), keeping the mtime the program gave it (`touch -d`, `cp -p`, `tar` and
+    /// `make` rely on it) and the file's mode (new contents do not change a file's
+    /// permissions), where the backend can keep them.
+    fn upload(&self, r: &Remote, target: &str, mode: Option<u32>, len: u64) -> Result<Meta> {
         let data = self.cache.data_path(&r.virt);
         let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
         let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
+        let mut file = std::io::Read::take(&mut file, len);
         let attrs = Attrs {
             mtime: md.modified().ok(),
             mode,
@@ -462,13 +466,11 @@ impl Vfs {
                 .listed(&r.virt)
                 .is_some_and(|(m, _)| m.is_none_or(|m| m.kind == Kind::File));
         let meta = match known_place {
-            true => r
-                .driver
-                .put_in_known_dir(target, &mut file, md.len(), attrs)?,
-            false => r.driver.put_with(target, &mut file, md.len(), attrs)?,
+            true => r.driver.put_in_known_dir(target, &mut file, len, attrs)?,
+            false => r.driver.put_with(target, &mut file, len, attrs)?,
         };
         crate::usage::Usage::add(&self.usage.uploads, 1);
-        crate::usage::Usage::add(&self.usage.bytes_uploaded, md.len());
+        crate::usage::Usage::add(&self.usage.bytes_uploaded, len);
         Ok(meta)
     }
 
