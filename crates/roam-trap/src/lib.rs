@@ -56,7 +56,7 @@ pub fn run(
     }))?;
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
-    let notify = listener_wanted();
+    let notify = uses_listener();
     let filter = roam_filter(notify);
 
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
@@ -73,7 +73,7 @@ pub fn run(
 /// `ROAM_NOTIFY=1` or `0` says; by default yes where the kernel has synchronous wake-ups
 /// for listeners (Linux 6.6), without which a notification wakes a sleeping CPU and costs
 /// more than a stop (docs/SYSCALLS.md).
-fn listener_wanted() -> bool {
+pub fn uses_listener() -> bool {
     match std::env::var_os("ROAM_NOTIFY") {
         Some(v) => v == "1",
         None => std::fs::read_to_string("/proc/sys/kernel/osrelease")

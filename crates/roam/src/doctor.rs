@@ -51,18 +51,20 @@ fn ptrace() -> Check {
 fn seccomp() -> Check {
     // SAFETY: PR_GET_SECCOMP reads this thread's mode; EINVAL means no seccomp in the kernel.
     let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP) };
+    let channel = if roam_trap::uses_listener() {
+        "calls reach roam run's listener (synchronous wake-ups, Linux 6.6+)"
+    } else {
+        "calls reach roam run as ptrace stops (kernel before 6.6, or ROAM_NOTIFY=0)"
+    };
     let (ok, why) = match mode {
-        0 => (
-            true,
-            "filters available (roam run traps only the calls it serves)".to_owned(),
-        ),
+        0 => (true, format!("filters available; {channel}")),
         -1 => (
             false,
             "the kernel has no seccomp (CONFIG_SECCOMP_FILTER)".to_owned(),
         ),
         _ => (
             true,
-            "roam itself runs under a seccomp filter; its own filter stacks on top".to_owned(),
+            format!("roam itself runs under a seccomp filter; its own stacks on top; {channel}"),
         ),
     };
     Check {

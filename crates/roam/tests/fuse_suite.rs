@@ -411,6 +411,28 @@ fn doctor_tells_which_mechanisms_work() {
         assert!(verdict.len() > 10, "a reason is given: {line}");
     }
     assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
+    // Which channel `roam run` uses; ROAM_NOTIFY=0 always means ptrace stops.
+    let seccomp_line = |o: &std::process::Output| {
+        let out = stdout(o);
+        let line = out.lines().find(|l| l.starts_with("seccomp")).unwrap_or("");
+        line.to_owned()
+    };
+    let line = seccomp_line(&o);
+    assert!(
+        line.contains("listener") || line.contains("ptrace stops"),
+        "{line}"
+    );
+    let stops = Roam::new()
+        .env("ROAM_NOTIFY", "0")
+        .command()
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert!(
+        seccomp_line(&stops).contains("ptrace stops"),
+        "{}",
+        seccomp_line(&stops)
+    );
 }
 
 /// `roam run --fuse`: the program sees `/http/...` and the configured mounts, is not
