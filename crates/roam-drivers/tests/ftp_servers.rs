@@ -485,6 +485,16 @@ fn manages_directories_and_names(s: Served) {
 fn changes_modes_and_times(s: Served) {
     let driver = s.driver();
     let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+    // An upload with both a time and a mode.
+    let put_moded = || {
+        let attrs = Attrs {
+            mtime: Some(when),
+            mode: Some(0o640),
+        };
+        driver
+            .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)
+            .unwrap()
+    };
     match s.daemon {
         Daemon::Pyftpdlib => {
             driver.set_mode("/a b.txt", 0o600).unwrap();
@@ -512,13 +522,7 @@ fn changes_modes_and_times(s: Served) {
             assert_eq!(mtime_of(&s.real("timed.txt")), when);
             // With a mode too, both are set before the rename, and the upload answers
             // what a stat of the name says without asking (no SIZE or MDTM after it).
-            let attrs = Attrs {
-                mtime: Some(when),
-                mode: Some(0o640),
-            };
-            let meta = driver
-                .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)
-                .unwrap();
+            let meta = put_moded();
             assert_eq!(meta, driver.stat("/moded.txt").unwrap());
             assert_eq!((meta.mode, meta.mtime), (Some(0o640), Some(when)));
             let mode = fs::metadata(s.real("moded.txt"))
@@ -545,13 +549,7 @@ fn changes_modes_and_times(s: Served) {
             assert_eq!(meta.size, Some(5));
             assert_ne!(meta.mtime, Some(when));
             // Nor SITE CHMOD for anonymous users: the upload goes through without a mode.
-            let attrs = Attrs {
-                mtime: Some(when),
-                mode: Some(0o640),
-            };
-            let meta = driver
-                .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)
-                .unwrap();
+            let meta = put_moded();
             assert_eq!((meta.size, meta.mode), (Some(5), None));
             assert_eq!(fs::read(s.real("moded.txt")).unwrap(), b"moded");
         }

@@ -50,22 +50,44 @@ impl Listener {
         Listener { fd }
     }
 
+    /// One of the listener's ioctls, whose argument is a struct it reads or fills.
+    fn ioctl<T>(&self, request: libc::c_ulong, arg: &mut T) -> nix::Result<()> {
+        // SAFETY: each caller passes the struct its request reads or writes.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), request, arg as *mut T) };
+        Errno::result(r).map(drop)
+    }
+
+    /// The notified calls, one after another (skipping those that went away meanwhile),
+    /// until the listener fails or, with `until_unused`, no process uses the filter any
+    /// more (see [`Listener::wait`]). `who` names the listener in the log.
+    pub fn notices<'a>(
+        &'a self,
+        who: &'a str,
+        until_unused: bool,
+    ) -> impl Iterator<Item = Notice> + 'a {
+        std::iter::from_fn(move || loop {
+            if until_unused && !self.wait() {
+                return None;
+            }
+            match self.recv() {
+                Ok(Some(n)) => return Some(n),
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!("{who}: {e}");
+                    return None;
+                }
+            }
+        })
+    }
+
     /// Waits for the next notified call. `Ok(None)`: one that went away meanwhile.
     ///
     /// It sleeps in the kernel rather than polling as the tracer does: a polling listener
     /// took a CPU from the program's own threads (`make -j2` on two CPUs ran 10% slower).
-    pub fn recv(&self) -> nix::Result<Option<Notice>> {
+    fn recv(&self) -> nix::Result<Option<Notice>> {
         // SAFETY: an all-zero seccomp_notif is what RECV expects to fill.
         let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-        // SAFETY: RECV writes one seccomp_notif into `n`.
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_RECV,
-                &mut n as *mut libc::seccomp_notif,
-            )
-        };
-        match Errno::result(r) {
+        match self.ioctl(libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) {
             Ok(_) => {}
             // The caller was interrupted (or died) before roam read the notification.
             Err(Errno::ENOENT) | Err(Errno::EINTR) => return Ok(None),
@@ -112,15 +134,8 @@ impl Listener {
             newfd: at.unwrap_or(0) as u32,
             newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
         };
-        // SAFETY: ADDFD reads one seccomp_notif_addfd; with SEND it also answers the call.
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
-                &mut add as *mut libc::seccomp_notif_addfd,
-            )
-        };
-        if let Err(e) = Errno::result(r) {
+        // With SEND, ADDFD also answers the call.
+        if let Err(e) = self.ioctl(libc::SECCOMP_IOCTL_NOTIF_ADDFD, &mut add) {
             tracing::debug!("seccomp notification fd answer: {e}");
             if e != Errno::ENOENT {
                 return self.answer(n, -(e as i64));
@@ -156,15 +171,7 @@ impl Listener {
             error,
             flags,
         };
-        // SAFETY: SEND reads one seccomp_notif_resp.
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_SEND,
-                &mut resp as *mut libc::seccomp_notif_resp,
-            )
-        };
-        if let Err(e) = Errno::result(r) {
+        if let Err(e) = self.ioctl(libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) {
             // ENOENT: the thread was interrupted or died meanwhile; nothing to answer.
             if e != Errno::ENOENT {
                 tracing::debug!("seccomp notification answer: {e}");

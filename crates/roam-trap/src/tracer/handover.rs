@@ -100,15 +100,7 @@ impl Tracer {
 /// stopped is answered from afar (see `kernel::afar`), those needing the network by a
 /// worker. Ends when no process uses the filter any more.
 fn serve_afar(kernel: &Kernel, listener: &Arc<Listener>, jobs: &Sender<Work>) {
-    while listener.wait() {
-        let n = match listener.recv() {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("afar listener: {e}");
-                return;
-            }
-        };
+    for n in listener.notices("afar listener", true) {
         if !serve_afar_notice(kernel, listener, n, jobs) {
             return;
         }

@@ -152,15 +152,7 @@ pub(super) fn listen(
     let_run: &Mutex<HashSet<Pid>>,
     afar: &Mutex<HashSet<Pid>>,
 ) {
-    loop {
-        let n = match listener.recv() {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("listener: {e}");
-                return;
-            }
-        };
+    for n in listener.notices("listener", false) {
         if let_run.lock().unwrap().remove(&n.tid) {
             listener.run_as_is(&n);
             continue;
