@@ -42,7 +42,7 @@ impl Roamfs {
         let virt = node.virt();
         if self.vfs.is_dirty(virt) {
             // Being written here: the journaled copy is the truth.
-            let md = std::fs::metadata(self.vfs.data_path(virt)).map_err(io_errno)?;
+            let md = std::fs::metadata(self.vfs.copy_path(virt)).map_err(io_errno)?;
             return Ok((attr::from_local(ino, &md), Duration::ZERO));
         }
         let mut meta = self.vfs.stat(node).map_err(vfs_errno)?;
@@ -70,7 +70,7 @@ impl Roamfs {
     /// backend is writable.
     fn modeless(&self, node: &Node) -> u32 {
         use std::os::unix::fs::PermissionsExt;
-        let copy = std::fs::metadata(self.vfs.data_path(node.virt()));
+        let copy = std::fs::metadata(self.vfs.copy_path(node.virt()));
         let mode = copy.map_or(0o555, |md| md.permissions().mode() & 0o7777);
         if self.vfs.writable(node) {
             mode | 0o200

@@ -96,8 +96,22 @@ impl Roamfs {
             f.data.kill_suid().map_err(io_errno)?;
         }
         f.set_unflushed(true);
-        f.data.write_all_at(data, offset).map_err(io_errno)?;
+        if let Err(e) = f.data.write_all_at(data, offset) {
+            self.copy_write_failed(&f, &e);
+            return Err(io_errno(e));
+        }
         Ok(data.len() as u32)
+    }
+
+    /// A write (or truncation) of a copy being written failed (the cache disk is full ...):
+    /// the copy may lack bytes the program meant to write, so it must never be uploaded.
+    fn copy_write_failed(&self, f: &OpenFile, e: &std::io::Error) {
+        if f.uploads() {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            if let Err(e) = self.vfs.write_failed(&f.virt, errno) {
+                tracing::warn!("{}: {e}", f.virt);
+            }
+        }
     }
 
     /// `close` of one fd: uploads when no other writer holds the copy.
@@ -315,7 +329,10 @@ impl Roamfs {
                 // ftruncate of a file being written: its copy, uploaded at close.
                 Some(f) => {
                     f.set_unflushed(true);
-                    f.data.set_len(size).map_err(io_errno)?
+                    if let Err(e) = f.data.set_len(size) {
+                        self.copy_write_failed(f, &e);
+                        return Err(io_errno(e));
+                    }
                 }
                 None => self.vfs.truncate(node, size).map_err(vfs_errno)?,
             }
@@ -323,7 +340,7 @@ impl Roamfs {
         if let Some(mtime) = set.mtime.map(resolve) {
             if self.vfs.is_dirty(node.virt()) {
                 // The upload carries the copy's mtime.
-                let copy = self.vfs.data_path(node.virt());
+                let copy = self.vfs.copy_path(node.virt());
                 set_times(&copy, None, Some(mtime))?;
             } else {
                 self.vfs.set_mtime(node, mtime).map_err(vfs_errno)?;

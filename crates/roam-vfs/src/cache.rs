@@ -1,17 +1,18 @@
-//! roam's private on-disk cache (0700), laid out as mirrors of the namespace:
+//! roam's private on-disk cache (0700), shared by every roam process of the user, laid out
+//! as mirrors of the namespace:
 //!
 //! - `meta/VIRT`: the skeleton (Ufo §5.2). Directories are real directories; a file is a
 //!   sparse stub with the remote size, mtime and mode, or, once fetched, a hard link to its
 //!   data. Metadata calls (`stat`, `access`, `getdents64`, `chdir`) are answered natively by
 //!   the kernel from here, so `ls -l` runs at local speed.
-//! - `data/VIRT`: whole fetched files; opens of remote files are redirected here.
+//! - `data/VIRT`: published copies of whole remote versions; opens of remote files are
+//!   redirected here. A copy enters `data/` only complete, by `rename`, and is never
+//!   written after: a version being written is private to its roam process (`work.rs`).
 //! - `info/VIRT`: a small JSON sidecar per data file (source, validators, fetch time).
-//! - `tmp/`: downloads in progress; a file enters `data/` only complete, by `rename`.
-//! - `journal/VIRT`: the record of a change not yet uploaded; `base/VIRT`: for names a
-//!   resolver may merge, the version that change started from (a three-way merge needs it),
-//!   kept as long as the record.
+//! - `locks`: the lock of each name (`locks.rs`), held while its copy is filled or published.
+//! - `work/ID/`: each roam process's changes, partial copies and temporaries (`work.rs`).
 //!
-//! Because both trees mirror virtual names, a real path inside them maps straight back to
+//! Because the trees mirror virtual names, a real path inside them maps straight back to
 //! the virtual name (`unmap`), which is how the tracer understands a cwd or a dirfd that
 //! points into the skeleton.
 
@@ -80,19 +81,13 @@ pub struct Download {
 
 enum Target {
     Temp(PathBuf),
+    /// A copy that stays this process's own (not published).
+    Private(PathBuf),
     /// The skeleton stub, and the size it had.
     Stub {
         path: PathBuf,
         len: u64,
     },
-}
-
-/// A change in progress: where it goes, and the remote version it started from (`None`
-/// for a new file), to detect a conflicting change made behind roam's back.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Journal {
-    pub source: String,
-    pub base: Option<Info>,
 }
 
 /// (size, mtime in ns) of a local file: its identity for "has the copy changed?".
@@ -120,8 +115,6 @@ pub struct DiskCache {
     meta: PathBuf,
     data: PathBuf,
     info: PathBuf,
-    journal: PathBuf,
-    base: PathBuf,
     tmp: PathBuf,
     meta_prefix: String,
     data_prefix: String,
@@ -129,34 +122,37 @@ pub struct DiskCache {
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Makes the cache directory at `root` (private: 0700) and returns its canonical path.
+pub fn prepare_root(root: &Path) -> Result<PathBuf> {
+    mk_private(root)?;
+    fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::cache(root, e))?;
+    fs::canonicalize(root).map_err(|e| Error::cache(root, e))
+}
+
+fn mk_private(p: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .map_err(|e| Error::cache(p, e))
+}
+
 impl DiskCache {
-    /// Opens (creating) the cache at `root`; the root is made private (0700).
-    pub fn open(root: &Path) -> Result<DiskCache> {
-        let mk = |p: &Path| -> Result<()> {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(p)
-                .map_err(|e| Error::cache(p, e))
-        };
-        mk(root)?;
-        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error::cache(root, e))?;
-        let root = fs::canonicalize(root).map_err(|e| Error::cache(root, e))?;
-        let [meta, data, info, journal, base, tmp] =
-            ["meta", "data", "info", "journal", "base", "tmp"].map(|d| root.join(d));
-        for d in [&meta, &data, &info, &journal, &base, &tmp] {
-            mk(d)?;
+    /// Opens the cache at the canonical `root` (see [`prepare_root`]); files being written
+    /// go to `tmp` (this process's own) until they are complete.
+    pub fn open(root: &Path, tmp: PathBuf) -> Result<DiskCache> {
+        let [meta, data, info] = ["meta", "data", "info"].map(|d| root.join(d));
+        for d in [&meta, &data, &info] {
+            mk_private(d)?;
         }
         let meta_prefix = meta.to_string_lossy().into_owned();
         let data_prefix = data.to_string_lossy().into_owned();
         Ok(DiskCache {
-            root,
+            root: root.to_path_buf(),
             meta,
             data,
             info,
-            journal,
-            base,
             tmp,
             meta_prefix,
             data_prefix,
@@ -180,6 +176,11 @@ impl DiskCache {
         [&self.meta_prefix, &self.data_prefix]
             .into_iter()
             .find_map(|prefix| crate::path::strip_dir_prefix(real, prefix).map(str::to_owned))
+    }
+
+    /// The virtual name of a real path inside the data mirror (an fd's target).
+    pub fn unmap_data(&self, real: &str) -> Option<String> {
+        crate::path::strip_dir_prefix(real, &self.data_prefix).map(str::to_owned)
     }
 
     /// Makes sure `meta/VIRT` is a directory (replacing a stale file stub).
@@ -270,10 +271,8 @@ impl DiskCache {
     /// so the name keeps its inode (programs such as `cp` compare `stat` before the open
     /// with `fstat` after it); else a new file in `tmp/`.
     pub fn begin_download(&self, virt: &str, first: bool) -> Result<Download> {
-        use std::os::unix::fs::MetadataExt;
         let stub = self.meta_path(virt);
-        let is_stub = fs::symlink_metadata(&stub).is_ok_and(|m| m.is_file() && m.nlink() == 1);
-        if first && is_stub {
+        if first && is_plain_stub(&stub) {
             // The stub keeps its size while being filled: stat never sees it shrink.
             if let Ok(file) = OpenOptions::new().write(true).open(&stub) {
                 let len = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -288,10 +287,25 @@ impl DiskCache {
         })
     }
 
+    /// A download into `path` that stays private to this process.
+    pub fn private_download(&self, path: PathBuf) -> Result<Download> {
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Error::cache(&path, e))?;
+        Ok(Download {
+            file,
+            target: Target::Private(path),
+        })
+    }
+
     /// Gives up a download: a temporary goes, a stub is a stub again.
     pub fn abort_download(&self, d: &Download) {
         match &d.target {
-            Target::Temp(p) => {
+            Target::Temp(p) | Target::Private(p) => {
                 let _ = fs::remove_file(p);
             }
             Target::Stub { len, .. } => {
@@ -310,7 +324,7 @@ impl DiskCache {
         info: &Info,
     ) -> Result<PathBuf> {
         match &d.target {
-            Target::Temp(tmp) => self.commit_download(tmp, virt, meta, info),
+            Target::Temp(tmp) | Target::Private(tmp) => self.commit_download(tmp, virt, meta, info),
             Target::Stub { path, .. } => {
                 d.file.set_len(size).map_err(|e| Error::cache(path, e))?;
                 // A listing may have put a fresh stub in this one's place meanwhile (the
@@ -345,40 +359,51 @@ impl DiskCache {
         self.commit_download(&tmp, virt, meta, info)
     }
 
-    /// A sparse copy of `size` bytes at `data/VIRT` to be filled in ranges: the skeleton
-    /// stub itself when it is one (so the name keeps its inode), else a new file that also
-    /// takes the stub's place.
-    pub fn sparse_copy(&self, virt: &str, size: u64) -> Result<PathBuf> {
-        use std::os::unix::fs::MetadataExt;
+    /// Makes `part` (a private path) a sparse copy of `size` bytes of `virt`, to be filled in
+    /// ranges, and opens it for writing: the skeleton stub's own inode where `use_stub`
+    /// allows it and the stub is one (so the name keeps its inode: `cp` compares the `stat`
+    /// before its open with the `fstat` after), else a new file.
+    pub fn sparse_part(&self, virt: &str, size: u64, part: &Path, use_stub: bool) -> Result<File> {
         let stub = self.meta_path(virt);
-        let data = self.data_path(virt);
-        let is_stub = fs::symlink_metadata(&stub).is_ok_and(|m| m.is_file() && m.nlink() == 1);
-        let (src, relink) = if is_stub {
-            (stub, false)
-        } else {
-            (self.tmp_name(), true)
-        };
+        if use_stub && is_plain_stub(&stub) && fs::hard_link(&stub, part).is_ok() {
+            match OpenOptions::new().write(true).open(part) {
+                Ok(f) if f.set_len(size).is_ok() => return Ok(f),
+                // Not ours to write (a read-only stub, as another user): a file of our own.
+                _ => fs::remove_file(part).map_err(|e| Error::cache(part, e))?,
+            }
+        }
         let f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&src)
-            .map_err(|e| Error::cache(&src, e))?;
-        f.set_len(size).map_err(|e| Error::cache(&src, e))?;
-        let link = self.tmp_name();
-        fs::hard_link(&src, &link).map_err(|e| Error::cache(&link, e))?;
-        self.install(&link, &data)?;
-        if relink {
-            let _ = fs::remove_file(&src);
-            self.link_into_skeleton(virt)?;
-        }
-        Ok(data)
+            .create_new(true)
+            .mode(0o600)
+            .open(part)
+            .map_err(|e| Error::cache(part, e))?;
+        f.set_len(size).map_err(|e| Error::cache(part, e))?;
+        Ok(f)
     }
 
-    /// Makes a completely filled sparse copy an ordinary copy (mtime, mode, sidecar).
-    pub fn seal_copy(&self, virt: &str, copy: &Path, meta: &Meta, info: &Info) -> Result<()> {
-        self.finish_copy(copy, meta)?;
-        self.record_copy(virt, copy, info)
+    /// Publishes a completely filled part copy as the copy of `virt` (mtime, mode,
+    /// sidecar), and makes the skeleton entry that copy if it is not already.
+    pub fn publish_part(&self, virt: &str, part: &Path, meta: &Meta, info: &Info) -> Result<()> {
+        self.finish_copy(part, meta)?;
+        let link = self.tmp_name();
+        fs::hard_link(part, &link).map_err(|e| Error::cache(&link, e))?;
+        let data = self.data_path(virt);
+        self.install(&link, &data)?;
+        self.record_copy(virt, &data, info)?;
+        if !same_file(&self.meta_path(virt), &data) {
+            self.link_into_skeleton(virt, &self.data_path(virt))?;
+        }
+        Ok(())
+    }
+
+    /// Publishes `copy` (a version roam just uploaded, written by nobody any more) as the
+    /// copy of `virt`, described by `info`.
+    pub fn publish_copy(&self, virt: &str, copy: &Path, info: &Info) -> Result<()> {
+        let data = self.data_path(virt);
+        self.install(copy, &data)?;
+        self.record_copy(virt, &data, info)?;
+        self.link_into_skeleton(virt, &data)
     }
 
     /// Opens a new download file in `tmp/`.
@@ -407,12 +432,12 @@ impl DiskCache {
         let data = self.data_path(virt);
         self.install(tmp, &data)?;
         self.record_copy(virt, &data, info)?;
-        self.link_into_skeleton(virt)?;
+        self.link_into_skeleton(virt, &self.data_path(virt))?;
         Ok(data)
     }
 
     /// Gives a downloaded file the remote mtime and a mode.
-    fn finish_copy(&self, p: &Path, meta: &Meta) -> Result<()> {
+    pub fn finish_copy(&self, p: &Path, meta: &Meta) -> Result<()> {
         let mode = meta.mode.unwrap_or_else(|| {
             if looks_executable(p) {
                 MODE_PROGRAM
@@ -434,117 +459,12 @@ impl DiskCache {
         self.put_info(virt, &info)
     }
 
-    /// Replaces the skeleton entry of `virt` by a hard link to its data file.
-    pub fn link_into_skeleton(&self, virt: &str) -> Result<()> {
-        let data = self.data_path(virt);
+    /// Replaces the skeleton entry of `virt` by a hard link to `copy` (its data file, or a
+    /// copy being written).
+    pub fn link_into_skeleton(&self, virt: &str, copy: &Path) -> Result<()> {
         let tmp = self.tmp_name();
-        fs::hard_link(&data, &tmp).map_err(|e| Error::cache(&tmp, e))?;
+        fs::hard_link(copy, &tmp).map_err(|e| Error::cache(&tmp, e))?;
         self.install(&tmp, &self.meta_path(virt))
-    }
-
-    /// The virtual name of a real path inside the data mirror (an fd's target).
-    pub fn unmap_data(&self, real: &str) -> Option<String> {
-        crate::path::strip_dir_prefix(real, &self.data_prefix).map(str::to_owned)
-    }
-
-    /// Records that `virt` is being written: its data file is the journal of the change,
-    /// and this record (with the remote version the change started from) makes it
-    /// recoverable by `roam sync` after a crash.
-    pub fn put_journal(&self, virt: &str, rec: &Journal) -> Result<()> {
-        let tmp = self.tmp_name();
-        let json = serde_json::to_vec(rec).expect("Journal serialises");
-        std::fs::write(&tmp, json).map_err(|e| Error::cache(&tmp, e))?;
-        self.install(&tmp, &under(&self.journal, virt))
-    }
-
-    pub fn journal(&self, virt: &str) -> Option<Journal> {
-        let data = std::fs::read(under(&self.journal, virt)).ok()?;
-        serde_json::from_slice(&data).ok()
-    }
-
-    /// The change of `virt` was delivered: its journal record becomes the cache record
-    /// `info`, renamed and then rewritten in place, and the base version kept for it goes.
-    /// [`DiskCache::put_info`] and [`DiskCache::drop_journal`] would make a file and
-    /// delete one, and making a file costs a millisecond on an ext4 where many were
-    /// deleted lately (`cp -r`: one per uploaded file). A crash in between leaves a record
-    /// that does not parse as one: the copy is then revalidated, and the change, already
-    /// delivered, is not delivered again.
-    pub fn settle_journal(&self, virt: &str, info: &Info) -> Result<()> {
-        let (journal, dest) = (under(&self.journal, virt), under(&self.info, virt));
-        self.make_room(&dest)?;
-        match fs::rename(&journal, &dest) {
-            Ok(()) => {
-                let json = serde_json::to_vec(info).expect("Info serialises");
-                fs::write(&dest, json).map_err(|e| Error::cache(&dest, e))?;
-            }
-            // An unjournaled change (a writer that joined a copy being uploaded).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.put_info(virt, info)?,
-            Err(e) => return Err(Error::cache(&dest, e)),
-        }
-        self.drop_journal(virt)
-    }
-
-    /// Drops the record of a change, and the base version kept for it.
-    pub fn drop_journal(&self, virt: &str) -> Result<()> {
-        use std::io::ErrorKind::{IsADirectory, NotFound};
-        for p in [under(&self.journal, virt), under(&self.base, virt)] {
-            match std::fs::remove_file(&p) {
-                // A directory here only holds the records of names below `virt`.
-                Err(e) if !matches!(e.kind(), NotFound | IsADirectory) => {
-                    return Err(Error::cache(&p, e))
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Keeps the copy of `virt` as it is now (the clean version a change starts from) as
-    /// its base: a reflink where the file system can share the blocks, else a copy. Not a
-    /// hard link: the copy itself is written in place.
-    pub fn keep_base(&self, virt: &str) -> Result<()> {
-        let data = self.data_path(virt);
-        let tmp = self.tmp_name();
-        clone_or_copy(&data, &tmp).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            Error::cache(&data, e)
-        })?;
-        self.install(&tmp, &under(&self.base, virt))
-    }
-
-    /// The base version kept for the change of `virt`, if any.
-    pub fn base_path(&self, virt: &str) -> Option<PathBuf> {
-        Some(under(&self.base, virt)).filter(|p| p.is_file())
-    }
-
-    /// Every journaled (not yet uploaded) virtual name.
-    pub fn journaled(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        collect_files(&self.journal, &self.journal, &mut out);
-        out
-    }
-
-    /// Makes sure a data file for `virt` can be created by the program: parents exist and
-    /// no stale copy stands in the way (so `O_EXCL` works natively).
-    pub fn clear_data(&self, virt: &str) -> Result<PathBuf> {
-        let data = self.data_path(virt);
-        if let Some(parent) = data.parent() {
-            ensure_dir(parent)?;
-        }
-        match std::fs::remove_file(&data) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&data, e)),
-            _ => Ok(data),
-        }
-    }
-
-    /// Lets the owner write the data file of `virt` (fetched copies are read-only).
-    pub fn make_writable(&self, virt: &str) -> Result<PathBuf> {
-        let data = self.data_path(virt);
-        let md = std::fs::metadata(&data).map_err(|e| Error::cache(&data, e))?;
-        let mode = md.permissions().mode() | 0o200;
-        fs::set_permissions(&data, fs::Permissions::from_mode(mode))
-            .map_err(|e| Error::cache(&data, e))?;
-        Ok(data)
     }
 
     /// Every copy in `data/`: virtual name, size, and when it was last fetched or
@@ -621,7 +541,7 @@ impl DiskCache {
     }
 }
 
-fn under(base: &Path, virt: &str) -> PathBuf {
+pub(crate) fn under(base: &Path, virt: &str) -> PathBuf {
     let rel = virt.trim_start_matches('/');
     if rel.is_empty() {
         base.to_path_buf()
@@ -631,7 +551,7 @@ fn under(base: &Path, virt: &str) -> PathBuf {
 }
 
 /// `create_dir_all` that replaces stale file stubs standing where a directory must be.
-fn ensure_dir(p: &Path) -> Result<()> {
+pub(crate) fn ensure_dir(p: &Path) -> Result<()> {
     match fs::symlink_metadata(p) {
         Ok(md) if md.is_dir() => return Ok(()),
         Ok(_) => fs::remove_file(p).map_err(|e| Error::cache(p, e))?,
@@ -649,7 +569,7 @@ fn ensure_dir(p: &Path) -> Result<()> {
 
 /// Copies `src` to a new file `dest`, sharing its blocks (`FICLONE`) where the file system
 /// can (btrfs, XFS), else by `copy_file_range` (what `io::copy` uses between files).
-fn clone_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
+pub(crate) fn clone_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let mut from = File::open(src)?;
     let mut to = OpenOptions::new()
@@ -664,7 +584,7 @@ fn clone_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
     std::io::copy(&mut from, &mut to).map(drop)
 }
 
-fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+pub(crate) fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     for entry in rd.flatten() {
         let p = entry.path();
@@ -713,6 +633,21 @@ fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
+}
+
+/// Whether `p` is a skeleton stub nobody links to (not a fetched copy).
+fn is_plain_stub(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+}
+
+/// Whether two paths name one inode.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::symlink_metadata(a), fs::symlink_metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// Whether the file at `p` is the open `file`.
@@ -767,7 +702,10 @@ mod tests {
             std::process::id(),
             TMP_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        (DiskCache::open(&root).unwrap(), root)
+        let root = prepare_root(&root).unwrap();
+        let tmp = root.join("tmp");
+        fs::create_dir_all(&tmp).unwrap();
+        (DiskCache::open(&root, tmp).unwrap(), root)
     }
 
     fn file_meta(size: u64) -> Meta {
@@ -776,44 +714,6 @@ mod tests {
             mtime: Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
             ..Meta::of_kind(Kind::File)
         }
-    }
-
-    /// A delivered change's journal record becomes its cache record, in place; without a
-    /// journal the record is written all the same. A record caught half-way (a crash after
-    /// the rename) is no record.
-    #[test]
-    fn a_settled_journal_becomes_the_cache_record() {
-        let (c, root) = cache();
-        let info = Info {
-            source: "ftp://h/f".into(),
-            etag: Some("5-1700000000".into()),
-            mtime: Some(1_700_000_000),
-            size: 5,
-            fetched_at: 1_700_000_001,
-            copy_mtime_ns: Some(42),
-        };
-        let journal = Journal {
-            source: info.source.clone(),
-            base: None,
-        };
-        for virt in ["/m/d/f", "/m/d/g", "/m/d/new"] {
-            fs::write(c.clear_data(virt).unwrap(), b"bytes").unwrap();
-        }
-        c.put_journal("/m/d/f", &journal).unwrap();
-        c.put_info("/m/d/g", &info).unwrap();
-        assert_eq!(c.info("/m/d/g"), Some(info.clone()));
-        fs::rename(under(&c.journal, "/m/d/f"), under(&c.info, "/m/d/g")).unwrap();
-        assert!(
-            c.info("/m/d/g").is_none(),
-            "a journal record is no cache record"
-        );
-        c.put_journal("/m/d/f", &journal).unwrap();
-        c.settle_journal("/m/d/f", &info).unwrap();
-        assert!(c.journal("/m/d/f").is_none());
-        assert_eq!(c.info("/m/d/f"), Some(info.clone()));
-        c.settle_journal("/m/d/new", &info).unwrap();
-        assert_eq!(c.info("/m/d/new"), Some(info));
-        fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

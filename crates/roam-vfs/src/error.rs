@@ -22,6 +22,14 @@ pub enum Error {
     /// Bad configuration (mount table).
     #[error("{0}")]
     Config(String),
+    /// A change that is not uploaded without the user's word (`roam sync --force`).
+    #[error("{virt}: not uploaded: {why}; the change is kept at {copy} (roam status)")]
+    Kept {
+        virt: String,
+        errno: i32,
+        why: String,
+        copy: String,
+    },
 }
 
 impl Error {
@@ -32,7 +40,14 @@ impl Error {
             Error::Posix { errno, .. } => *errno,
             Error::Cache { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Config(_) => libc::EINVAL,
+            Error::Kept { errno, .. } => *errno,
         }
+    }
+
+    /// Whether this is a change kept from upload: trying again changes nothing until the
+    /// user says what to do with it.
+    pub fn is_kept(&self) -> bool {
+        matches!(self, Error::Kept { .. })
     }
 
     /// Whether the user should hear about this failure on stderr.

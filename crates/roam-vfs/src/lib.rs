@@ -18,11 +18,13 @@ mod error;
 mod ext_layer;
 mod lazy_ext;
 mod listings;
+mod locks;
 mod merge;
 mod mounts;
 mod partial;
 pub mod path;
 mod usage;
+mod work;
 mod write;
 
 use std::collections::{HashMap, HashSet};
@@ -41,11 +43,14 @@ pub use lazy_ext::LoadExtension;
 pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
+pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
 
 use cache::{unix_secs, DiskCache};
+use locks::NameLocks;
 use mounts::Mounts;
 use path::{join, split_name};
+use work::Work;
 
 /// Most symlinks followed while resolving one name (as Linux's `MAXSYMLINKS`).
 const MAX_SYMLINKS: usize = 40;
@@ -66,6 +71,9 @@ pub struct VfsConfig {
     pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
     /// Where layer extensions of `ext:NAME:URL` mounts are (none: such mounts are refused).
     pub extensions: Option<PathBuf>,
+    /// Take over the changes that roam processes which died left in the cache (for the
+    /// commands that deliver changes: run, mount, sync; not for status or find).
+    pub adopt_orphans: bool,
 }
 
 /// What a name resolves to after following symlinks.
@@ -83,6 +91,13 @@ pub struct Vfs {
     max_cache_bytes: u64,
     usage: usage::Usage,
     cache: DiskCache,
+    /// This process's changes, partial copies and temporaries.
+    work: Work,
+    /// Locks on names shared with every roam process on this cache.
+    locks: NameLocks,
+    /// How long roam waits for another process filling the copy of a name (then it
+    /// fetches a private one), or for a stream that brings nothing (then the read fails).
+    patience: Duration,
     mounts: Mounts,
     state: Mutex<State>,
     fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -124,9 +139,15 @@ struct DirIndex {
 
 impl Vfs {
     pub fn new(cfg: &VfsConfig) -> Result<Vfs> {
-        let cache = DiskCache::open(&cfg.cache_dir)?;
-        // Changes journaled by an earlier run that did not finish stay pending.
-        let dirty = cache.journaled().into_iter().collect();
+        let root = cache::prepare_root(&cfg.cache_dir)?;
+        let work = Work::claim(&root)?;
+        if cfg.adopt_orphans {
+            // Changes of roam processes that died stay pending here.
+            work.adopt_orphans(&root);
+        }
+        let cache = DiskCache::open(&root, work.tmp_dir().to_path_buf())?;
+        let locks = NameLocks::open(&root.join("locks"))?;
+        let dirty = work.journaled().into_iter().collect();
         let mounts = Mounts::new(&cfg.mounts, &cfg.http, &cfg.tls, cfg.extensions.as_deref())?;
         let usage = usage::Usage::default();
         usage.bytes_cached.store(
@@ -138,6 +159,9 @@ impl Vfs {
             max_cache_bytes: cfg.max_cache_bytes,
             usage,
             cache,
+            work,
+            locks,
+            patience: cfg.http.connect_timeout + cfg.http.read_timeout * 2,
             mounts,
             state: Mutex::new(State {
                 dirty,
@@ -168,25 +192,38 @@ impl Vfs {
         prefixes
     }
 
+    /// This process is done with the cache: its partial copies and temporaries go, and
+    /// its work directory too unless changes wait in it (for `roam sync`).
+    pub fn finish(&self) {
+        self.work.tidy();
+    }
+
     /// The private cache directory.
     pub fn cache_root(&self) -> &Path {
         self.cache.root()
     }
 
-    /// The virtual name of a real path inside roam's skeleton or data mirror.
+    /// The virtual name of a real path inside roam's skeleton or one of its copies.
     pub fn unmap(&self, real: &str) -> Option<String> {
-        self.cache.unmap(real)
+        self.cache.unmap(real).or_else(|| self.work.unmap(real))
     }
 
-    /// The virtual name of a real path inside the data mirror only: an fd on such a path
-    /// is a program's open copy of a remote file.
-    pub fn unmap_data(&self, real: &str) -> Option<String> {
-        self.cache.unmap_data(real)
+    /// The virtual name of a real path that is one of roam's copies (published, being
+    /// written, or arriving in ranges): an fd on such a path is a program's open copy of a
+    /// remote file.
+    pub fn unmap_copy(&self, real: &str) -> Option<String> {
+        self.cache
+            .unmap_data(real)
+            .or_else(|| self.work.unmap(real))
     }
 
-    /// The local copy of `virt` (whether or not it exists).
-    pub fn data_path(&self, virt: &str) -> PathBuf {
-        self.cache.data_path(virt)
+    /// The local copy of `virt` a program gets (whether or not it exists): the one this
+    /// process is writing, else the published one.
+    pub fn copy_path(&self, virt: &str) -> PathBuf {
+        match self.is_dirty(virt) {
+            true => self.work.copy_path(virt),
+            false => self.cache.data_path(virt),
+        }
     }
 
     /// Metadata of a node, without following a final symlink.
@@ -205,7 +242,7 @@ impl Vfs {
     pub fn meta_path(&self, node: &Node) -> Result<PathBuf> {
         match node {
             Node::SchemeRoot { virt } => self.cache.put_dir(virt),
-            Node::Remote(r) if self.is_dirty(&r.virt) => Ok(self.cache.data_path(&r.virt)),
+            Node::Remote(r) if self.is_dirty(&r.virt) => Ok(self.work.copy_path(&r.virt)),
             Node::Remote(r) => match r.driver.local_path(&r.path) {
                 Some(p) => Ok(p),
                 None => {
@@ -229,7 +266,7 @@ impl Vfs {
                 return Ok(p);
             }
             if self.is_dirty(&r.virt) {
-                return Ok(self.cache.data_path(&r.virt));
+                return Ok(self.work.copy_path(&r.virt));
             }
         }
         match self.follow(node.clone())? {
@@ -503,70 +540,71 @@ impl Vfs {
 
     /// [`Vfs::fetch_file`] for a caller that holds the file's lock.
     fn fetch_file_locked(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
-        let source = r.describe();
-        let cached = self
-            .cache
-            .info(&r.virt)
-            .filter(|i| i.source == source && i.matches(meta));
-        if let Some(info) = &cached {
-            let mtime = info
-                .mtime
-                .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
-            if info.younger_than(self.t_read(&r.virt, mtime)) {
-                usage::Usage::add(&self.usage.hits, 1);
-                self.touch_copy(&r.virt);
-                return Ok(self.cache.data_path(&r.virt));
+        if let Some(hit) = self.young_copy(r, meta) {
+            return Ok(hit);
+        }
+        // One process at a time fills and publishes a name's copy; the others wait, then
+        // use what it published. One that waits too long fetches a private copy instead.
+        let guard = self.locks.lock(&r.virt, self.patience)?;
+        if guard.is_some() {
+            if let Some(hit) = self.young_copy(r, meta) {
+                return Ok(hit);
             }
         }
+        let cached = self.valid_copy(r, meta);
         let validator = cached.as_ref().map(|i| Validator {
             etag: i.etag.clone(),
             mtime: i
                 .mtime
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
-        let download = self.cache.begin_download(&r.virt, cached.is_none())?;
-        let mut out = Counted {
-            inner: BufWriter::with_capacity(1 << 20, &download.file),
-            n: 0,
-        };
-        let fetched = r.driver.fetch(&r.path, &mut out, validator.as_ref());
-        let flushed = out
-            .inner
-            .flush()
-            .map_err(|e| Error::cache(&self.cache.data_path(&r.virt), e));
-        let size = out.n;
-        let fetched = match (fetched, flushed) {
-            (Ok(f), Ok(())) => f,
-            (Err(e), _) => {
-                self.cache.abort_download(&download);
-                return Err(e.into());
+        let (download, private) = match guard {
+            Some(_) => (self.cache.begin_download(&r.virt, cached.is_none())?, None),
+            None => {
+                let p = self.work.part_path(&r.virt)?;
+                tracing::info!(
+                    "{}: another roam process is fetching it: fetching a copy of its own",
+                    r.virt
+                );
+                (self.cache.private_download(p.clone())?, Some(p))
             }
-            (_, Err(e)) => {
+        };
+        let fetched = match self.download(r, &download, validator.as_ref()) {
+            Ok(f) => f,
+            Err(e) => {
                 self.cache.abort_download(&download);
                 return Err(e);
             }
         };
         match fetched {
-            Fetched::NotModified => {
+            (Fetched::NotModified, _) => {
                 self.cache.abort_download(&download);
                 let mut info = cached.expect("a validator implies a cached copy");
                 info.fetched_at = unix_secs(SystemTime::now());
-                self.cache.put_info(&r.virt, &info)?;
+                if guard.is_some() {
+                    self.cache.put_info(&r.virt, &info)?;
+                }
                 usage::Usage::add(&self.usage.hits, 1);
                 self.touch_copy(&r.virt);
                 Ok(self.cache.data_path(&r.virt))
             }
-            Fetched::Body(mut fresh) => {
+            (Fetched::Body(mut fresh), size) => {
                 fresh.size = Some(size);
                 let info = Info {
-                    source,
+                    source: r.describe(),
                     etag: fresh.etag.clone(),
                     mtime: fresh.mtime.map(unix_secs),
                     size,
                     fetched_at: unix_secs(SystemTime::now()),
                     copy_mtime_ns: None,
                 };
-                let data = self.cache.commit(&download, &r.virt, size, &fresh, &info)?;
+                let data = match private {
+                    None => self.cache.commit(&download, &r.virt, size, &fresh, &info)?,
+                    Some(p) => {
+                        self.cache.finish_copy(&p, &fresh)?;
+                        p
+                    }
+                };
                 usage::Usage::add(&self.usage.misses, 1);
                 usage::Usage::add(&self.usage.bytes_fetched, size);
                 usage::Usage::add(&self.usage.bytes_cached, size);
@@ -582,6 +620,52 @@ impl Vfs {
         }
     }
 
+    /// The published copy of `r` if it is the version `meta` describes and young enough to
+    /// be used without asking the server.
+    fn young_copy(&self, r: &Remote, meta: &Meta) -> Option<PathBuf> {
+        let info = self.valid_copy(r, meta)?;
+        let mtime = info
+            .mtime
+            .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        if !info.younger_than(self.t_read(&r.virt, mtime)) {
+            return None;
+        }
+        usage::Usage::add(&self.usage.hits, 1);
+        self.touch_copy(&r.virt);
+        Some(self.cache.data_path(&r.virt))
+    }
+
+    /// The record of the published copy of `r`, if it is the version `meta` describes.
+    fn valid_copy(&self, r: &Remote, meta: &Meta) -> Option<Info> {
+        let source = r.describe();
+        self.cache
+            .info(&r.virt)
+            .filter(|i| i.source == source && i.matches(meta))
+    }
+
+    /// Downloads `r` into `d` (unless `validator` still holds); returns what came and how
+    /// many bytes. A failure to write the copy (a full cache disk) is reported as such,
+    /// not as the transfer error it causes.
+    fn download(
+        &self,
+        r: &Remote,
+        d: &cache::Download,
+        validator: Option<&Validator>,
+    ) -> Result<(Fetched, u64)> {
+        let mut out = Counted {
+            inner: BufWriter::with_capacity(1 << 20, &d.file),
+            n: 0,
+            failed: None,
+        };
+        let fetched = r.driver.fetch(&r.path, &mut out, validator);
+        let flushed = out.inner.flush();
+        let local = out.failed.take().or(flushed.err());
+        if let Some(e) = local {
+            return Err(Error::cache(&self.cache.data_path(&r.virt), e));
+        }
+        Ok((fetched?, out.n))
+    }
+
     fn fetch_lock(&self, virt: &str) -> Arc<Mutex<()>> {
         self.fetch_locks
             .lock()
@@ -592,15 +676,24 @@ impl Vfs {
     }
 }
 
-/// A writer that counts the bytes that pass through it.
+/// A writer that counts the bytes that pass through it, and keeps its first failure (the
+/// driver sees only that the transfer broke).
 struct Counted<W> {
     inner: W,
     n: u64,
+    failed: Option<std::io::Error>,
 }
 
 impl<W: Write> Write for Counted<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
+        let n = self.inner.write(buf).map_err(|e| {
+            let copy = std::io::Error::new(e.kind(), e.to_string());
+            self.failed.get_or_insert(match e.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => copy,
+            });
+            e
+        })?;
         self.n += n as u64;
         Ok(n)
     }

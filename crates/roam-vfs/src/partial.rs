@@ -6,7 +6,13 @@
 //!   ahead of the reader (so `cat` runs at the speed of a plain download, while `head -c`
 //!   transfers one chunk).
 //!
-//! When every byte is here the copy becomes an ordinary cached copy.
+//! A partial copy is private to the process that fills it (`work/ID/part/`): no other
+//! process can know which of its bytes are there. When every byte is here it is published
+//! as an ordinary cached copy, by the process that holds the name's lock.
+//!
+//! A transfer that fails is tried again at most once per read; a stream that brings nothing
+//! for longer than the drivers' timeouts allow is given up. Either way the read fails with
+//! the transfer's errno (ETIMEDOUT, EHOSTUNREACH, ENOSPC when the cache disk is full ...).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -15,11 +21,12 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use roam_drivers::{Kind, Meta};
 
 use crate::cache::unix_secs;
+use crate::locks::NameGuard;
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
 /// Files at least this big are opened as partial copies.
@@ -30,6 +37,8 @@ const CHUNK: u64 = 1 << 20;
 const WINDOW: u64 = 32 << 20;
 /// A stream with no reader to serve for this long stops (a reader that comes back restarts it).
 const IDLE_STREAM: Duration = Duration::from_secs(20);
+/// Transfers one read may start: the first, and one more after a failure.
+const TRIES_PER_READ: u32 = 2;
 
 /// Byte ranges present in a partial copy: sorted, disjoint, merged.
 #[derive(Default, Debug)]
@@ -57,20 +66,25 @@ impl Ranges {
     }
 }
 
-#[derive(Default)]
 struct State {
     have: Ranges,
     /// The next byte an active stream will write, and how far it may go.
     stream: Option<(u64, u64)>,
-    failed: Option<String>,
+    /// Why the last transfer failed (errno, message), until one succeeds.
+    failed: Option<(i32, String)>,
+    /// When bytes last arrived (or a transfer started).
+    progress: Instant,
 }
 
 pub(crate) struct Partial {
     remote: Remote,
     meta: Meta,
     size: u64,
+    /// The private copy programs open.
     copy: PathBuf,
     file: File,
+    /// The name's lock, held when this process may publish the copy once whole.
+    lock: Mutex<Option<NameGuard>>,
     state: Mutex<State>,
     cond: Condvar,
     /// Bytes downloaded into the copy so far (for the cache counters).
@@ -113,18 +127,25 @@ impl Vfs {
         if let Some(p) = partials.get(&r.virt) {
             return Ok(Some(p.copy.clone()));
         }
-        let copy = self.cache.sparse_copy(&r.virt, size)?;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&copy)
-            .map_err(|e| Error::cache(&copy, e))?;
+        // The stub's own inode may be filled only by the process that will publish it.
+        let name_lock = self.locks.try_lock(&r.virt)?;
+        let copy = self.work.part_path(&r.virt)?;
+        let file = self
+            .cache
+            .sparse_part(&r.virt, size, &copy, name_lock.is_some())?;
         let p = Partial {
             remote: r.clone(),
             meta,
             size,
             copy: copy.clone(),
             file,
-            state: Mutex::default(),
+            lock: Mutex::new(name_lock),
+            state: Mutex::new(State {
+                have: Ranges::default(),
+                stream: None,
+                failed: None,
+                progress: Instant::now(),
+            }),
             cond: Condvar::new(),
             fetched: AtomicU64::new(0),
         };
@@ -144,6 +165,9 @@ impl Vfs {
         // stream never stops and restarts (which would halve its speed).
         if let Some((pos, limit)) = st.stream {
             if end + WINDOW > limit {
+                if pos >= limit {
+                    st.progress = Instant::now();
+                }
                 st.stream = Some((pos, end + WINDOW));
                 p.cond.notify_all();
             }
@@ -151,13 +175,15 @@ impl Vfs {
         missing
     }
 
-    /// Blocks until `[off, off + len)` of the partial copy of `virt` is on disk.
+    /// Blocks until `[off, off + len)` of the partial copy of `virt` is on disk, or fails
+    /// with the errno of the transfer that could not bring it.
     pub fn ensure_range(&self, virt: &str, off: u64, len: u64) -> Result<()> {
         let Some(p) = self.partials.lock().unwrap().get(virt).cloned() else {
             return Ok(());
         };
         let end = off.saturating_add(len).min(p.size);
         let off = off.min(end);
+        let mut tries = 0;
         let mut st = p.state.lock().unwrap();
         loop {
             if st.have.covers(off, end) {
@@ -165,39 +191,51 @@ impl Vfs {
                 self.complete_if_whole(&p);
                 return Ok(());
             }
-            if let Some(why) = &st.failed {
-                return Err(Error::posix(libc::EIO, why.clone()));
-            }
-            match st.stream {
-                // The stream will get there: let it run far enough, and wait.
-                Some((pos, limit)) if off >= pos.saturating_sub(CHUNK) && off <= pos + WINDOW => {
+            if let Some((pos, limit)) = st.stream {
+                if off >= pos.saturating_sub(CHUNK) && off <= pos + WINDOW {
+                    // The stream will get there: let it run far enough, and wait.
+                    if pos >= limit {
+                        // Paused for want of a reader: from now on it owes us bytes.
+                        st.progress = Instant::now();
+                    } else if st.progress.elapsed() > self.patience {
+                        return Err(stalled(&p, self.patience));
+                    }
                     st.stream = Some((pos, limit.max(end + WINDOW)));
                     p.cond.notify_all();
                     st = p.cond.wait_timeout(st, Duration::from_secs(1)).unwrap().0;
-                }
-                // Reading on from bytes already here: stream the rest.
-                None if off > 0 && st.have.covers(off - 1, off) => {
-                    let start = off - off % CHUNK;
-                    st.stream = Some((start, end + WINDOW));
-                    let streamed = p.clone();
-                    std::thread::spawn(move || stream(&streamed, start));
-                }
-                // Anywhere else (first read, tail, random access): fetch its chunks.
-                _ => {
-                    drop(st);
-                    let (a, b) = (
-                        off - off % CHUNK,
-                        end.div_ceil(CHUNK).saturating_mul(CHUNK).min(p.size),
-                    );
-                    let got = fetch_chunk(&p, a, b);
-                    st = p.state.lock().unwrap();
-                    match got {
-                        Ok(n) => st.have.insert(a, a + n),
-                        Err(e) => return Err(e),
-                    }
-                    p.cond.notify_all();
+                    continue;
                 }
             }
+            if tries == TRIES_PER_READ {
+                let (errno, why) = st.failed.clone().unwrap_or((libc::EIO, "no data".into()));
+                return Err(Error::posix(errno, why));
+            }
+            tries += 1;
+            st.progress = Instant::now();
+            if st.stream.is_none() && off > 0 && st.have.covers(off - 1, off) {
+                // Reading on from bytes already here: stream the rest.
+                let start = off - off % CHUNK;
+                st.stream = Some((start, end + WINDOW));
+                let streamed = p.clone();
+                std::thread::spawn(move || stream(&streamed, start));
+                continue;
+            }
+            // Anywhere else (first read, tail, random access): fetch its chunks.
+            drop(st);
+            let (a, b) = (
+                off - off % CHUNK,
+                end.div_ceil(CHUNK).saturating_mul(CHUNK).min(p.size),
+            );
+            let got = fetch_chunk(&p, a, b);
+            st = p.state.lock().unwrap();
+            match got {
+                Ok(n) => {
+                    st.have.insert(a, a + n);
+                    st.failed = None;
+                }
+                Err(e) => st.failed = Some((e.errno(), e.to_string())),
+            }
+            p.cond.notify_all();
         }
     }
 
@@ -206,50 +244,75 @@ impl Vfs {
         self.ensure_range(virt, 0, u64::MAX)
     }
 
-    /// Turns a finished partial copy into an ordinary cached copy.
+    /// Publishes a finished partial copy as an ordinary cached copy (when this process may:
+    /// it holds the name's lock, or can take it and nobody published that version
+    /// meanwhile); its private name goes either way.
     fn complete_if_whole(&self, p: &Arc<Partial>) {
         if !p.state.lock().unwrap().have.covers(0, p.size) {
             return;
         }
-        if self
-            .partials
-            .lock()
-            .unwrap()
-            .remove(&p.remote.virt)
-            .is_none()
-        {
-            return; // another thread finished it
-        }
-        let info = Info {
-            source: p.remote.describe(),
-            etag: p.meta.etag.clone(),
-            mtime: p.meta.mtime.map(unix_secs),
-            size: p.size,
-            fetched_at: unix_secs(SystemTime::now()),
-            copy_mtime_ns: None,
+        let mut partials = self.partials.lock().unwrap();
+        match partials.get(&p.remote.virt) {
+            Some(q) if Arc::ptr_eq(p, q) => partials.remove(&p.remote.virt),
+            _ => return, // another thread finished it
         };
-        if let Err(e) = self
-            .cache
-            .seal_copy(&p.remote.virt, &p.copy, &p.meta, &info)
-        {
-            tracing::warn!("{}: could not keep the downloaded copy: {e}", p.remote.virt);
+        drop(partials);
+        let held = p.lock.lock().unwrap().take();
+        let lock = match held {
+            Some(g) => Some(g),
+            None => self.locks.try_lock(&p.remote.virt).ok().flatten(),
+        };
+        if lock.is_some() && self.valid_copy(&p.remote, &p.meta).is_none() {
+            let info = Info {
+                source: p.remote.describe(),
+                etag: p.meta.etag.clone(),
+                mtime: p.meta.mtime.map(unix_secs),
+                size: p.size,
+                fetched_at: unix_secs(SystemTime::now()),
+                copy_mtime_ns: None,
+            };
+            if let Err(e) = self
+                .cache
+                .publish_part(&p.remote.virt, &p.copy, &p.meta, &info)
+            {
+                tracing::warn!("{}: could not keep the downloaded copy: {e}", p.remote.virt);
+            }
+            crate::usage::Usage::add(&self.usage.bytes_cached, p.size);
         }
+        drop(lock);
+        self.work.drop_part(&p.copy);
         crate::usage::Usage::add(&self.usage.misses, 1);
         crate::usage::Usage::add(&self.usage.bytes_fetched, p.fetched.load(Ordering::Relaxed));
-        crate::usage::Usage::add(&self.usage.bytes_cached, p.size);
     }
+}
+
+/// The error of a stream that brought nothing for too long.
+fn stalled(p: &Partial, limit: Duration) -> Error {
+    Error::posix(
+        libc::ETIMEDOUT,
+        format!(
+            "{}: no data from the server for {} s",
+            p.remote.virt,
+            limit.as_secs()
+        ),
+    )
 }
 
 /// Fetches `[a, b)` into the copy; returns how many bytes came.
 fn fetch_chunk(p: &Partial, a: u64, b: u64) -> Result<u64> {
     let mut at = At {
-        file: &p.file,
+        p,
         pos: a,
+        local: None,
     };
-    let n = p
+    let got = p
         .remote
         .driver
-        .read_range(&p.remote.path, a, b - a, &mut at)?;
+        .read_range(&p.remote.path, a, b - a, &mut at);
+    if let Some(e) = at.local {
+        return Err(Error::cache(&p.copy, e));
+    }
+    let n = got?;
     p.fetched.fetch_add(n, Ordering::Relaxed);
     if n < b - a {
         return Err(Error::posix(
@@ -271,17 +334,28 @@ fn stream(p: &Arc<Partial>, start: u64) {
         pos: start,
         published: start,
         buf: Vec::with_capacity(PUBLISH as usize),
+        local: None,
+        idle: false,
     };
     let result = remote
         .driver
         .read_range(&remote.path, start, p.size - start, &mut w);
-    let _ = w.flush();
+    let flushed = w.flush();
+    let failure = match (w.local.take(), result, flushed) {
+        (Some(e), _, _) => Some(Error::cache(&p.copy, e)),
+        _ if w.idle => None,
+        (None, Err(e), _) => Some(Error::from(e)),
+        (None, Ok(_), Err(e)) => Some(Error::cache(&p.copy, e)),
+        (None, Ok(_), Ok(())) => None,
+    };
     let mut st = p.state.lock().unwrap();
     st.stream = None;
-    if let Err(e) = result {
-        if w.pos < p.size && !e.message.contains("stream idle") {
+    match failure {
+        Some(e) => {
             tracing::debug!("{}: stream stopped: {e}", remote.virt);
+            st.failed = Some((e.errno(), e.to_string()));
         }
+        None => st.failed = None,
     }
     p.cond.notify_all();
 }
@@ -296,20 +370,21 @@ struct Streamer<'a> {
     pos: u64,
     published: u64,
     buf: Vec<u8>,
+    /// Why writing the copy failed (the cache disk is full ...): the driver only sees
+    /// that the transfer broke.
+    local: Option<std::io::Error>,
+    /// Whether it stopped because no reader came for a while (not a failure).
+    idle: bool,
 }
 
-impl Write for Streamer<'_> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        self.pos += data.len() as u64;
-        if self.buf.len() as u64 >= PUBLISH {
-            self.flush()?;
+impl Streamer<'_> {
+    /// Writes what was gathered into the copy and tells readers it is there.
+    fn write_out(&mut self) -> std::io::Result<()> {
+        if let Err(e) = self.p.file.write_all_at(&self.buf, self.published) {
+            let err = std::io::Error::new(e.kind(), e.to_string());
+            self.local.get_or_insert(e);
+            return Err(err);
         }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.p.file.write_all_at(&self.buf, self.published)?;
         self.p
             .fetched
             .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
@@ -318,7 +393,12 @@ impl Write for Streamer<'_> {
         st.have.insert(self.published, self.pos);
         self.published = self.pos;
         self.p.cond.notify_all();
-        // Beyond the window: wait for a reader to move it on, or give up when none comes.
+        Ok(())
+    }
+
+    /// Beyond the window: waits for a reader to move it on, or gives up when none comes.
+    fn keep_within_window(&mut self) -> std::io::Result<()> {
+        let mut st = self.p.state.lock().unwrap();
         loop {
             let limit = st.stream.map_or(0, |(_, l)| l);
             st.stream = Some((self.pos, limit));
@@ -328,22 +408,47 @@ impl Write for Streamer<'_> {
             let (next, timeout) = self.p.cond.wait_timeout(st, IDLE_STREAM).unwrap();
             st = next;
             if timeout.timed_out() {
+                self.idle = true;
                 return Err(std::io::Error::other("stream idle"));
             }
         }
     }
 }
 
-/// A writer at a moving offset of a file.
+impl Write for Streamer<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        self.pos += data.len() as u64;
+        self.p.state.lock().unwrap().progress = Instant::now();
+        if self.buf.len() as u64 >= PUBLISH {
+            self.write_out()?;
+            self.keep_within_window()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.write_out()
+    }
+}
+
+/// A writer at a moving offset of a partial copy.
 struct At<'a> {
-    file: &'a File,
+    p: &'a Partial,
     pos: u64,
+    /// Why writing the copy failed, as for [`Streamer`].
+    local: Option<std::io::Error>,
 }
 
 impl Write for At<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.file.write_all_at(buf, self.pos)?;
+        if let Err(e) = self.p.file.write_all_at(buf, self.pos) {
+            let err = std::io::Error::new(e.kind(), e.to_string());
+            self.local.get_or_insert(e);
+            return Err(err);
+        }
         self.pos += buf.len() as u64;
+        self.p.state.lock().unwrap().progress = Instant::now();
         Ok(buf.len())
     }
 

@@ -96,7 +96,8 @@ pub struct CacheReport {
     pub bytes: u64,
     pub files: u64,
     pub limit: u64,
-    pub pending: Vec<String>,
+    /// Every change not yet uploaded, of every roam process on this cache.
+    pub pending: Vec<crate::PendingChange>,
     /// Lifetime counters, this run included.
     pub stats: Stats,
 }
@@ -214,10 +215,7 @@ impl Vfs {
     pub fn save_stats(&self) -> Result<()> {
         let total = self.lifetime_stats().plus(&self.usage.snapshot());
         let p = self.cache.root().join("stats.json");
-        let tmp = self
-            .cache
-            .root()
-            .join(format!("tmp/stats-{}", std::process::id()));
+        let tmp = self.work.tmp_name();
         std::fs::write(&tmp, serde_json::to_vec(&total).expect("Stats serialise"))
             .map_err(|e| crate::Error::cache(&tmp, e))?;
         std::fs::rename(&tmp, &p).map_err(|e| crate::Error::cache(&p, e))
@@ -240,7 +238,7 @@ impl Vfs {
             bytes: copies.iter().map(|c| c.1).sum(),
             files: copies.len() as u64,
             limit: self.max_cache_bytes,
-            pending: self.dirty(),
+            pending: crate::pending_changes(self.cache.root()),
             stats,
         }
     }

@@ -1,21 +1,31 @@
 //! The write path (Ufo §5.3, with stronger guarantees). A program that opens a remote file
-//! for writing writes into its local copy in `data/`; the change is *journaled* from that
-//! moment (the copy plus a record of the remote version it started from), and uploaded
-//! atomically by the driver when the last writer closes it (T_write = 0: the upload's error
-//! is the error of `close`). A remote file changed behind roam's back meanwhile is a
-//! conflict: it is offered to the resolver (a resolver extension, per glob, studies the base,
-//! local and remote versions and answers a patch of the remote one, which is checked and
-//! applied; see `merge.rs`); unmerged, the remote file is left as it is and the local version
-//! is uploaded beside it as `NAME.roam-conflict-<time>`. Name operations (mkdir, unlink,
-//! rename ...) go straight to the driver and update the caches.
+//! for writing writes into a copy private to its roam process (`work/ID/copy/`); the change
+//! is *journaled* from that moment (the copy plus a record of the remote version it started
+//! from and of its state), and uploaded atomically by the driver when the last writer
+//! closes it (T_write = 0: the upload's error is the error of `close`). Once uploaded and
+//! written by nobody, the copy is published as the cached copy of the new version.
+//!
+//! Only whole versions are uploaded. A change is *sealed* when its last writer closes it;
+//! one whose writer died without closing it, or whose copy saw a write fail (a full cache
+//! disk), is *kept*: never uploaded without the user's word (`roam sync --force`), and
+//! named by `roam status`.
+//!
+//! A remote file changed behind roam's back meanwhile is a conflict: it is offered to the
+//! resolver (a resolver extension, per glob, studies the base, local and remote versions and
+//! answers a patch of the remote one, which is checked and applied; see `merge.rs`);
+//! unmerged, the remote file is left as it is and the local version is uploaded beside it
+//! as `NAME.roam-conflict-<time>`. Name operations (mkdir, unlink, rename ...) go straight
+//! to the driver and update the caches.
 
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use roam_drivers::{Attrs, ErrorKind, Kind, Known, Meta};
 
-use crate::cache::{stamp, unix_secs, Journal};
+use crate::cache::{stamp, unix_secs};
 use crate::path::split_name;
+use crate::work::{ChangeState, Journal};
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
 /// What to do with a change that meets a remote version changed meanwhile (the hook where
@@ -128,7 +138,8 @@ impl Vfs {
                 return Err(posix(libc::EEXIST, &r.virt, "exists"));
             }
             self.await_copy(&r.virt)?;
-            return self.cache.make_writable(&r.virt);
+            self.reopen_change(&r.virt, flags & libc::O_TRUNC != 0)?;
+            return self.writable_copy(&r.virt);
         }
         let existing = match self.stat_remote(r) {
             Ok(m) => Some(m),
@@ -146,31 +157,39 @@ impl Vfs {
         }
     }
 
-    /// Changes an existing file: its current contents (unless truncated) become the copy.
-    /// Where a resolver may merge the file, they are also kept as the change's base, even
-    /// when truncated (an editor's save truncates, and a merge needs what it started from).
-    fn start_change(&self, r: &Remote, meta: &Meta, truncate: bool) -> Result<std::path::PathBuf> {
+    /// Changes an existing file: a copy of its current contents (unless truncated) is the
+    /// change's copy. Where a resolver may merge the file, they are also kept as the
+    /// change's base, even when truncated (an editor's save truncates, and a merge needs
+    /// what it started from).
+    fn start_change(&self, r: &Remote, meta: &Meta, truncate: bool) -> Result<PathBuf> {
         let keep_base = self.resolver.wants_base(&r.virt);
+        let copy = self.fresh_copy_place(&r.virt)?;
         let mut base = info_of(r, meta);
         if !truncate || keep_base {
-            self.fetch_file_locked(r, meta)?;
-            base = self.cache.info(&r.virt).unwrap_or(base);
-        }
-        if keep_base {
-            self.cache.keep_base(&r.virt)?;
+            let clean = self.fetch_file_locked(r, meta)?;
+            // The version fetched, which may be newer than what `meta` said.
+            base = info_of(r, &self.stat_remote(r)?);
+            if keep_base {
+                self.work.keep_base(&r.virt, &clean)?;
+            }
+            if !truncate {
+                crate::cache::clone_or_copy(&clean, &copy).map_err(|e| {
+                    let _ = std::fs::remove_file(&copy);
+                    Error::cache(&copy, e)
+                })?;
+            }
         }
         if truncate {
-            let data = self.cache.clear_data(&r.virt)?;
-            File::create(&data).map_err(|e| Error::cache(&data, e))?;
+            File::create(&copy).map_err(|e| Error::cache(&copy, e))?;
         }
         self.journal(r, Some(base))?;
-        self.cache.make_writable(&r.virt)
+        self.writable_copy(&r.virt)
     }
 
     /// Creates a new file. With `O_EXCL` the program's own `open` creates the copy, so the
     /// exclusivity is the kernel's; otherwise roam creates it at once, so that a second
     /// writer sharing it finds it.
-    fn start_new(&self, r: &Remote, flags: i32, mode: u32) -> Result<std::path::PathBuf> {
+    fn start_new(&self, r: &Remote, flags: i32, mode: u32) -> Result<PathBuf> {
         let (parent_virt, _) = split_name(&r.virt);
         let parent = self
             .lookup(parent_virt)?
@@ -179,22 +198,43 @@ impl Vfs {
             Kind::Dir => {}
             _ => return Err(posix(libc::ENOTDIR, parent_virt, "not a directory")),
         }
+        let copy = self.fresh_copy_place(&r.virt)?;
         self.journal(r, None)?;
-        let data = self.cache.clear_data(&r.virt)?;
         if flags & libc::O_EXCL == 0 {
-            let f = File::create(&data).map_err(|e| Error::cache(&data, e))?;
+            let f = File::create(&copy).map_err(|e| Error::cache(&copy, e))?;
             f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .map_err(|e| Error::cache(&data, e))?;
+                .map_err(|e| Error::cache(&copy, e))?;
         }
-        Ok(data)
+        Ok(copy)
+    }
+
+    /// Where this process's copy of `virt` goes: its directory made, nothing left there.
+    fn fresh_copy_place(&self, virt: &str) -> Result<PathBuf> {
+        let copy = self.work.copy_path(virt);
+        crate::cache::ensure_dir(copy.parent().expect("copies live in a directory"))?;
+        match std::fs::remove_file(&copy) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&copy, e)),
+            _ => Ok(copy),
+        }
+    }
+
+    /// Lets the owner write this process's copy of `virt` (a fetched copy is read-only).
+    fn writable_copy(&self, virt: &str) -> Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = self.work.copy_path(virt);
+        let md = std::fs::metadata(&copy).map_err(|e| Error::cache(&copy, e))?;
+        let mode = md.permissions().mode() | 0o200;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::cache(&copy, e))?;
+        Ok(copy)
     }
 
     /// Waits briefly for the copy of a new file whose creator (with `O_EXCL`) has not opened
     /// it yet, then creates it: a second writer must never fail on a file being created.
     fn await_copy(&self, virt: &str) -> Result<()> {
-        let data = self.cache.data_path(virt);
+        let copy = self.work.copy_path(virt);
         for _ in 0..20 {
-            if data.exists() {
+            if copy.exists() {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -202,26 +242,102 @@ impl Vfs {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&data)
+            .open(&copy)
             .map(drop)
-            .map_err(|e| Error::cache(&data, e))
+            .map_err(|e| Error::cache(&copy, e))
     }
 
     fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
-        self.cache.put_journal(
+        self.work.put_journal(
             &r.virt,
             &Journal {
                 source: r.describe(),
                 base,
+                state: ChangeState::Open,
             },
         )?;
         self.state.lock().unwrap().dirty.insert(r.virt.clone());
         Ok(())
     }
 
+    /// Rewrites the state of the change of `virt` with `f` (nothing without a change).
+    fn restate(&self, virt: &str, f: impl FnOnce(&ChangeState) -> ChangeState) -> Result<()> {
+        let Some(mut rec) = self.work.journal(virt) else {
+            return Ok(());
+        };
+        let next = f(&rec.state);
+        if next != rec.state {
+            rec.state = next;
+            self.work.put_journal(virt, &rec)?;
+        }
+        Ok(())
+    }
+
+    /// Another writer opens a change: it is not whole any more; one that truncates starts
+    /// it over, so what made it kept is gone.
+    fn reopen_change(&self, virt: &str, truncate: bool) -> Result<()> {
+        self.restate(virt, |s| match s {
+            ChangeState::Kept { .. } if !truncate => s.clone(),
+            _ => ChangeState::Open,
+        })
+    }
+
+    /// The last writer of `virt` closed it: its copy is a whole version, due for upload
+    /// (now, or after T_write). Frontends call this at that close.
+    pub fn seal(&self, virt: &str) -> Result<()> {
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        self.restate(virt, |s| match s {
+            ChangeState::Open => ChangeState::Sealed,
+            other => other.clone(),
+        })
+    }
+
+    /// A program's write to its copy of `virt` failed with `errno` (ENOSPC, EDQUOT, EFBIG,
+    /// EIO): the copy may lack bytes the program meant to write, so it is kept, never
+    /// uploaded over the server's version.
+    pub fn write_failed(&self, virt: &str, errno: i32) -> Result<()> {
+        let why = format!(
+            "a write to roam's copy failed ({})",
+            std::io::Error::from_raw_os_error(errno)
+        );
+        self.keep(virt, errno, why)
+    }
+
+    /// A program writing `virt` was killed (by `signal`) before it closed the file: the copy
+    /// may be half-written, so it is kept, never uploaded.
+    pub fn writer_killed(&self, virt: &str, pid: i32, signal: i32) -> Result<()> {
+        let why = format!("its writer (pid {pid}) was killed by signal {signal} before closing it");
+        self.keep(virt, libc::EIO, why)
+    }
+
+    fn keep(&self, virt: &str, errno: i32, why: String) -> Result<()> {
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        tracing::warn!("{virt}: {why}: the change is kept, not uploaded (roam status)");
+        self.restate(virt, |s| match s {
+            ChangeState::Kept { .. } => s.clone(),
+            _ => ChangeState::Kept { errno, why },
+        })
+    }
+
+    /// The user's word on a kept change of `virt`: upload it as it is (`force`), or drop it.
+    pub fn settle_kept(&self, virt: &str, force: bool) -> Result<()> {
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        match force {
+            true => self.restate(virt, |_| ChangeState::Sealed),
+            false => {
+                self.forget_change(virt)?;
+                self.invalidate(virt);
+                Ok(())
+            }
+        }
+    }
+
     /// Whether `virt` is a file created here and not yet uploaded.
     fn is_new_here(&self, virt: &str) -> bool {
-        self.is_dirty(virt) && self.cache.journal(virt).is_some_and(|j| j.base.is_none())
+        self.is_dirty(virt) && self.work.journal(virt).is_some_and(|j| j.base.is_none())
     }
 
     /// Whether `virt` has a journaled change not yet uploaded.
@@ -249,8 +365,9 @@ impl Vfs {
             .cloned()
             .collect();
         for virt in children {
-            if self.cache.data_path(&virt).exists() {
-                self.cache.link_into_skeleton(&virt)?;
+            let copy = self.work.copy_path(&virt);
+            if copy.exists() {
+                self.cache.link_into_skeleton(&virt, &copy)?;
             }
         }
         Ok(())
@@ -261,8 +378,8 @@ impl Vfs {
         if !self.is_dirty(virt) {
             return None;
         }
-        let data = self.cache.data_path(virt);
-        Some(match std::fs::metadata(&data) {
+        let copy = self.work.copy_path(virt);
+        Some(match std::fs::metadata(&copy) {
             Ok(md) => Ok(Meta {
                 size: Some(md.len()),
                 mtime: md.modified().ok(),
@@ -272,31 +389,43 @@ impl Vfs {
         })
     }
 
-    /// Uploads the change of `virt` when its last writer is gone: the journaled change, or
-    /// a copy that differs from the version last fetched or uploaded (a writer that joined
-    /// a copy while it was being uploaded). `still_written` tells whether some program still
-    /// holds the copy open for writing: then the change stays journaled after the upload.
+    /// Uploads the change of `virt`. `still_written` tells whether some program still
+    /// holds the copy open for writing (an fsync, or a writer that shares the copy): the
+    /// change then stays journaled after the upload. A change nobody writes any more is
+    /// sealed first; a kept one is not uploaded ([`Error::Kept`]).
     pub fn flush(&self, virt: &str, still_written: &dyn Fn() -> bool) -> Result<Flushed> {
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
-        let Some(rec) = self.pending_change(virt) else {
+        let Some(mut rec) = self.work.journal(virt) else {
             self.state.lock().unwrap().dirty.remove(virt);
             return Ok(Flushed::Clean);
         };
+        let copy = self.work.copy_path(virt);
+        if let ChangeState::Kept { errno, why } = &rec.state {
+            return Err(Error::Kept {
+                virt: virt.to_owned(),
+                errno: *errno,
+                why: why.clone(),
+                copy: copy.display().to_string(),
+            });
+        }
         let node = self
             .lookup(virt)?
             .ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
         let r = writable_remote(&node)?;
-        let data = self.cache.data_path(virt);
-        if stamp(&data).is_none() {
+        if stamp(&copy).is_none() {
             // The copy is gone (the file was removed meanwhile): nothing left to deliver.
             self.forget_change(virt)?;
             return Ok(Flushed::Clean);
         }
+        if rec.state == ChangeState::Open && !still_written() {
+            rec.state = ChangeState::Sealed;
+            self.work.put_journal(virt, &rec)?;
+        }
         let (current, conflict) = self.remote_now(r, &rec)?;
-        let merged = conflict && self.merge(r, &data, current.as_ref())?;
+        let merged = conflict && self.merge(r, &copy, current.as_ref())?;
         // Stamped after a merge, which replaced the copy.
-        let Some(before) = stamp(&data) else {
+        let Some(before) = stamp(&copy) else {
             return Err(posix(
                 libc::EIO,
                 virt,
@@ -305,7 +434,7 @@ impl Vfs {
         };
         if conflict && !merged {
             let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
-            self.upload(r, &beside, None, before.0)?;
+            self.upload(r, &copy, &beside, None, before.0)?;
             // The copy is the conflict file's now; the name itself is the remote's version.
             self.forget_change(virt)?;
             self.cache.forget(virt);
@@ -315,63 +444,46 @@ impl Vfs {
         // A file's mode stays the server's; a new file gets its copy's.
         let mode = match &current {
             Some(m) => m.mode,
-            None => std::fs::metadata(&data)
+            None => std::fs::metadata(&copy)
                 .ok()
                 .map(|md| std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777),
         };
-        let uploaded = self.upload(r, &r.path, mode, before.0)?;
-        let info = Info {
-            copy_mtime_ns: Some(before.1),
-            ..info_of(
-                r,
-                &Meta {
-                    size: Some(before.0),
-                    ..uploaded.clone()
-                },
-            )
-        };
-        // No writer holds the copy and none can open it while this runs (the lock), so this
-        // stays true to the end.
-        let delivered = stamp(&data) == Some(before) && !still_written();
-        match delivered {
-            true => self.cache.settle_journal(virt, &info)?,
-            false => self.cache.put_info(virt, &info)?,
-        }
-        // What roam knows must be the new version before the name stops being dirty, so no
-        // reader in between sees an older answer (e.g. a cached "no such file").
-        self.cache.link_into_skeleton(virt)?;
+        let uploaded = self.upload(r, &copy, &r.path, mode, before.0)?;
         let now = Meta {
             size: Some(before.0),
             ..uploaded
         };
-        self.remember(virt, now);
-        if delivered {
+        let info = Info {
+            copy_mtime_ns: Some(before.1),
+            ..info_of(r, &now)
+        };
+        // No writer holds the copy and none can open it while this runs (the lock), so this
+        // stays true to the end.
+        if stamp(&copy) == Some(before) && !still_written() {
+            self.publish(virt, &copy, &info)?;
+            self.remember(virt, now);
             self.state.lock().unwrap().dirty.remove(virt);
         } else {
             // Written again meanwhile: the next close delivers that, from this new base.
-            self.cache.put_journal(
-                virt,
-                &Journal {
-                    source: r.describe(),
-                    base: Some(info),
-                },
-            )?;
+            rec.base = Some(info);
+            rec.state = ChangeState::Open;
+            self.work.put_journal(virt, &rec)?;
+            // What roam knows must be the new version before a reader asks.
+            self.cache.link_into_skeleton(virt, &copy)?;
+            self.remember(virt, now);
         }
         Ok(Flushed::Uploaded)
     }
 
-    /// The change waiting for `virt`: its journal record, or an unjournaled difference
-    /// between the copy and the version it was last equal to.
-    fn pending_change(&self, virt: &str) -> Option<Journal> {
-        if let Some(rec) = self.cache.journal(virt) {
-            return Some(rec);
+    /// The change of `virt` was delivered: its copy becomes the published copy of the new
+    /// version (when no other process is publishing that name; else it is dropped, and the
+    /// next open fetches the version).
+    fn publish(&self, virt: &str, copy: &Path, info: &Info) -> Result<()> {
+        match self.locks.lock(virt, self.patience)? {
+            Some(_name) => self.cache.publish_copy(virt, copy, info)?,
+            None => self.cache.forget(virt),
         }
-        let info = self.cache.info(virt)?;
-        let now = stamp(&self.cache.data_path(virt))?;
-        (Some(now) != info.copy_mtime_ns.map(|ns| (info.size, ns))).then(|| Journal {
-            source: info.source.clone(),
-            base: Some(info),
-        })
+        self.work.drop_change(virt)
     }
 
     /// Offers a conflict to the resolver; when it merges, the merged file becomes the copy
@@ -381,7 +493,7 @@ impl Vfs {
             return Ok(false);
         };
         let server = crate::merge::ServerVersion::new(r, &self.cache);
-        let base = self.cache.base_path(&r.virt);
+        let base = self.work.base_path(&r.virt);
         let read_remote = |off, len| server.read(off, len);
         let conflict = Conflict {
             virt: &r.virt,
@@ -440,7 +552,7 @@ impl Vfs {
     }
 
     fn forget_change(&self, virt: &str) -> Result<()> {
-        self.cache.drop_journal(virt)?;
+        self.work.drop_change(virt)?;
         self.state.lock().unwrap().dirty.remove(virt);
         Ok(())
     }
@@ -451,10 +563,16 @@ impl Vfs {
     /// else's change), keeping the mtime the program gave it (`touch -d`, `cp -p`, `tar` and
     /// `make` rely on it) and the file's mode (new contents do not change a file's
     /// permissions), where the backend can keep them.
-    fn upload(&self, r: &Remote, target: &str, mode: Option<u32>, len: u64) -> Result<Meta> {
-        let data = self.cache.data_path(&r.virt);
-        let mut file = File::open(&data).map_err(|e| Error::cache(&data, e))?;
-        let md = file.metadata().map_err(|e| Error::cache(&data, e))?;
+    fn upload(
+        &self,
+        r: &Remote,
+        copy: &Path,
+        target: &str,
+        mode: Option<u32>,
+        len: u64,
+    ) -> Result<Meta> {
+        let mut file = File::open(copy).map_err(|e| Error::cache(copy, e))?;
+        let md = file.metadata().map_err(|e| Error::cache(copy, e))?;
         let mut file = std::io::Read::take(&mut file, len);
         let attrs = Attrs {
             mtime: md.modified().ok(),
@@ -621,12 +739,12 @@ impl Vfs {
         if self.is_new_here(&r.virt) {
             // Not on the server yet: the copy's mode goes with its upload (`tar` and
             // `install` chmod a file before closing it).
-            let data = self.cache.data_path(&r.virt);
+            let copy = self.work.copy_path(&r.virt);
             return std::fs::set_permissions(
-                &data,
+                &copy,
                 std::os::unix::fs::PermissionsExt::from_mode(mode),
             )
-            .map_err(|e| Error::cache(&data, e));
+            .map_err(|e| Error::cache(&copy, e));
         }
         if self.is_dirty(&r.virt) {
             // A file created here must exist on the server to get a mode.
@@ -634,18 +752,14 @@ impl Vfs {
         }
         let on_server = match r.driver.set_mode(&r.path, mode) {
             Ok(()) => true,
-            Err(e)
-                if e.kind == ErrorKind::Unsupported && self.cache.data_path(&r.virt).exists() =>
-            {
-                false
-            }
+            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).exists() => false,
             Err(e) => return Err(e.into()),
         };
         if self.is_dirty(&r.virt) || !on_server {
             // The copy answers stat (and exec) for this name.
-            let data = self.cache.data_path(&r.virt);
-            std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .map_err(|e| Error::cache(&data, e))?;
+            let copy = self.copy_path(&r.virt);
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|e| Error::cache(&copy, e))?;
         }
         if on_server {
             self.invalidate(&r.virt);
@@ -672,18 +786,18 @@ impl Vfs {
             return Ok(());
         }
         let now = r.driver.stat(&r.path)?;
-        self.cache.put_journal(
-            &r.virt,
-            &Journal {
-                source: r.describe(),
-                base: Some(info_of(r, &now)),
-            },
-        )
+        let Some(mut rec) = self.work.journal(&r.virt) else {
+            return Ok(());
+        };
+        rec.base = Some(info_of(r, &now));
+        self.work.put_journal(&r.virt, &rec)
     }
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
     pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
-        let data = self.open_for_write(node, 0, 0o644)?;
+        // To zero, nothing of the old contents is needed (and a kept change starts over).
+        let flags = if len == 0 { libc::O_TRUNC } else { 0 };
+        let data = self.open_for_write(node, flags, 0o644)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&data)

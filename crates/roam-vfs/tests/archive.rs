@@ -38,6 +38,7 @@ fn world(populate: impl FnOnce(&Path)) -> World {
         http: HttpConfig::default(),
         tls: vec![],
         extensions: None,
+        adopt_orphans: true,
     };
     let mut vfs = Vfs::new(&cfg).unwrap();
     let dir = roam_testkit::ext::extensions();

@@ -26,6 +26,7 @@ fn vfs(root: &Path) -> Vfs {
         http: HttpConfig::default(),
         tls: vec![],
         extensions: None,
+        adopt_orphans: true,
     };
     Vfs::new(&cfg).unwrap()
 }
@@ -153,13 +154,21 @@ fn text_conflict(v: &Vfs, root: &Path, base: &str, mine: &str, theirs: &str) -> 
     let copy = v
         .open_for_write(&node, libc::O_WRONLY | libc::O_TRUNC, 0o644)
         .unwrap();
-    let kept = root.join("cache/base/w/f.txt");
+    let kept = kept_base(root, "w/f.txt");
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), base, "base kept");
     std::fs::write(&copy, mine).unwrap();
     std::fs::write(root.join("srv/f.txt"), theirs).unwrap();
     let flushed = v.flush("/w/f.txt", &|| false).unwrap();
     assert!(!kept.exists(), "the base goes with the change");
     flushed
+}
+
+/// Where the roam process working on the cache keeps the base of the change of `rel`.
+fn kept_base(root: &Path, rel: &str) -> std::path::PathBuf {
+    let work = std::fs::read_dir(root.join("cache/work")).unwrap();
+    let dirs: Vec<_> = work.flatten().map(|e| e.path()).collect();
+    assert_eq!(dirs.len(), 1, "one roam process works on this cache");
+    dirs[0].join("base").join(rel)
 }
 
 /// The files beside f.txt on the server: (name, contents).
@@ -195,7 +204,7 @@ fn merge3_merges_changes_to_different_lines() {
         "no conflict copy (only the other file)"
     );
     assert_eq!(
-        std::fs::read_to_string(v.data_path("/w/f.txt")).unwrap(),
+        std::fs::read_to_string(v.copy_path("/w/f.txt")).unwrap(),
         merged,
         "the copy is the merge"
     );

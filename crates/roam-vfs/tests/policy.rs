@@ -28,6 +28,7 @@ fn vfs(root: &Path) -> Vfs {
         http: HttpConfig::default(),
         tls: vec![],
         extensions: None,
+        adopt_orphans: true,
     };
     Vfs::new(&cfg).unwrap()
 }
@@ -41,7 +42,7 @@ fn survivors(v: &Vfs) -> Vec<&'static str> {
     }
     ["a", "b", "c", "d"]
         .into_iter()
-        .filter(|n| v.data_path(&format!("/w/{n}")).is_file())
+        .filter(|n| v.copy_path(&format!("/w/{n}")).is_file())
         .collect()
 }
 

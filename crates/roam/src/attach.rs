@@ -61,7 +61,7 @@ pub fn attach(mounts: &[String], pid: i32, foreground: bool) -> Result<i32> {
 /// The agent: takes the tree over, serves `roam detach`, ends with the tree.
 fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
     roam_trap::block_tracer_signals()?;
-    let vfs = Arc::new(crate::open_vfs(mounts)?);
+    let vfs = Arc::new(crate::open_vfs(mounts, crate::Use::Work)?);
     let socket = control_socket(vfs.cache_root(), pid);
     std::fs::create_dir_all(socket.parent().expect("in run/"))?;
     let _ = std::fs::remove_file(&socket);
@@ -81,6 +81,7 @@ fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }
+    vfs.finish();
     Ok(result?)
 }
 
@@ -105,7 +106,7 @@ fn serve_control(listener: &UnixListener, detacher: &roam_trap::Detacher, socket
 
 /// `roam detach PID`.
 pub fn detach(pid: i32) -> Result<i32> {
-    let vfs = crate::open_vfs(&[])?;
+    let vfs = crate::open_vfs(&[], crate::Use::Look)?;
     let socket = control_socket(vfs.cache_root(), pid);
     let Ok(mut conn) = UnixStream::connect(&socket) else {
         bail!(

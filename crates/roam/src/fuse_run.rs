@@ -22,7 +22,7 @@ const OLD_ROOT: &str = ".oldroot";
 pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     // Before any thread exists: unshare(CLONE_NEWUSER) refuses a threaded process.
     enter_namespaces().context("making a user and mount namespace (see `roam doctor`)")?;
-    let vfs = Arc::new(crate::open_vfs(mounts)?);
+    let vfs = Arc::new(crate::open_vfs(mounts, crate::Use::Work)?);
     let cwd = std::env::current_dir().context("the current directory")?;
     let root = vfs
         .cache_root()
@@ -55,7 +55,12 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .status()
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
-    Ok(status.code().unwrap_or_else(|| 128 + exit_signal(&status)))
+    let code = crate::exit_status(
+        status.code().unwrap_or_else(|| 128 + exit_signal(&status)),
+        &vfs,
+    );
+    vfs.finish();
+    Ok(code)
 }
 
 fn exit_signal(status: &std::process::ExitStatus) -> i32 {

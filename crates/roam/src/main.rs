@@ -72,11 +72,19 @@ enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
-    /// Upload every change still in roam's journal (e.g. after roam was killed).
+    /// Upload every change still in roam's journal (e.g. after roam was killed); exit
+    /// status 75 if some stay pending. Changes kept from upload (their writer never
+    /// closed them, or a write to roam's copy failed) wait for `--force` or `--discard`.
     Sync {
         /// Mounts, as for `run` (the journal names files by their mount point).
         #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
         mounts: Vec<String>,
+        /// Upload this kept change as it is (repeatable).
+        #[arg(long, value_name = "NAME")]
+        force: Vec<String>,
+        /// Drop this kept change; the server's version stays (repeatable).
+        #[arg(long, value_name = "NAME")]
+        discard: Vec<String>,
     },
     /// Mount the namespace (or one remote URL) on DIR through FUSE.
     Mount(mount::MountArgs),
@@ -121,12 +129,14 @@ fn dispatch(command: Command) -> Result<i32> {
             mounts, program, ..
         } => {
             roam_trap::block_tracer_signals()?;
-            let vfs = Arc::new(open_vfs(&mounts)?);
+            let vfs = Arc::new(open_vfs(&mounts, Use::Work)?);
             let t_write = Config::load()?.t_write();
             let code = roam_trap::run(vfs.clone(), &program, t_write)?;
             if let Err(e) = vfs.save_stats() {
                 tracing::warn!("could not save cache counters: {e}");
             }
+            let code = exit_status(code, &vfs);
+            vfs.finish();
             Ok(code)
         }
         Command::Attach {
@@ -139,21 +149,30 @@ fn dispatch(command: Command) -> Result<i32> {
         | Command::Cache {
             action: CacheAction::Stat,
         } => {
-            print_report(&open_vfs(&[])?.report());
+            print_report(&open_vfs(&[], Use::Look)?.report());
             Ok(0)
         }
         Command::Cache {
             action: CacheAction::Clean,
         } => {
-            let n = open_vfs(&[])?.clean()?;
+            let n = open_vfs(&[], Use::Look)?.clean()?;
             println!("dropped {n} cached copies");
             Ok(0)
         }
-        Command::Sync { mounts } => sync(&open_vfs(&mounts)?),
+        Command::Sync {
+            mounts,
+            force,
+            discard,
+        } => {
+            let vfs = open_vfs(&mounts, Use::Work)?;
+            let code = sync(&vfs, &force, &discard);
+            vfs.finish();
+            code
+        }
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
         Command::Doctor => doctor::doctor(),
-        Command::Find(args) => find::run(&open_vfs(&[])?, &Config::load()?, args),
+        Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
     }
 }
 
@@ -175,23 +194,80 @@ fn print_report(r: &roam_vfs::CacheReport) {
         mib(s.bytes_uploaded),
         s.evictions
     );
+    let kept = r.pending.iter().filter(|p| is_kept(p)).count();
     println!(
         "pending:  {} change(s) not yet uploaded{}",
         r.pending.len(),
-        if r.pending.is_empty() {
-            ""
-        } else {
-            " (run `roam sync`)"
+        match (r.pending.is_empty(), kept) {
+            (true, _) => String::new(),
+            (false, 0) => " (run `roam sync`)".into(),
+            (false, n) => format!(" ({n} kept: see below)"),
         }
     );
     for p in &r.pending {
-        println!("  {p}");
+        println!("  {}", describe_pending(p));
     }
 }
 
-/// Uploads each journaled change; exit status 1 if any is still pending.
-fn sync(vfs: &Vfs) -> Result<i32> {
-    let mut failed = 0;
+fn is_kept(p: &roam_vfs::PendingChange) -> bool {
+    matches!(p.state, roam_vfs::ChangeState::Kept { .. })
+}
+
+/// One line on a change not yet uploaded: its name, where it stands, whose it is.
+fn describe_pending(p: &roam_vfs::PendingChange) -> String {
+    let whose = match p.owner {
+        Some(pid) => format!("roam pid {pid} is writing it"),
+        None => "left by a roam that ended; `roam sync` delivers it".into(),
+    };
+    match &p.state {
+        roam_vfs::ChangeState::Open => format!("{}  (being written; {whose})", p.virt),
+        roam_vfs::ChangeState::Sealed => format!("{}  (due for upload; {whose})", p.virt),
+        roam_vfs::ChangeState::Kept { why, .. } => format!(
+            "{}  KEPT, not uploaded: {why}. The copy is {}; `roam sync --force {}` uploads it as it is, `roam sync --discard {}` drops it",
+            p.virt,
+            p.copy.display(),
+            p.virt,
+            p.virt
+        ),
+    }
+}
+
+/// `roam run`'s exit status: the program's, unless it succeeded and changes it made stayed
+/// pending (an upload that failed after it ended, a change kept from upload): then
+/// [`EXIT_PENDING`], so a script can tell.
+pub(crate) fn exit_status(program: i32, vfs: &Vfs) -> i32 {
+    let pending = vfs.dirty();
+    if pending.is_empty() {
+        return program;
+    }
+    eprintln!(
+        "roam: {} change(s) not uploaded: {} (roam status; roam sync)",
+        pending.len(),
+        pending.join(", ")
+    );
+    if program == 0 {
+        EXIT_PENDING
+    } else {
+        program
+    }
+}
+
+/// The exit status of `roam run` and `roam sync` when changes stayed pending (sysexits'
+/// EX_TEMPFAIL: try again later, with `roam sync`).
+const EXIT_PENDING: i32 = 75;
+
+/// Uploads each journaled change, after the user's word on kept ones; exit status
+/// [`EXIT_PENDING`] if any is still pending.
+fn sync(vfs: &Vfs, force: &[String], discard: &[String]) -> Result<i32> {
+    for (names, upload) in [(force, true), (discard, false)] {
+        for virt in names {
+            if !vfs.dirty().contains(virt) {
+                bail!("{virt}: no change of it is pending here (see `roam status`)");
+            }
+            vfs.settle_kept(virt, upload)?;
+        }
+    }
+    let mut left = 0;
     for virt in vfs.dirty() {
         match vfs.flush(&virt, &|| false) {
             Ok(roam_vfs::Flushed::Conflict(beside)) => {
@@ -199,16 +275,35 @@ fn sync(vfs: &Vfs) -> Result<i32> {
             }
             Ok(_) => eprintln!("roam: uploaded {virt}"),
             Err(e) => {
-                failed += 1;
-                eprintln!("roam: {virt}: {e} (still pending)");
+                left += 1;
+                eprintln!(
+                    "roam: {e}{}",
+                    if e.is_kept() { "" } else { " (still pending)" }
+                );
             }
         }
     }
-    Ok(i32::from(failed > 0))
+    let others = roam_vfs::pending_changes(vfs.cache_root())
+        .into_iter()
+        .filter(|p| p.owner.is_some_and(|pid| pid != std::process::id()))
+        .count();
+    if others > 0 {
+        eprintln!("roam: {others} change(s) belong to roam processes still running (roam status)");
+    }
+    Ok(if left > 0 { EXIT_PENDING } else { 0 })
+}
+
+/// What a command opens the namespace for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// To run programs or deliver changes: it adopts the changes of roam processes that died.
+    Work,
+    /// To look or clean up: it leaves them for a command that delivers them.
+    Look,
 }
 
 /// Builds the namespace from `roam.toml` plus `-m` flags (flags win on the same mount point).
-fn open_vfs(flags: &[String]) -> Result<Vfs> {
+fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     let cfg = Config::load()?;
     let mut mounts = cfg.mounts.clone();
     for m in flags {
@@ -238,6 +333,7 @@ fn open_vfs(flags: &[String]) -> Result<Vfs> {
             })
             .collect(),
         extensions: Some(cfg.extensions_dir()),
+        adopt_orphans: usage == Use::Work,
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),

@@ -112,7 +112,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
         }
         None => "/",
     };
-    let vfs = Arc::new(crate::open_vfs(&mounts)?);
+    let vfs = Arc::new(crate::open_vfs(&mounts, crate::Use::Work)?);
     let fs = Roamfs::new(vfs.clone(), root);
     let opts = Options {
         threads: args.threads,
@@ -146,7 +146,9 @@ fn serve(args: &MountArgs) -> Result<i32> {
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }
-    Ok(0)
+    let code = crate::exit_status(0, &vfs);
+    vfs.finish();
+    Ok(code)
 }
 
 /// A process that lazily unmounts `dir` when roam dies (its stdin is a pipe whose other

@@ -29,6 +29,10 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     if !syncing && !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }
+    if !syncing {
+        // The last writer closed it: a whole version, whenever it is uploaded.
+        k.vfs().seal(node.virt()).map_err(|e| (node.clone(), e))?;
+    }
     if !syncing && !k.t_write.is_zero() {
         // T_write > 0: saves within T_write of each other become one upload.
         k.later.schedule(node.virt(), k.t_write, 0);
@@ -40,6 +44,16 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
     match flush_and_tell(k, node.virt(), &still_written) {
         Ok(()) => Ok(Decision::Continue),
+        Err(e) if e.is_kept() => {
+            k.report.error(
+                job.tid,
+                job.spec.name,
+                node.virt(),
+                e.errno(),
+                &e.to_string(),
+            );
+            Ok(Decision::RunThenReturn(-(e.errno() as i64)))
+        }
         Err(e) => {
             // The program hears of it now; roam keeps trying in the background.
             k.later.schedule(node.virt(), super::later::backoff(0), 1);
@@ -81,7 +95,7 @@ pub(super) fn flush_and_tell(
 /// The traced threads that hold `virt`'s copy open for writing (other than the fd being
 /// closed, which every thread sharing the closer's fd table shows too).
 pub(super) fn writers(k: &Kernel, virt: &str, except: Option<(Pid, i32)>) -> Vec<Pid> {
-    let data = k.vfs().data_path(virt);
+    let data = k.vfs().copy_path(virt);
     let tracees: Vec<Pid> = k.tracees.lock().unwrap().iter().copied().collect();
     tracees
         .into_iter()

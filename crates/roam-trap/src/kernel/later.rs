@@ -76,12 +76,16 @@ impl Kernel {
                 continue;
             }
             let still_written = || !close::writers(self, &virt, None).is_empty();
-            if let Err(e) = close::flush_and_tell(self, &virt, &still_written) {
-                self.report.once(
+            match close::flush_and_tell(self, &virt, &still_written) {
+                Ok(()) => {}
+                Err(e) if e.is_kept() => self.report.once(format!("kept {virt}"), e.to_string()),
+                Err(e) => {
+                    self.report.once(
                     format!("retry {virt}"),
-                    format!("upload of {virt} failed: {e}; roam keeps it journaled and tries again (then `roam sync`)"),
-                );
-                self.later.schedule(&virt, backoff(failures), failures + 1);
+                        format!("upload of {virt} failed: {e}; roam keeps it journaled and tries again (then `roam sync`)"),
+                    );
+                    self.later.schedule(&virt, backoff(failures), failures + 1);
+                }
             }
         }
     }

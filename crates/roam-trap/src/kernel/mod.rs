@@ -252,7 +252,9 @@ impl Kernel {
             self.later.cancel(&virt);
             let still_written = || !close::writers(self, &virt, None).is_empty();
             if let Err(e) = close::flush_and_tell(self, &virt, &still_written) {
-                if at_end {
+                if e.is_kept() {
+                    self.report.once(format!("kept {virt}"), e.to_string());
+                } else if at_end {
                     self.report.once(
                         format!("pending {virt}"),
                         format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
@@ -471,7 +473,7 @@ fn is_ordinary(errno: i32) -> bool {
 
 /// The roam node whose copy (a file of the data mirror) `fd` is open on.
 fn copy_behind(k: &Kernel, tid: Pid, fd: i32) -> Option<Node> {
-    let virt = resolve::fd_target(tid, fd).and_then(|t| k.vfs().unmap_data(&t))?;
+    let virt = resolve::fd_target(tid, fd).and_then(|t| k.vfs().unmap_copy(&t))?;
     k.vfs().lookup(&virt).ok().flatten()
 }
 

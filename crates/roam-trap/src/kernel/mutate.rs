@@ -196,7 +196,7 @@ fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
         // The program's own copy is still open: its times are local until the upload.
         return Ok(rewrite_to(
             job.spec.paths[0].path,
-            &vfs.data_path(node.virt()),
+            &vfs.copy_path(node.virt()),
         ));
     }
     let mtime = match requested_mtime(job) {
