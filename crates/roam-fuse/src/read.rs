@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
 use roam_drivers::Kind;
-use roam_vfs::Node;
+use roam_vfs::{LinkTarget, Node};
 
 use crate::attr;
 
@@ -41,9 +41,11 @@ impl Roamfs {
     fn remote_attr(&self, ino: u64, node: &Node) -> Res<(FileAttr, Duration)> {
         let virt = node.virt();
         if self.vfs.is_dirty(virt) {
-            // Being written here: the journaled copy is the truth.
-            let md = std::fs::metadata(self.vfs.copy_path(virt)).map_err(io_errno)?;
-            return Ok((attr::from_local(ino, &md), Duration::ZERO));
+            // Being written here: the journaled copy is the truth (unless it was published
+            // meanwhile: then the new version's attributes follow).
+            if let Ok(md) = std::fs::metadata(self.vfs.copy_path(virt)) {
+                return Ok((attr::from_local(ino, &md), Duration::ZERO));
+            }
         }
         let mut meta = self.vfs.stat(node).map_err(vfs_errno)?;
         if meta.kind == Kind::File && meta.size.is_none() {
@@ -150,13 +152,16 @@ impl Roamfs {
             Place::Local(p) => std::fs::read_link(p)
                 .map(|t| t.into_os_string().into_encoded_bytes())
                 .map_err(io_errno),
-            Place::Remote(node) => {
-                let meta = self.vfs.stat(&node).map_err(vfs_errno)?;
-                match (meta.kind, meta.symlink_target) {
-                    (Kind::Symlink, Some(t)) => Ok(t.into_bytes()),
-                    _ => Err(Errno::EINVAL),
+            // The kernel follows what this says in the local namespace: not the server's
+            // text, but a path to where roam's rule leads, relative, so it stays inside.
+            Place::Remote(node) => match self.vfs.link_target(&node).map_err(vfs_errno)? {
+                Some((LinkTarget::Roam(to), _)) => {
+                    let dir = roam_vfs::path::split_name(&virt).0;
+                    Ok(roam_vfs::path::relative(dir, &to).into_bytes())
                 }
-            }
+                Some((LinkTarget::Local(p), _)) => Ok(p.into_bytes()),
+                None => Err(Errno::EINVAL),
+            },
             Place::UrlAlias(scheme) => Ok(scheme.as_bytes().to_vec()),
             Place::Synthetic => Err(Errno::EINVAL),
         }

@@ -123,7 +123,9 @@ impl Roamfs {
         if !f.uploads() || self.handles.unflushed_writers(&f.virt, fh) > 0 {
             return Ok(());
         }
-        self.upload(&f, fh, false)
+        // The handle stays open until its release (a dup of the fd may write more): the
+        // upload is `close`'s, the change stays this process's until then.
+        self.upload(&f, fh, true)
     }
 
     /// The last reference to the open file is gone.

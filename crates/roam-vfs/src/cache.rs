@@ -484,6 +484,11 @@ impl DiskCache {
             .collect()
     }
 
+    /// Forgets the sidecar of `virt`'s published copy (the copy itself was moved away).
+    pub fn forget_copy(&self, virt: &str) {
+        let _ = fs::remove_file(under(&self.info, virt));
+    }
+
     /// Removes the copy of `virt` and its sidecar.
     pub fn drop_copy(&self, virt: &str) -> Result<()> {
         for p in [self.data_path(virt), under(&self.info, virt)] {

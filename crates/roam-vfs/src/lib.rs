@@ -17,6 +17,7 @@ mod consistency;
 mod error;
 mod ext_layer;
 mod lazy_ext;
+mod links;
 mod listings;
 mod locks;
 mod merge;
@@ -40,6 +41,7 @@ pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use error::{Error, Result};
 pub use lazy_ext::LoadExtension;
+pub use links::LinkTarget;
 pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
@@ -49,7 +51,7 @@ pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
 use cache::{unix_secs, DiskCache};
 use locks::NameLocks;
 use mounts::Mounts;
-use path::{join, split_name};
+use path::split_name;
 use work::Work;
 
 /// Most symlinks followed while resolving one name (as Linux's `MAXSYMLINKS`).
@@ -226,6 +228,44 @@ impl Vfs {
         }
     }
 
+    /// Where the symbolic link `node` leads (by the rule of `links.rs`), and the server's
+    /// text of it; `None` when `node` is no link.
+    pub fn link_target(&self, node: &Node) -> Result<Option<(LinkTarget, String)>> {
+        let Node::Remote(r) = node else {
+            return Ok(None);
+        };
+        if r.driver.local_path(&r.path).is_some() {
+            return Ok(None); // served in place: the kernel's own links
+        }
+        let meta = self.stat(node)?;
+        Ok(match (meta.kind, meta.symlink_target) {
+            (Kind::Symlink, Some(text)) => Some((links::resolve(r, &text), text)),
+            _ => None,
+        })
+    }
+
+    /// Makes the skeleton entry of `r` describe `meta`. The kernel follows a link's entry
+    /// by itself, so it points at the skeleton entry of where the link leads (or at the
+    /// local file a local directory's link names), never at the server's text.
+    fn put_stub(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
+        let Some(text) = meta
+            .symlink_target
+            .as_deref()
+            .filter(|_| meta.kind == Kind::Symlink)
+        else {
+            return self.cache.put_stub(&r.virt, meta);
+        };
+        let inside = match links::resolve(r, text) {
+            LinkTarget::Roam(v) => self.cache.meta_path(&v).to_string_lossy().into_owned(),
+            LinkTarget::Local(p) => p,
+        };
+        let safe = Meta {
+            symlink_target: Some(inside),
+            ..meta.clone()
+        };
+        self.cache.put_stub(&r.virt, &safe)
+    }
+
     /// Metadata of a node, without following a final symlink.
     pub fn stat(&self, node: &Node) -> Result<Meta> {
         match node {
@@ -252,7 +292,7 @@ impl Vfs {
                         self.fetch_file(r, &meta)?;
                         meta = self.stat_remote(r)?;
                     }
-                    self.cache.put_stub(&r.virt, &meta)
+                    self.put_stub(r, &meta)
                 }
             },
         }
@@ -294,19 +334,25 @@ impl Vfs {
         }
     }
 
-    /// Follows final symlinks of a node (at most [`MAX_SYMLINKS`]).
+    /// Follows final symlinks of a node (at most [`MAX_SYMLINKS`]), by the rule of
+    /// `links.rs`: a link never leads out of its mount, but from a local directory's.
     pub fn follow(&self, mut node: Node) -> Result<Resolved> {
         for _ in 0..MAX_SYMLINKS {
             let meta = self.stat(&node)?;
+            let Node::Remote(r) = &node else {
+                return Ok(Resolved::Node(node, meta));
+            };
             if meta.kind != Kind::Symlink {
                 return Ok(Resolved::Node(node, meta));
             }
             let target = meta.symlink_target.unwrap_or_default();
-            let next = join(split_name(node.virt()).0, &target);
-            match self.lookup(&next)? {
-                Some(n) => node = n,
-                None => return Ok(Resolved::Local(next)),
-            }
+            let next = match links::resolve(r, &target) {
+                LinkTarget::Roam(v) => v,
+                LinkTarget::Local(p) => return Ok(Resolved::Local(p)),
+            };
+            node = self.lookup(&next)?.ok_or_else(|| {
+                Error::posix(libc::ENOENT, format!("{}: a link out of roam", r.virt))
+            })?;
         }
         Err(Error::posix(
             libc::ELOOP,
@@ -499,7 +545,7 @@ impl Vfs {
         // The mtime the parent's listing gave it, unless its own stat says otherwise.
         let prior = self.cache.dir_mtime(&r.virt);
         for e in &listing.entries {
-            self.cache.put_stub(&join(&r.virt, &e.name), &e.meta)?;
+            self.put_stub(&r.child(&e.name), &e.meta)?;
         }
         if listing.complete {
             let keep: HashSet<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();

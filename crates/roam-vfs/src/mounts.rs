@@ -68,6 +68,15 @@ impl Remote {
     pub fn describe(&self) -> String {
         self.driver.describe(&self.path)
     }
+
+    /// The entry `name` of this directory.
+    pub fn child(&self, name: &str) -> Remote {
+        Remote {
+            virt: crate::path::join(&self.virt, name),
+            path: crate::path::join(&self.path, name),
+            driver: self.driver.clone(),
+        }
+    }
 }
 
 struct Explicit {

@@ -49,6 +49,26 @@ pub fn url_to_virtual(s: &str) -> Option<String> {
     })
 }
 
+/// The relative path from the directory `from` to `to` (both normalised and absolute):
+/// `../` up to their common ancestor, then down to `to`.
+pub fn relative(from: &str, to: &str) -> String {
+    let parts = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (a, b) = (parts(from), parts(to));
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out: Vec<String> = vec!["..".to_owned(); a.len() - common];
+    out.extend(b[common..].iter().cloned());
+    if out.is_empty() {
+        ".".to_owned()
+    } else {
+        out.join("/")
+    }
+}
+
 /// True when `s` starts like a URL that [`url_to_virtual`] understands.
 pub fn looks_like_url(s: &[u8]) -> bool {
     URL_SCHEMES
@@ -109,6 +129,15 @@ mod tests {
         assert_eq!(url_to_virtual("ftp://h/x"), None);
         assert!(looks_like_url(b"http://h"));
         assert!(!looks_like_url(b"/http/h"));
+    }
+
+    #[test]
+    fn relative_paths_between_names() {
+        assert_eq!(relative("/a/b", "/a/c/d"), "../c/d");
+        assert_eq!(relative("/a", "/a/x"), "x");
+        assert_eq!(relative("/a/b", "/a"), "..");
+        assert_eq!(relative("/a", "/a"), ".");
+        assert_eq!(relative("/", "/etc/passwd"), "etc/passwd");
     }
 
     #[test]

@@ -235,10 +235,8 @@ impl Work {
             let Ok(Some(_lock)) = lock_owner(&d.join("owner"), false) else {
                 continue;
             };
-            let pid = pid_of(&d);
-            let why = format!("roam (pid {pid}) ended before the file's writer closed it");
             let (journal, copy, base) = (d.join("journal"), d.join("copy"), d.join("base"));
-            adopted.extend(self.adopt_from(&journal, &copy, &base, &why));
+            adopted.extend(self.adopt_from(&journal, &copy, &base, ended_before_close(&d)));
             if collect(&d.join("journal")).is_empty() {
                 let _ = fs::remove_dir_all(&d);
             }
@@ -255,7 +253,10 @@ impl Work {
         if fs::rename(&legacy, &moved).is_err() {
             return Vec::new();
         }
-        let why = "written by an older roam that ended before the file's writer closed it";
+        let why = ChangeState::Kept {
+            errno: libc::EIO,
+            why: "written by an older roam that ended before the file's writer closed it".into(),
+        };
         let base = cache_root.join("base");
         let adopted = self.adopt_from(&moved, &cache_root.join("data"), &base, why);
         let _ = fs::remove_dir_all(&moved);
@@ -264,7 +265,13 @@ impl Work {
 
     /// Moves every change recorded under `journal` (copies under `copy`, bases under
     /// `base`) into this work directory.
-    fn adopt_from(&self, journal: &Path, copy: &Path, base: &Path, why: &str) -> Vec<String> {
+    fn adopt_from(
+        &self,
+        journal: &Path,
+        copy: &Path,
+        base: &Path,
+        kept: ChangeState,
+    ) -> Vec<String> {
         let mut adopted = Vec::new();
         for virt in collect(journal) {
             let Some(mut rec) = read_journal(&under(journal, &virt)) else {
@@ -274,10 +281,7 @@ impl Work {
                 continue; // this process changes it too: left for a later adopter
             }
             if rec.state == ChangeState::Open {
-                rec.state = ChangeState::Kept {
-                    errno: libc::EIO,
-                    why: why.to_owned(),
-                };
+                rec.state = kept.clone();
             }
             let moved = install(&under(copy, &virt), &self.copy_path(&virt))
                 .and_then(|()| self.put_journal(&virt, &rec));
@@ -325,10 +329,15 @@ pub fn pending_changes(cache_root: &Path) -> Vec<PendingChange> {
         let owner = alive.then(|| pid_of(&d));
         for virt in collect(&d.join("journal")) {
             if let Some(rec) = read_journal(&under(&d.join("journal"), &virt)) {
+                // What adopting it will make of it.
+                let state = match (rec.state, owner) {
+                    (ChangeState::Open, None) => ended_before_close(&d),
+                    (state, _) => state,
+                };
                 out.push(PendingChange {
                     copy: under(&d.join("copy"), &virt),
                     virt,
-                    state: rec.state,
+                    state,
                     owner,
                 });
             }
@@ -386,6 +395,17 @@ fn collect(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     collect_files(dir, dir, &mut out);
     out
+}
+
+/// What a change still open in the work directory `dir` of a dead roam is: kept.
+fn ended_before_close(dir: &Path) -> ChangeState {
+    ChangeState::Kept {
+        errno: libc::EIO,
+        why: format!(
+            "roam (pid {}) ended before the file's writer closed it",
+            pid_of(dir)
+        ),
+    }
 }
 
 /// Whether a work directory is one still being claimed (its name starts with a dot).

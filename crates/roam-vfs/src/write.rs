@@ -157,7 +157,7 @@ impl Vfs {
         }
     }
 
-    /// Changes an existing file: a copy of its current contents (unless truncated) is the
+    /// Changes an existing file: its current contents (unless truncated) become the
     /// change's copy. Where a resolver may merge the file, they are also kept as the
     /// change's base, even when truncated (an editor's save truncates, and a merge needs
     /// what it started from).
@@ -165,25 +165,63 @@ impl Vfs {
         let keep_base = self.resolver.wants_base(&r.virt);
         let copy = self.fresh_copy_place(&r.virt)?;
         let mut base = info_of(r, meta);
+        let mut clean = None;
         if !truncate || keep_base {
-            let clean = self.fetch_file_locked(r, meta)?;
+            let fetched = self.fetch_file_locked(r, meta)?;
             // The version fetched, which may be newer than what `meta` said.
             base = info_of(r, &self.stat_remote(r)?);
             if keep_base {
-                self.work.keep_base(&r.virt, &clean)?;
+                self.work.keep_base(&r.virt, &fetched)?;
             }
-            if !truncate {
-                crate::cache::clone_or_copy(&clean, &copy).map_err(|e| {
-                    let _ = std::fs::remove_file(&copy);
-                    Error::cache(&copy, e)
-                })?;
-            }
+            clean = Some(fetched);
         }
+        self.take_copy(&r.virt, clean.as_deref(), &copy)?;
         if truncate {
-            File::create(&copy).map_err(|e| Error::cache(&copy, e))?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&copy)
+                .map_err(|e| Error::cache(&copy, e))?;
+        }
+        if let Some(mode) = meta.mode {
+            // The copy answers for the file while it is written: its mode is the file's.
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|e| Error::cache(&copy, e))?;
         }
         self.journal(r, Some(base))?;
         self.writable_copy(&r.virt)
+    }
+
+    /// Makes the file programs read as `virt` the change's copy: the published copy itself
+    /// is moved, not copied, so that programs reading it see the writes as they would on a
+    /// local disk (and a truncating change costs no fetch); `clean` (the version to change,
+    /// when one is needed) is copied when it is another process's to publish.
+    fn take_copy(&self, virt: &str, clean: Option<&Path>, copy: &Path) -> Result<()> {
+        let published = self.cache.data_path(virt);
+        let from = clean.unwrap_or(&published);
+        let moved = if *from == published {
+            match self.locks.lock(virt, self.patience)? {
+                Some(_name) if published.is_file() => {
+                    let moved = std::fs::rename(&published, copy).is_ok();
+                    if moved {
+                        self.cache.forget_copy(virt);
+                    }
+                    moved
+                }
+                _ => false,
+            }
+        } else {
+            // A private download: this process's own.
+            std::fs::rename(from, copy).is_ok()
+        };
+        if moved || clean.is_none() {
+            return Ok(());
+        }
+        crate::cache::clone_or_copy(from, copy).map_err(|e| {
+            let _ = std::fs::remove_file(copy);
+            Error::cache(copy, e)
+        })
     }
 
     /// Creates a new file. With `O_EXCL` the program's own `open` creates the copy, so the
@@ -385,6 +423,8 @@ impl Vfs {
                 mtime: md.modified().ok(),
                 ..Meta::of_kind(Kind::File)
             }),
+            // Published meanwhile: what roam remembers of the new version answers.
+            Err(_) if !self.is_dirty(virt) => return None,
             Err(_) => Err(Error::Absent(virt.to_owned())),
         })
     }
@@ -396,7 +436,7 @@ impl Vfs {
     pub fn flush(&self, virt: &str, still_written: &dyn Fn() -> bool) -> Result<Flushed> {
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
-        let Some(mut rec) = self.work.journal(virt) else {
+        let Some(mut rec) = self.work.journal(virt).or_else(|| self.late_writes(virt)) else {
             self.state.lock().unwrap().dirty.remove(virt);
             return Ok(Flushed::Clean);
         };
@@ -421,6 +461,14 @@ impl Vfs {
         if rec.state == ChangeState::Open && !still_written() {
             rec.state = ChangeState::Sealed;
             self.work.put_journal(virt, &rec)?;
+        }
+        if rec.base.as_ref().and_then(uploaded_stamp) == stamp(&copy) {
+            // Uploaded as it is already (at an earlier close of a writer still open then).
+            if !still_written() {
+                let info = rec.base.expect("an uploaded stamp is a base");
+                self.publish(virt, &copy, &info)?;
+            }
+            return Ok(Flushed::Uploaded);
         }
         let (current, conflict) = self.remote_now(r, &rec)?;
         let merged = conflict && self.merge(r, &copy, current.as_ref())?;
@@ -451,6 +499,11 @@ impl Vfs {
         let uploaded = self.upload(r, &copy, &r.path, mode, before.0)?;
         let now = Meta {
             size: Some(before.0),
+            // A server that showed the file's mode but did not say it now: the mode it
+            // was given (a backend without modes shows none, and the copy's answers).
+            mode: uploaded
+                .mode
+                .or(current.as_ref().and_then(|m| m.mode).and(mode)),
             ..uploaded
         };
         let info = Info {
@@ -460,9 +513,8 @@ impl Vfs {
         // No writer holds the copy and none can open it while this runs (the lock), so this
         // stays true to the end.
         if stamp(&copy) == Some(before) && !still_written() {
-            self.publish(virt, &copy, &info)?;
             self.remember(virt, now);
-            self.state.lock().unwrap().dirty.remove(virt);
+            self.publish(virt, &copy, &info)?;
         } else {
             // Written again meanwhile: the next close delivers that, from this new base.
             rec.base = Some(info);
@@ -475,10 +527,36 @@ impl Vfs {
         Ok(Flushed::Uploaded)
     }
 
+    /// A change made to the published copy of `virt` after roam published it: a writer
+    /// that kept the copy mapped, or wrote through an fd of it after a close that
+    /// delivered it. It becomes this process's change again, from the uploaded version.
+    fn late_writes(&self, virt: &str) -> Option<Journal> {
+        let info = self.cache.info(virt)?;
+        let published = self.cache.data_path(virt);
+        if uploaded_stamp(&info).is_none() || stamp(&published) == uploaded_stamp(&info) {
+            return None;
+        }
+        let copy = self.fresh_copy_place(virt).ok()?;
+        let _name = self.locks.lock(virt, self.patience).ok()??;
+        std::fs::rename(&published, &copy).ok()?;
+        self.cache.forget_copy(virt);
+        let rec = Journal {
+            source: info.source.clone(),
+            base: Some(info),
+            state: ChangeState::Open,
+        };
+        self.work.put_journal(virt, &rec).ok()?;
+        self.state.lock().unwrap().dirty.insert(virt.to_owned());
+        Some(rec)
+    }
+
     /// The change of `virt` was delivered: its copy becomes the published copy of the new
     /// version (when no other process is publishing that name; else it is dropped, and the
     /// next open fetches the version).
     fn publish(&self, virt: &str, copy: &Path, info: &Info) -> Result<()> {
+        // Not dirty first: from now on roam answers for `virt` from what it remembers of
+        // the new version, not from the copy about to move.
+        self.state.lock().unwrap().dirty.remove(virt);
         match self.locks.lock(virt, self.patience)? {
             Some(_name) => self.cache.publish_copy(virt, copy, info)?,
             None => self.cache.forget(virt),
@@ -842,17 +920,13 @@ impl Vfs {
             None => return Ok(()),
         };
         for name in changed {
-            let child = Remote {
-                virt: crate::path::join(&r.virt, &name),
-                path: crate::path::join(&r.path, &name),
-                driver: r.driver.clone(),
-            };
+            let child = r.child(&name);
             if self.is_dirty(&child.virt) {
                 continue;
             }
             match self.stat_remote(&child) {
                 Ok(meta) => {
-                    self.cache.put_stub(&child.virt, &meta)?;
+                    self.put_stub(&child, &meta)?;
                     self.remember(&child.virt, meta);
                 }
                 Err(e) if e.errno() == libc::ENOENT => {
@@ -924,6 +998,11 @@ fn info_of(r: &Remote, m: &Meta) -> Info {
         fetched_at: unix_secs(SystemTime::now()),
         copy_mtime_ns: None,
     }
+}
+
+/// The stamp a copy had when roam uploaded it, if `info` records such an upload.
+fn uploaded_stamp(info: &Info) -> Option<(u64, u128)> {
+    info.copy_mtime_ns.map(|ns| (info.size, ns))
 }
 
 /// Whether the remote object is still the version a change started from.

@@ -5,7 +5,7 @@
 //! the same through roam's cache and write-back (`file+cache://`), WebDAV (nginx), FTP
 //! (pyftpdlib), SFTP (OpenSSH's sshd) and Chirp (`chirp_server`); S3 (moto) has its own test.
 //! The cache-only tests cover Ufo's consistency: T_read against a second writer, conflicts,
-//! recovery after `kill -9`, and failures that must reach the program.
+//! and failures that must reach the program (recovery after `kill -9`: `cache_sharing.rs`).
 
 mod common;
 
@@ -104,52 +104,6 @@ fn a_conflicting_change_is_kept_beside_the_remote_one() {
         "{}",
         stderr(&o)
     );
-}
-
-#[test]
-fn kill_9_loses_nothing_roam_sync_delivers_it() {
-    let m = Mount::new("file+cache");
-    let roam = Roam::new();
-    let cache = roam.cache.join("c");
-    let config = roam.cache.join("none.toml");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
-        .env("ROAM_CACHE_DIR", &cache)
-        .env("ROAM_CONFIG", &config)
-        .args([
-            "run",
-            "-m",
-            &format!("/w={}", m.url),
-            "--",
-            "sh",
-            "-c",
-            "exec 3>/w/k; echo journaled >&3; sleep 60",
-        ])
-        .spawn()
-        .unwrap();
-    let copy = cache.join("data/w/k");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while fs::read(&copy).unwrap_or_default() != b"journaled\n" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the write never reached roam's copy"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL: no close, no flush
-    child.wait().unwrap();
-    assert!(
-        !m.backend("k").exists(),
-        "nothing was uploaded before the kill"
-    );
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
-        .env("ROAM_CACHE_DIR", &cache)
-        .env("ROAM_CONFIG", &config)
-        .args(["sync", "-m", &format!("/w={}", m.url)])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(fs::read_to_string(m.backend("k")).unwrap(), "journaled\n");
-    assert!(stderr(&o).contains("uploaded /w/k"), "{}", stderr(&o));
 }
 
 /// A Python program that writes 2 MB to `path` and prints "ok" or why it failed.

@@ -228,8 +228,8 @@ impl Kernel {
             if !out.whole {
                 bytes.truncate(ret as usize);
             }
-            if let Some(AfterExit::RemoteStat { statx, .. }) = after {
-                make_remote(&mut bytes, statx);
+            if let Some(AfterExit::RemoteStat { statx, link, .. }) = after {
+                make_remote(&mut bytes, statx, link);
             }
             if let Err(e) = memory::write(tid, out.addr, &bytes) {
                 return Reply::Return(-(e as i64));

@@ -29,6 +29,7 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     if !syncing && !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }
+    warn_if_cache_full(k);
     if !syncing {
         // The last writer closed it: a whole version, whenever it is uploaded.
         k.vfs().seal(node.virt()).map_err(|e| (node.clone(), e))?;
@@ -39,7 +40,6 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     }
     k.later.cancel(node.virt());
-    warn_if_cache_full(k);
     // An fsync'ing writer keeps its fd: the change stays journaled for its close.
     let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
     match flush_and_tell(k, node.virt(), &still_written) {

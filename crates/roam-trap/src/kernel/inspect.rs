@@ -18,7 +18,11 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(match stat_buffer(&job.call) {
             Some((buf, statx)) => Decision::RewriteThen {
                 args: Vec::new(),
-                after: AfterExit::RemoteStat { buf, statx },
+                after: AfterExit::RemoteStat {
+                    buf,
+                    statx,
+                    link: None,
+                },
             },
             None => Decision::Continue,
         });
@@ -35,16 +39,57 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
             return Ok(Decision::fail(libc::EROFS));
         }
     }
-    let stub = vfs.meta_path(node).map_err(fail)?;
+    let Some((target, text)) = vfs.link_target(node).map_err(fail)? else {
+        return stat_of(k, job, arg, node, None);
+    };
+    if job.spec.family == Family::Readlink {
+        return Ok(link_text(job, text));
+    }
+    if !super::table::follows_last(job.spec, &job.call.args) {
+        return stat_of(k, job, arg, node, Some(text.len() as u64));
+    }
+    // Followed by roam's rule, not by the kernel through the skeleton.
+    let followed = match target {
+        roam_vfs::LinkTarget::Local(p) => return Ok(rewrite_to(arg, p.as_ref())),
+        roam_vfs::LinkTarget::Roam(_) => vfs.follow(node.clone()).map_err(fail)?,
+    };
+    match followed {
+        roam_vfs::Resolved::Node(n, _) => stat_of(k, job, arg, &n, None),
+        roam_vfs::Resolved::Local(p) => Ok(rewrite_to(arg, p.as_ref())),
+    }
+}
+
+/// A look at the roam name `node` itself: redirected to its skeleton entry (`link`: the
+/// length of the server's text, when `node` is a link).
+fn stat_of(k: &Kernel, job: &Job, arg: usize, node: &roam_vfs::Node, link: Option<u64>) -> Served {
+    let vfs = k.vfs();
+    let stub = vfs.meta_path(node).map_err(|e| (node.clone(), e))?;
     // Entries of roam's cache stand for remote files; a local driver's own files are real.
     let in_cache = vfs.unmap(&stub.to_string_lossy()).is_some();
     Ok(match stat_buffer(&job.call).filter(|_| in_cache) {
         Some((buf, statx)) => Decision::RewriteThen {
             args: vec![(arg, path_bytes(&stub))],
-            after: AfterExit::RemoteStat { buf, statx },
+            after: AfterExit::RemoteStat { buf, statx, link },
         },
         None => rewrite_to(arg, &stub),
     })
+}
+
+/// `readlink` of a roam link: the server's text (its skeleton entry points elsewhere),
+/// cut to the program's buffer as the kernel would.
+fn link_text(job: &Job, text: String) -> Decision {
+    let (buf, size) = (job.call.args[job.spec.aux], job.call.args[job.spec.aux + 1]);
+    if (size as i64) <= 0 {
+        return Decision::fail(libc::EINVAL);
+    }
+    let mut data = text.into_bytes();
+    data.truncate(size as usize);
+    let ret = data.len() as i64;
+    Decision::ReturnData {
+        addr: buf,
+        data,
+        ret,
+    }
 }
 
 fn path_bytes(p: &std::path::Path) -> Vec<u8> {
@@ -95,7 +140,12 @@ const STATX: Fields = Fields {
 /// each other inside the cache); and its mtime as ctime — the cache entry's own ctime
 /// changes when roam fills it, which programs that compare a stat before reading with an
 /// `fstat` after (`tar`) would take for a change of the file.
-pub(super) fn as_remote_stat(tid: Pid, buf: u64, statx: bool) -> nix::Result<()> {
+pub(super) fn as_remote_stat(
+    tid: Pid,
+    buf: u64,
+    statx: bool,
+    link: Option<u64>,
+) -> nix::Result<()> {
     use crate::platform::memory;
     if crate::platform::ptrace::return_value(tid)? != 0 {
         return Ok(());
@@ -104,7 +154,7 @@ pub(super) fn as_remote_stat(tid: Pid, buf: u64, statx: bool) -> nix::Result<()>
     if memory::read(tid, buf, &mut st)? != st.len() {
         return Err(nix::errno::Errno::EFAULT);
     }
-    if make_remote(&mut st, statx) {
+    if make_remote(&mut st, statx, link) {
         memory::write(tid, buf, &st)?;
     }
     Ok(())
@@ -120,21 +170,27 @@ pub(super) fn stat_size(statx: bool) -> usize {
 }
 
 /// [`as_remote_stat`] on a stat buffer: returns whether it changed it (a regular file).
-pub(super) fn make_remote(st: &mut [u8], statx: bool) -> bool {
+pub(super) fn make_remote(st: &mut [u8], statx: bool, link: Option<u64>) -> bool {
     let f = if statx { &STATX } else { &STAT };
     let field = |st: &[u8], at: u64, n: usize| {
         let mut w = [0u8; 8];
         w[..n].copy_from_slice(&st[at as usize..at as usize + n]);
         u64::from_ne_bytes(w)
     };
-    let mode = field(st, f.mode, 4) as u32;
-    let mode = if statx { mode & 0xffff } else { mode };
-    if mode & libc::S_IFMT != libc::S_IFREG {
-        return false;
-    }
     let put = |st: &mut [u8], at: u64, bytes: &[u8]| {
         st[at as usize..at as usize + bytes.len()].copy_from_slice(bytes)
     };
+    let mode = field(st, f.mode, 4) as u32;
+    let mode = if statx { mode & 0xffff } else { mode };
+    match (mode & libc::S_IFMT, link) {
+        // A link's size is the length of its text: the server's, not its skeleton entry's.
+        (libc::S_IFLNK, Some(len)) => {
+            put(st, f.size, &len.to_ne_bytes());
+            return true;
+        }
+        (libc::S_IFREG, _) => {}
+        _ => return false,
+    }
     // In 4 KiB blocks, as local file systems allocate (and `du` then agrees with them).
     let whole = field(st, f.size, 8).div_ceil(4096) * 8;
     if field(st, f.blocks, 8) < whole {

@@ -91,15 +91,22 @@ pub enum AfterExit {
     /// The call returns this value instead.
     Return(i64),
     /// A `struct stat` (or `statx`) at `buf` of a cache entry standing for a remote file:
-    /// made to describe the remote file (see `inspect::as_remote_stat`).
-    RemoteStat { buf: u64, statx: bool },
+    /// made to describe the remote file (see `inspect::as_remote_stat`). `link`: for a
+    /// remote link, the length of the server's text (its skeleton entry says another).
+    RemoteStat {
+        buf: u64,
+        statx: bool,
+        link: Option<u64>,
+    },
 }
 
 impl AfterExit {
     pub fn apply(&self, tid: Pid) -> nix::Result<()> {
         match *self {
             AfterExit::Return(ret) => crate::platform::ptrace::set_return(tid, ret),
-            AfterExit::RemoteStat { buf, statx } => inspect::as_remote_stat(tid, buf, statx),
+            AfterExit::RemoteStat { buf, statx, link } => {
+                inspect::as_remote_stat(tid, buf, statx, link)
+            }
         }
     }
 }
@@ -244,6 +251,10 @@ impl Kernel {
                     self.write_granted(h, &virt);
                 }
                 continue;
+            }
+            // Its writers are gone (an exit closes without `close(2)`): a whole version.
+            if let Err(e) = self.vfs().seal(&virt) {
+                self.report.once(format!("seal {virt}"), e.to_string());
             }
             if !at_end && !self.t_write.is_zero() {
                 self.later.schedule(&virt, self.t_write, 0);

@@ -105,7 +105,7 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         }
     }
     let target = if flags & libc::O_PATH != 0 {
-        vfs.meta_path(node)
+        path_only(vfs, node, flags)
     } else {
         vfs.open_path(node)
     }
@@ -114,6 +114,22 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         k.resolver.roam_dir_handed_out();
     }
     Ok(rewrite_to(arg, &target))
+}
+
+/// What an `O_PATH` open of `node` gets: its skeleton entry, or, unless `O_NOFOLLOW`, that
+/// of where roam's rule leads a link (the kernel must not follow a link's entry itself).
+fn path_only(
+    vfs: &roam_vfs::Vfs,
+    node: &roam_vfs::Node,
+    flags: i32,
+) -> roam_vfs::Result<std::path::PathBuf> {
+    if flags & libc::O_NOFOLLOW != 0 {
+        return vfs.meta_path(node);
+    }
+    match vfs.follow(node.clone())? {
+        roam_vfs::Resolved::Node(n, _) => vfs.meta_path(&n),
+        roam_vfs::Resolved::Local(p) => Ok(p.into()),
+    }
 }
 
 /// Opens `copy` at a watched fd number.

@@ -1,0 +1,281 @@
+//! Several roam processes on one cache (`roam run`s, a `roam mount`), and what a killed
+//! roam leaves in it: every reader gets the server's bytes, never a copy another process
+//! is still filling; a change whose writer never closed it is kept, not uploaded; a whole
+//! change waiting for its upload is delivered by `roam sync`; a run whose changes stayed
+//! pending says so in its exit status.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::fuse::FuseMount;
+use common::{stderr, stdout, Backend as Mount, Roam};
+use roam_testkit::{noise, write_file, Scratch, Server};
+
+/// The status `roam run` and `roam sync` exit with when changes stayed pending.
+const EXIT_PENDING: i32 = 75;
+
+/// nginx serving `big.bin` (12 MiB: arrives in ranges) and `mid.bin` (3 MiB: fetched
+/// whole), with their sha256 sums.
+struct Files {
+    server: Server,
+    sums: String,
+    _scratch: Scratch,
+}
+
+fn files() -> Files {
+    let scratch = Scratch::new("sharing");
+    let www = scratch.join("www");
+    write_file(&www.join("big.bin"), &noise(12 << 20, 7), 0o644);
+    write_file(&www.join("mid.bin"), &noise(3 << 20, 8), 0o644);
+    let server = Server::nginx(&www, &scratch.join("run"));
+    let o = Command::new("sha256sum")
+        .args(["big.bin", "mid.bin"])
+        .current_dir(&www)
+        .output()
+        .unwrap();
+    Files {
+        server,
+        sums: String::from_utf8(o.stdout).unwrap(),
+        _scratch: scratch,
+    }
+}
+
+/// `roam run -- sha256sum big.bin mid.bin`, started with `cache` as the cache.
+fn summer(cache: &Path, files: &Files) -> std::process::Child {
+    let dir = format!("/http/{}", files.server.authority());
+    Roam::new()
+        .env("ROAM_CACHE_DIR", cache)
+        .command()
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!("cd {dir} && sha256sum big.bin mid.bin"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn readers_sharing_a_cache_all_get_the_servers_bytes() {
+    let files = files();
+    // Before the cache was shared safely, one reader in most rounds got zeros (exit 0).
+    for round in 0..4 {
+        let scratch = Scratch::new("shared-cache");
+        let cache = scratch.join("c");
+        let readers: Vec<_> = (0..3).map(|_| summer(&cache, &files)).collect();
+        for r in readers {
+            let o = r.wait_with_output().unwrap();
+            assert!(o.status.success(), "round {round}: {}", stderr(&o));
+            assert_eq!(stdout(&o), files.sums, "round {round}: {}", stderr(&o));
+        }
+        // Whole copies were published; nothing private was left behind.
+        assert!(cache.join("data").is_dir());
+        assert_eq!(work_dirs(&cache), Vec::<PathBuf>::new(), "round {round}");
+    }
+}
+
+#[test]
+fn a_mount_and_runs_on_one_cache_read_alike() {
+    let files = files();
+    let scratch = Scratch::new("shared-mount");
+    let cache = scratch.join("c");
+    let m = FuseMount::start(Roam::new().env("ROAM_CACHE_DIR", &cache), None, &[]);
+    let dir = format!("/w/http/{}", files.server.authority());
+    let through_fuse = std::thread::spawn(move || {
+        let o = m.sh(&format!("cd {dir} && sha256sum big.bin mid.bin"), &[]);
+        (stdout(&o), stderr(&o))
+    });
+    let runs: Vec<_> = (0..2).map(|_| summer(&cache, &files)).collect();
+    for r in runs {
+        let o = r.wait_with_output().unwrap();
+        assert_eq!(stdout(&o), files.sums, "{}", stderr(&o));
+    }
+    let (out, err) = through_fuse.join().unwrap();
+    assert_eq!(out, files.sums, "{err}");
+}
+
+#[test]
+fn a_partly_read_large_file_is_never_published() {
+    let files = files();
+    let roam = Roam::new();
+    let cache = roam.cache.join("c");
+    let dir = format!("/http/{}", files.server.authority());
+    let o = roam.sh(&[], &format!("head -c 1000 {dir}/big.bin | wc -c"));
+    assert_eq!(stdout(&o), "1000\n", "{}", stderr(&o));
+    let published = cache.join("data/http").join(files.server.authority());
+    assert!(
+        !published.join("big.bin").exists(),
+        "a copy with 1 of 12 MiB is no copy"
+    );
+    let o = Roam::new()
+        .env("ROAM_CACHE_DIR", &cache)
+        .sh(&[], &format!("cd {dir} && sha256sum big.bin mid.bin"));
+    assert_eq!(stdout(&o), files.sums, "{}", stderr(&o));
+}
+
+/// The work directories roam processes left in `cache` (one that holds changes stays).
+fn work_dirs(cache: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(cache.join("work"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// `roam ARGS...` with `cache` and `config`.
+fn roam_cli(cache: &Path, config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roam"))
+        .env("ROAM_CACHE_DIR", cache)
+        .env("ROAM_CONFIG", config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Starts `roam run -m /w=URL -- sh -c SCRIPT` in the background.
+fn start_run(cache: &Path, config: &Path, url: &str, script: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_roam"))
+        .env("ROAM_CACHE_DIR", cache)
+        .env("ROAM_CONFIG", config)
+        .args(["run", "-m", &format!("/w={url}"), "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `roam status` says `what`.
+fn await_status(cache: &Path, config: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = roam_cli(cache, config, &["status"]);
+        if stdout(&o).contains(what) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status never said {what:?}: {}",
+            stdout(&o)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_change_whose_writer_never_closed_it_is_kept_after_kill_9() {
+    let m = Mount::new("file+cache");
+    let roam = Roam::new();
+    let (cache, config) = (roam.cache.join("c"), roam.cache.join("none.toml"));
+    let script = "exec 3>/w/k; echo half >&3; sleep 60";
+    let mut run = start_run(&cache, &config, &m.url, script);
+    await_status(&cache, &config, "/w/k  (being written");
+    run.kill().unwrap(); // SIGKILL: no close, no flush
+    run.wait().unwrap();
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(
+        status.contains("/w/k  KEPT, not uploaded: roam (pid") && status.contains("--force /w/k"),
+        "{status}"
+    );
+    let mount = format!("/w={}", m.url);
+    let sync = roam_cli(&cache, &config, &["sync", "-m", &mount]);
+    assert_eq!(sync.status.code(), Some(EXIT_PENDING), "{}", stderr(&sync));
+    assert!(
+        stderr(&sync).contains("ended before the file's writer closed it"),
+        "{}",
+        stderr(&sync)
+    );
+    assert!(
+        !m.backend("k").exists(),
+        "a half-written copy is not uploaded"
+    );
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(status.contains("/w/k  KEPT, not uploaded"), "{status}");
+    // The user's word: upload it as it is.
+    let force = roam_cli(&cache, &config, &["sync", "-m", &mount, "--force", "/w/k"]);
+    assert!(force.status.success(), "{}", stderr(&force));
+    assert_eq!(std::fs::read_to_string(m.backend("k")).unwrap(), "half\n");
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(status.contains("pending:  0 change(s)"), "{status}");
+}
+
+#[test]
+fn a_kept_change_can_be_discarded() {
+    let m = Mount::serving("file+cache", |srv| {
+        std::fs::write(srv.join("k"), "server's\n").unwrap()
+    });
+    let roam = Roam::new();
+    let (cache, config) = (roam.cache.join("c"), roam.cache.join("none.toml"));
+    let mut run = start_run(
+        &cache,
+        &config,
+        &m.url,
+        "exec 3>/w/k; echo mine >&3; sleep 60",
+    );
+    await_status(&cache, &config, "/w/k  (being written");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let mount = format!("/w={}", m.url);
+    let discard = roam_cli(
+        &cache,
+        &config,
+        &["sync", "-m", &mount, "--discard", "/w/k"],
+    );
+    assert!(discard.status.success(), "{}", stderr(&discard));
+    assert_eq!(
+        std::fs::read_to_string(m.backend("k")).unwrap(),
+        "server's\n"
+    );
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(status.contains("pending:  0 change(s)"), "{status}");
+    let o = Roam::new()
+        .env("ROAM_CACHE_DIR", &cache)
+        .sh(&["-m", &mount], "cat /w/k");
+    assert_eq!(stdout(&o), "server's\n", "{}", stderr(&o));
+}
+
+#[test]
+fn a_closed_change_waiting_for_t_write_is_delivered_by_sync_after_kill_9() {
+    let m = Mount::new("file+cache");
+    let roam = Roam::new();
+    let cache = roam.cache.join("c");
+    let config = roam.cache.join("roam.toml");
+    std::fs::write(&config, "[cache]\nt_write = 60\n").unwrap();
+    // In a child that ends: its exit closes the file (a shell's own `>` is closed only when
+    // it puts its fd 1 back, a `dup2` roam does not see).
+    let mut run = start_run(&cache, &config, &m.url, "(echo whole > /w/s); sleep 60");
+    await_status(&cache, &config, "/w/s  (due for upload");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(!m.backend("s").exists(), "T_write had not come yet");
+    let sync = roam_cli(&cache, &config, &["sync", "-m", &format!("/w={}", m.url)]);
+    assert!(sync.status.success(), "{}", stderr(&sync));
+    assert!(stderr(&sync).contains("uploaded /w/s"), "{}", stderr(&sync));
+    assert_eq!(std::fs::read_to_string(m.backend("s")).unwrap(), "whole\n");
+}
+
+#[test]
+fn a_run_whose_changes_stayed_pending_exits_75() {
+    let m = Mount::new("file+cache");
+    let roam = Roam::new();
+    let cache = roam.cache.join("c");
+    let config = roam.cache.join("roam.toml");
+    std::fs::write(&config, "[cache]\nt_write = 30\n").unwrap();
+    // The program succeeds; its upload, left for later, then finds the directory gone.
+    let o = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .env("ROAM_CACHE_DIR", &cache)
+        .env("ROAM_CONFIG", &config)
+        .env("B", m.backend(""))
+        .args(["run", "-m", &format!("/w={}", m.url), "--", "sh", "-c"])
+        .arg("mkdir /w/d && echo x > /w/d/f && rm -r $B/d")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(EXIT_PENDING), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not uploaded: /w/d/f"),
+        "{}",
+        stderr(&o)
+    );
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(status.contains("/w/d/f"), "{status}");
+}
