@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::{
-    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, NewFile,
-    Result, Validator,
+    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Leftover, Listing, Meta,
+    NewFile, Result, Upload, Validator,
 };
 
 /// A file: its bytes, permission bits and modification time.
@@ -384,24 +384,39 @@ impl Driver for MemDriver {
         true
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+    /// The new contents replace the file as one object, checked against `how.expect`
+    /// under the tree's lock: nothing can come between the check and the replacement.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let mut data = Vec::with_capacity(len as usize);
         src.read_to_end(&mut data)
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
         let mut tree = self.tree.lock().unwrap();
         self.parent_is_dir(&tree, self.checked(path)?)?;
-        let mode = match tree.objects.get(path) {
-            Some(Object::Dir { .. }) => {
+        let now = tree.objects.get(path).map(Object::meta);
+        let kept = match now.as_ref().map(|m| (m.kind, m.mode)) {
+            Some((Kind::Dir, _)) => {
                 return Err(self.err(ErrorKind::IsADirectory, path, "is a directory"))
             }
-            Some(Object::File(c)) => c.meta().mode.unwrap_or(0o644),
-            _ => 0o644,
+            Some((Kind::File, mode)) => mode,
+            _ => None,
         };
+        if !how.expect.admits(now.as_ref()) {
+            return Err(how.expect.mismatch(&self.describe(path), now.as_ref()));
+        }
+        let mode = how.attrs.mode.or(kept).unwrap_or(0o644);
         // A new object, as an atomic upload makes: open handles keep the old contents.
         let c = Contents::new(data, mode, tree.bump());
+        if let Some(mtime) = how.attrs.mtime {
+            c.set_mtime(mtime);
+        }
         let meta = c.meta();
         tree.objects.insert(path.to_owned(), Object::File(c));
         Ok(meta)
+    }
+
+    /// An upload here makes nothing but the file itself.
+    fn remove_leftover(&self, _leftover: &Leftover) -> Result<()> {
+        Ok(())
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
