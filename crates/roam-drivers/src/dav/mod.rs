@@ -673,6 +673,57 @@ mod tests {
         assert_eq!(err.to_string(), "the data to upload ended 2 bytes short");
     }
 
+    /// Against nginx with dav-ext's locks (from roam-testkit): another client cannot write
+    /// a name while roam holds its lock, and every way out of a replacement unlocks.
+    #[test]
+    fn replacements_lock_the_name_and_always_unlock_it() {
+        use crate::http::{HttpClient, HttpConfig};
+        use roam_testkit::{dav::nginx_dav, write_file, Scratch};
+        let scratch = Scratch::new("dav-locks");
+        let www = scratch.join("www");
+        write_file(&www.join("f"), b"base", 0o644);
+        let server = nginx_dav(&www, &scratch.join("run"));
+        let driver = || DavDriver::new(HttpClient::new(&HttpConfig::default()), &server.url());
+        let (d, other) = (driver().unwrap(), driver().unwrap());
+        let url = d.base().url("/f");
+        let put = |data: &[u8]| {
+            let length = data.len().to_string();
+            let headers = [("content-length", length.as_str())];
+            let reply = other.exchange(Method::Put, &url, &headers, data).unwrap();
+            reply.status().as_u16()
+        };
+        let Locked::Existing(token) = d.lock(&url, "test").unwrap() else {
+            panic!("an existing file is locked as it is");
+        };
+        assert_eq!(put(b"theirs"), 423, "another client's PUT during the lock");
+        d.unlock(&url, &token);
+        assert_eq!(put(b"theirs"), 204, "after the unlock");
+
+        let base = d.stat("/f").unwrap();
+        let missing = d.base().url("/.roam-put-missing");
+        let expect = Expect::version_of(Some(&base));
+        let failed = d.place(&missing, ("/f", &url), &expect).unwrap_err();
+        assert_eq!(failed.kind, ErrorKind::NotFound, "{}", failed.message);
+        assert_eq!(put(b"theirs"), 204, "unlocked after a failed move");
+        let stale = Expect::Version {
+            etag: None,
+            size: 999,
+            mtime: None,
+        };
+        let refused = d.place(&missing, ("/f", &url), &stale).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Changed, "{}", refused.message);
+        assert_eq!(put(b"theirs"), 204, "unlocked after a stale version");
+
+        // A lock on a name with nothing makes an empty file (RFC 4918 §7.3), which a
+        // replacement of a removed version takes away again, lock and all.
+        let base = d.stat("/f").unwrap();
+        std::fs::remove_file(www.join("f")).unwrap();
+        let gone = d.place(&missing, ("/f", &url), &Expect::version_of(Some(&base)));
+        assert_eq!(gone.unwrap_err().kind, ErrorKind::Changed);
+        assert!(!www.join("f").exists(), "the lock's empty file stayed");
+        assert_eq!(put(b"new"), 201, "unlocked after a removed version");
+    }
+
     #[test]
     fn success_depends_on_the_method() {
         assert!(succeeded(Method::Propfind, StatusCode::MULTI_STATUS));
