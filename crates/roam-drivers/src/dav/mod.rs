@@ -724,6 +724,39 @@ mod tests {
         assert_eq!(put(b"new"), 201, "unlocked after a removed version");
     }
 
+    /// A multistatus naming a 300-byte member: no real file system holds one (NAME_MAX is
+    /// 255), hence a scripted server. Listed, it would fail every lookup in the directory
+    /// (ENAMETOOLONG): it is left out, and the rest of the reply stands.
+    #[test]
+    fn names_longer_than_name_max_are_left_out_of_listings() {
+        let member = |href: &str, size: u32| {
+            format!(
+                "<D:response><D:href>{href}</D:href><D:propstat><D:prop>\
+                 <D:getcontentlength>{size}</D:getcontentlength><D:resourcetype/>\
+                 </D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
+            )
+        };
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\" ?><D:multistatus xmlns:D=\"DAV:\">\
+             <D:response><D:href>/dir/</D:href><D:propstat><D:prop><D:resourcetype>\
+             <D:collection/></D:resourcetype></D:prop><D:status>HTTP/1.1 200 OK</D:status>\
+             </D:propstat></D:response>{}{}</D:multistatus>",
+            member(&format!("/dir/{}", "x".repeat(300)), 5),
+            member("/dir/ok.txt", 2),
+        );
+        let reply = format!(
+            "HTTP/1.1 207 Multi-Status\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{xml}",
+            xml.len()
+        );
+        let (port, _server) = crate::http::tests::scripted(vec![reply]);
+        let client = crate::http::HttpClient::new(&crate::http::HttpConfig::default());
+        let d = DavDriver::new(client, &format!("http://127.0.0.1:{port}")).unwrap();
+        let listing = d.list("/dir").unwrap();
+        let names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["ok.txt"]);
+    }
+
     #[test]
     fn success_depends_on_the_method() {
         assert!(succeeded(Method::Propfind, StatusCode::MULTI_STATUS));
