@@ -471,6 +471,92 @@ each_site! {
     mem => mem_site(),
 }
 
+/// Past 64 MiB S3 uploads in parts: the precondition goes with `CompleteMultipartUpload`
+/// (and a `HEAD` right before it, as moto ignores `If-Match` there); a failed one is
+/// aborted, so no parts stay behind.
+#[test]
+fn s3_multipart_uploads_keep_their_precondition() {
+    let site = s3_site();
+    let (ours, other) = (site.driver(), site.driver());
+    let big = noise(65 * MIB, 12);
+    let base = ours.put("/big", &mut &b"small base"[..], 10).unwrap();
+    other.put("/big", &mut &b"their edit"[..], 10).unwrap();
+    changed(
+        upload(&*ours, "/big", &big, &Expect::version_of(Some(&base))),
+        site.name,
+        "a stale multipart upload",
+    );
+    assert_holds(&*ours, "/big", b"their edit", site.name);
+    changed(
+        upload(&*ours, "/big", &big, &Expect::Absent),
+        site.name,
+        "a multipart create over a file",
+    );
+    assert!(site.litter().is_empty(), "{:?}", site.litter());
+    let now = ours.stat("/big").unwrap();
+    upload(&*ours, "/big", &big, &Expect::version_of(Some(&now))).unwrap();
+    assert_holds(&*ours, "/big", &big, site.name);
+}
+
+/// What each kind of upload costs on nginx, from its access log: a new file or an
+/// unconditional one `PUT`s its temporary and `MOVE`s it (`Overwrite: F` for a new file),
+/// then asks for the result; a replacement adds a lock around its check and move. Without
+/// locks the check is all that is added (and the one refused `LOCK` that taught it).
+#[test]
+fn webdav_uploads_cost_what_they_must() {
+    for (locks, replace) in [
+        (true, "PUT LOCK PROPFIND MOVE UNLOCK PROPFIND"),
+        (false, "PUT PROPFIND MOVE PROPFIND"),
+    ] {
+        let scratch = Scratch::new("uploads-dav-costs");
+        let www = scratch.join("www");
+        fs::create_dir_all(&www).unwrap();
+        let server = match locks {
+            true => dav::nginx_dav(&www, &scratch.join("run")),
+            false => dav::nginx_dav_unlocked(&www, &scratch.join("run")),
+        };
+        let client = common::http_client(Duration::from_secs(10));
+        let d = DavDriver::new(client, &server.url()).unwrap();
+        let methods = |upload: &dyn Fn()| {
+            let before = server.access_log().lines().count();
+            upload();
+            // nginx logs a request once its reply is sent, a moment after the client has it.
+            thread::sleep(Duration::from_millis(200));
+            let log = server.access_log();
+            let new = log.lines().skip(before);
+            new.map(|l| {
+                l.split('"')
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+        };
+        let made = std::cell::Cell::new(None);
+        let create =
+            methods(&|| made.set(Some(upload(&d, "/f", b"one", &Expect::Absent).unwrap())));
+        assert_eq!(create, "PUT MOVE PROPFIND");
+        let any = methods(&|| drop(upload(&d, "/g", b"one", &Expect::Any).unwrap()));
+        assert_eq!(any, "PUT MOVE PROPFIND");
+        let base = Expect::version_of(made.take().as_ref());
+        if !locks {
+            // The refused LOCK that teaches the driver there are none.
+            let first = methods(&|| drop(upload(&d, "/f", b"two", &base).unwrap()));
+            assert_eq!(first, "PUT LOCK PROPFIND MOVE PROPFIND");
+            let base = Expect::version_of(Some(&d.stat("/f").unwrap()));
+            let again = methods(&|| drop(upload(&d, "/f", b"three", &base).unwrap()));
+            assert_eq!(again, replace);
+        } else {
+            let replaced = methods(&|| drop(upload(&d, "/f", b"two", &base).unwrap()));
+            assert_eq!(replaced, replace);
+        }
+    }
+}
+
 // ---- Races.
 
 /// How the rounds of one race ended.
