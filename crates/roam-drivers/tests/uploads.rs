@@ -73,6 +73,36 @@ struct Site {
 }
 
 impl Site {
+    /// A site whose uploads make temporaries, checked by a recheck before the rename
+    /// (see [`Site::atomic`]), with nothing of S3's.
+    fn new(name: &'static str, connect: Connect, port: u16, disk: Option<PathBuf>) -> Site {
+        Site {
+            name,
+            connect,
+            port,
+            disk,
+            multipart: None,
+            temporaries: true,
+            atomic_replace: false,
+            atomic_create: false,
+            _keep: Vec::new(),
+        }
+    }
+
+    /// Which of its checks the protocol makes atomically.
+    fn atomic(self, replace: bool, create: bool) -> Site {
+        Site {
+            atomic_replace: replace,
+            atomic_create: create,
+            ..self
+        }
+    }
+
+    fn keeping(mut self, keep: Vec<Box<dyn std::any::Any>>) -> Site {
+        self._keep = keep;
+        self
+    }
+
     fn driver(&self) -> Box<dyn Driver> {
         (self.connect)(self.port)
     }
@@ -97,13 +127,6 @@ impl Site {
 
 // ---- The sites.
 
-/// A tree in `scratch` for the local backends, and what keeps it.
-fn local_tree(scratch: Scratch) -> (PathBuf, Vec<Box<dyn std::any::Any>>) {
-    let root = scratch.join("root");
-    fs::create_dir_all(&root).unwrap();
-    (root, vec![Box::new(scratch)])
-}
-
 fn dav_site(locks: bool) -> Site {
     let scratch = Scratch::new("uploads-dav");
     let www = scratch.join("www");
@@ -112,20 +135,14 @@ fn dav_site(locks: bool) -> Site {
         true => dav::nginx_dav(&www, &scratch.join("run")),
         false => dav::nginx_dav_unlocked(&www, &scratch.join("run")),
     };
-    Site {
-        name: if locks { "dav" } else { "dav (no locks)" },
-        connect: Box::new(|port| {
-            let client = common::http_client(Duration::from_secs(10));
-            Box::new(DavDriver::new(client, &format!("http://127.0.0.1:{port}")).unwrap())
-        }),
-        port: server.port,
-        disk: Some(www),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: locks,
-        atomic_create: true,
-        _keep: vec![Box::new(server), Box::new(scratch)],
-    }
+    let connect: Connect = Box::new(|port| {
+        let client = common::http_client(Duration::from_secs(10));
+        Box::new(DavDriver::new(client, &format!("http://127.0.0.1:{port}")).unwrap())
+    });
+    let name = if locks { "dav" } else { "dav (no locks)" };
+    Site::new(name, connect, server.port, Some(www))
+        .atomic(locks, true)
+        .keeping(vec![Box::new(server), Box::new(scratch)])
 }
 
 fn s3_site() -> Site {
@@ -135,29 +152,25 @@ fn s3_site() -> Site {
     // driver signs all the same, and s3_moto.rs proves the signatures.
     let server = Arc::new(s3::moto(&scratch.join("run")));
     s3::create_bucket(&server, BUCKET);
+    let connect: Connect = Box::new(|port| {
+        let config = S3Config {
+            endpoint: Some(format!("http://127.0.0.1:{port}")),
+            region: Some("us-east-1".into()),
+            access_key: Some("AK".into()),
+            secret_key: Some("SECRET".into()),
+            session_token: None,
+            path_style: true,
+            profile: None,
+        };
+        let client = common::http_client(Duration::from_secs(60));
+        Box::new(S3Driver::new(client, &config, BUCKET).unwrap())
+    });
     let lister = server.clone();
     Site {
-        name: "s3",
-        connect: Box::new(|port| {
-            let config = S3Config {
-                endpoint: Some(format!("http://127.0.0.1:{port}")),
-                region: Some("us-east-1".into()),
-                access_key: Some("AK".into()),
-                secret_key: Some("SECRET".into()),
-                session_token: None,
-                path_style: true,
-                profile: None,
-            };
-            let client = common::http_client(Duration::from_secs(60));
-            Box::new(S3Driver::new(client, &config, BUCKET).unwrap())
-        }),
-        port: server.port,
-        disk: None,
         multipart: Some(Box::new(move || s3::multipart_uploads(&lister, BUCKET))),
-        temporaries: true,
-        atomic_replace: true,
-        atomic_create: true,
-        _keep: vec![Box::new(server), Box::new(scratch)],
+        ..Site::new("s3", connect, server.port, None)
+            .atomic(true, true)
+            .keeping(vec![Box::new(server), Box::new(scratch)])
     }
 }
 
@@ -173,34 +186,29 @@ fn sftp_site() -> Site {
         ssh.client_key.clone(),
         root.clone(),
     );
-    let scratch_dir = scratch.join("clients");
-    fs::create_dir_all(&scratch_dir).unwrap();
+    let clients = scratch.join("clients");
+    fs::create_dir_all(&clients).unwrap();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    Site {
-        name: "sftp",
-        connect: Box::new(move |port| {
-            let n = next.fetch_add(1, Ordering::Relaxed);
-            let copy = scratch_dir.join(format!("known_hosts.{n}"));
-            fs::copy(&known, &copy).unwrap();
-            let cfg = SftpConfig {
-                connect_timeout: Duration::from_secs(10),
-                read_timeout: Duration::from_secs(10),
-                ssh_config: Some(scratch_dir.join("no-ssh-config")),
-                known_hosts: Some(copy),
-                identity_files: vec![key.clone()],
-                accept_new_host_keys: true,
-            };
-            let url = format!("sftp://root@127.0.0.1:{port}{}", at.display());
-            Box::new(SftpDriver::new(cfg, &url).unwrap())
-        }),
-        port: ssh.port,
-        disk: Some(root),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: false,
-        atomic_create: true,
-        _keep: vec![Box::new(ssh), Box::new(scratch)],
-    }
+    let connect: Connect = Box::new(move |port| {
+        let copy = clients.join(format!(
+            "known_hosts.{}",
+            next.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::copy(&known, &copy).unwrap();
+        let cfg = SftpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(10),
+            ssh_config: Some(clients.join("no-ssh-config")),
+            known_hosts: Some(copy),
+            identity_files: vec![key.clone()],
+            accept_new_host_keys: true,
+        };
+        let url = format!("sftp://root@127.0.0.1:{port}{}", at.display());
+        Box::new(SftpDriver::new(cfg, &url).unwrap())
+    });
+    Site::new("sftp", connect, ssh.port, Some(root))
+        .atomic(false, true)
+        .keeping(vec![Box::new(ssh), Box::new(scratch)])
 }
 
 fn ftp_site(vsftpd: bool) -> Site {
@@ -208,35 +216,23 @@ fn ftp_site(vsftpd: bool) -> Site {
     let root = scratch.join("root");
     fs::create_dir_all(root.join("pub")).unwrap();
     let run = scratch.join("run");
-    let (server, login) = match vsftpd {
-        true => (ftp::vsftpd(&root, &run), String::new()),
-        false => (
-            ftp::pyftpdlib(&root, &run, "roam", "secret"),
-            "roam:secret@".to_owned(),
-        ),
+    let (server, login, name) = match vsftpd {
+        true => (ftp::vsftpd(&root, &run), "", "ftp (vsftpd)"),
+        false => {
+            let server = ftp::pyftpdlib(&root, &run, "roam", "secret");
+            (server, "roam:secret@", "ftp (pyftpdlib)")
+        }
     };
-    Site {
-        name: if vsftpd {
-            "ftp (vsftpd)"
-        } else {
-            "ftp (pyftpdlib)"
-        },
-        connect: Box::new(move |port| {
-            let url = format!("ftp://{login}127.0.0.1:{port}/pub");
-            let cfg = FtpConfig {
-                netrc: None,
-                ..FtpConfig::default()
-            };
-            Box::new(FtpDriver::new(cfg, &url).unwrap())
-        }),
-        port: server.port,
-        disk: Some(root.join("pub")),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: false,
-        atomic_create: false,
-        _keep: vec![Box::new(server), Box::new(scratch)],
-    }
+    let connect: Connect = Box::new(move |port| {
+        let url = format!("ftp://{login}127.0.0.1:{port}/pub");
+        let cfg = FtpConfig {
+            netrc: None,
+            ..FtpConfig::default()
+        };
+        Box::new(FtpDriver::new(cfg, &url).unwrap())
+    });
+    Site::new(name, connect, server.port, Some(root.join("pub")))
+        .keeping(vec![Box::new(server), Box::new(scratch)])
 }
 
 fn chirp_site() -> Site {
@@ -244,72 +240,41 @@ fn chirp_site() -> Site {
     let root = scratch.join("root");
     fs::create_dir_all(&root).unwrap();
     let server = Server::chirp(&root, &scratch.join("run"));
-    Site {
-        name: "chirp",
-        connect: Box::new(|port| {
-            let url = format!("chirp://127.0.0.1:{port}");
-            Box::new(ChirpDriver::new(ChirpConfig::default(), &url).unwrap())
-        }),
-        port: server.port,
-        disk: Some(root),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: false,
-        atomic_create: false,
-        _keep: vec![Box::new(server), Box::new(scratch)],
-    }
+    let connect: Connect = Box::new(|port| {
+        let url = format!("chirp://127.0.0.1:{port}");
+        Box::new(ChirpDriver::new(ChirpConfig::default(), &url).unwrap())
+    });
+    Site::new("chirp", connect, server.port, Some(root))
+        .keeping(vec![Box::new(server), Box::new(scratch)])
 }
 
-/// `file+cache`: the local driver as roam uses it for a tree it uploads to.
-fn local_site() -> Site {
-    let (root, keep) = local_tree(Scratch::new("uploads-local"));
+/// `file+cache`: the local driver as roam uses it for a tree it uploads to; or a `rot13:`
+/// layer over one, through which the precondition and the leftovers pass.
+fn local_site(layered: bool) -> Site {
+    let scratch = Scratch::new("uploads-local");
+    let root = scratch.join("root");
+    fs::create_dir_all(&root).unwrap();
     let at = root.clone();
-    Site {
-        name: "local",
-        connect: Box::new(move |_| Box::new(LocalDriver::cached(&at))),
-        port: 0,
-        disk: Some(root),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: false,
-        atomic_create: true,
-        _keep: keep,
-    }
-}
-
-/// A `rot13:` layer over a local tree: the precondition and the leftovers pass through.
-fn layer_site() -> Site {
-    let (root, keep) = local_tree(Scratch::new("uploads-layer"));
-    let at = root.clone();
-    Site {
-        name: "rot13 over local",
-        connect: Box::new(move |_| {
-            let lower: Arc<dyn Driver> = Arc::new(LocalDriver::cached(&at));
-            Box::new(Stacked::new(Rot13, lower))
-        }),
-        port: 0,
-        disk: Some(root),
-        multipart: None,
-        temporaries: true,
-        atomic_replace: false,
-        atomic_create: true,
-        _keep: keep,
-    }
+    let connect: Connect = Box::new(move |_| {
+        let local = LocalDriver::cached(&at);
+        match layered {
+            true => Box::new(Stacked::new(Rot13, Arc::new(local) as Arc<dyn Driver>)),
+            false => Box::new(local),
+        }
+    });
+    let name = if layered { "rot13 over local" } else { "local" };
+    Site::new(name, connect, 0, Some(root))
+        .atomic(false, true)
+        .keeping(vec![Box::new(scratch)])
 }
 
 /// `mem:`: one tree in this process, reached by each "client" through a `null:` layer.
 fn mem_site() -> Site {
     let tree: Arc<dyn Driver> = Arc::new(MemDriver::new());
+    let connect: Connect = Box::new(move |_| Box::new(Stacked::new(Null, tree.clone())));
     Site {
-        name: "mem",
-        connect: Box::new(move |_| Box::new(Stacked::new(Null, tree.clone()))),
-        port: 0,
-        disk: None,
-        multipart: None,
         temporaries: false,
-        atomic_replace: true,
-        atomic_create: true,
-        _keep: Vec::new(),
+        ..Site::new("mem", connect, 0, None).atomic(true, true)
     }
 }
 
@@ -466,8 +431,8 @@ each_site! {
     pyftpdlib => ftp_site(false),
     vsftpd => ftp_site(true),
     chirp => chirp_site(),
-    local => local_site(),
-    layer => layer_site(),
+    local => local_site(false),
+    layer => local_site(true),
     mem => mem_site(),
 }
 
@@ -725,14 +690,17 @@ fn leftovers(site: &Site) {
     }
 }
 
-/// A data source that fails half-way: the upload fails with its error, the file keeps
-/// its old contents, and the driver removed what it had made.
-fn failing_sources_leave_nothing(site: &Site) {
-    let d = site.driver();
-    d.put("/failing", &mut &b"old contents"[..], 12).unwrap();
+/// Uploads to `path` from a source that fails half-way (`panics`: as a crash), telling
+/// `journal` of the leftovers.
+fn upload_failing(
+    site: &Site,
+    d: &dyn Driver,
+    path: &str,
+    journal: &Journal,
+    panics: bool,
+) -> roam_drivers::Result<Meta> {
     let len = leftover_len(site);
     let data = noise(len, 9);
-    let journal = Journal::default();
     let hook = journal.hook();
     let how = Upload {
         leftovers: Some(&hook),
@@ -741,11 +709,18 @@ fn failing_sources_leave_nothing(site: &Site) {
     let mut src = Failing {
         data: &data,
         good: len / 2,
-        panics: false,
+        panics,
     };
-    let err = d
-        .upload("/failing", &mut src, len as u64, &how)
-        .unwrap_err();
+    d.upload(path, &mut src, len as u64, &how)
+}
+
+/// A data source that fails half-way: the upload fails with its error, the file keeps
+/// its old contents, and the driver removed what it had made.
+fn failing_sources_leave_nothing(site: &Site) {
+    let d = site.driver();
+    d.put("/failing", &mut &b"old contents"[..], 12).unwrap();
+    let journal = Journal::default();
+    let err = upload_failing(site, &*d, "/failing", &journal, false).unwrap_err();
     assert!(
         err.message.contains("disk went away"),
         "{}: {}",
@@ -768,21 +743,9 @@ fn failing_sources_leave_nothing(site: &Site) {
 /// another client, removes it, and again finds it gone.
 fn crashes_leave_what_remove_leftover_removes(site: &Site) {
     let d = site.driver();
-    let len = leftover_len(site);
-    let data = noise(len, 10);
     let journal = Journal::default();
     let crashed = catch_unwind(AssertUnwindSafe(|| {
-        let hook = journal.hook();
-        let how = Upload {
-            leftovers: Some(&hook),
-            ..Upload::default()
-        };
-        let mut src = Failing {
-            data: &data,
-            good: len / 2,
-            panics: true,
-        };
-        d.upload("/crashed", &mut src, len as u64, &how)
+        upload_failing(site, &*d, "/crashed", &journal, true)
     }));
     assert!(
         crashed.is_err(),
