@@ -144,7 +144,7 @@ pub(crate) const TEMPORARY_PREFIX: &str = ".roam-put-";
 
 /// 64 unpredictable bits: SipHash of a counter under `RandomState`'s keys, which the
 /// standard library draws from the OS once per thread (and varies per instance).
-pub(crate) fn random_u64() -> u64 {
+fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
@@ -534,8 +534,9 @@ fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
 }
 
 /// Checks that a name that came from a server is one safe path component: not empty, not
-/// `.` or `..`, without `/` or NUL, and at most [`NAME_MAX`] bytes. Names that fail are dropped by the drivers (with a
-/// warning), so nothing a server sends can climb out of a mount or out of roam's cache.
+/// `.` or `..`, without `/` or NUL, and at most [`NAME_MAX`] bytes. Names that fail are
+/// dropped by the drivers (with a warning), so nothing a server sends can climb out of a
+/// mount or out of roam's cache, nor make a whole directory unlistable.
 pub fn is_safe_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= NAME_MAX
@@ -574,6 +575,52 @@ mod tests {
         assert!(!is_safe_name(&"x".repeat(256)));
         // Bytes, not characters: 128 two-byte letters are 256 bytes.
         assert!(!is_safe_name(&"\u{fc}".repeat(128)));
+    }
+
+    #[test]
+    fn expectations_compare_etags_else_sizes_and_seconds() {
+        let at = |secs: u64, millis: u64| {
+            Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(secs * 1000 + millis))
+        };
+        let file = |etag: Option<&str>, size: u64, mtime| Meta {
+            etag: etag.map(str::to_owned),
+            size: Some(size),
+            mtime,
+            ..Meta::of_kind(Kind::File)
+        };
+        let seen = file(Some("\"e1\""), 5, at(100, 200));
+        let version = Expect::version_of(Some(&seen));
+        assert!(version.admits(Some(&seen)));
+        // An ETag decides where both sides have one, whatever size and time say.
+        assert!(!version.admits(Some(&file(Some("\"e2\""), 5, at(100, 200)))));
+        assert!(version.admits(Some(&file(Some("\"e1\""), 6, at(101, 0)))));
+        // Else size and time to the second.
+        assert!(version.admits(Some(&file(None, 5, at(100, 900)))));
+        assert!(!version.admits(Some(&file(None, 5, at(101, 0)))));
+        assert!(!version.admits(Some(&file(None, 4, at(100, 200)))));
+        assert!(!version.admits(None), "a removed version is a change");
+        assert!(!version.admits(Some(&Meta::of_kind(Kind::Dir))));
+        assert!(Expect::Absent.admits(None));
+        assert!(!Expect::Absent.admits(Some(&Meta::of_kind(Kind::Symlink))));
+        assert!(Expect::Any.admits(Some(&seen)) && Expect::Any.admits(None));
+        assert_eq!(Expect::version_of(None), Expect::Absent);
+        let err = version.mismatch("PUT u", None);
+        assert_eq!(err.errno(), libc::ESTALE);
+        assert_eq!(err.message, "PUT u: changed by another client: it is gone");
+    }
+
+    #[test]
+    fn temporaries_are_hidden_siblings_with_distinct_names() {
+        let d = mem::MemDriver::new();
+        let a = temporary_beside(&d, "PUT", "/dir/f", TEMPORARY_PREFIX).unwrap();
+        let b = temporary_beside(&d, "PUT", "/dir/f", TEMPORARY_PREFIX).unwrap();
+        assert!(a.starts_with("/dir/.roam-put-") && a.len() == "/dir/.roam-put-".len() + 16);
+        assert!(is_driver_path(&a), "{a}");
+        assert_ne!(a, b);
+        let top = temporary_beside(&d, "PUT", "/f", TEMPORARY_PREFIX).unwrap();
+        assert!(top.starts_with("/.roam-put-"), "{top}");
+        let root = temporary_beside(&d, "PUT", "/", TEMPORARY_PREFIX).unwrap_err();
+        assert_eq!(root.kind, ErrorKind::IsADirectory);
     }
 
     #[test]
