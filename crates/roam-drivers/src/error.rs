@@ -20,6 +20,10 @@ pub enum ErrorKind {
     /// A rename or link across mounts or devices.
     CrossDevice,
     InvalidName,
+    /// An upload's precondition failed ([`crate::Expect`]): another client changed,
+    /// created or removed the file since the version the upload started from. ESTALE, as
+    /// NFS says of a file that changed on the server under a client.
+    Changed,
     /// Anything else: a 5xx reply, a protocol violation, a local I/O failure.
     Io,
 }
@@ -42,6 +46,7 @@ impl ErrorKind {
             ErrorKind::QuotaExceeded => libc::EDQUOT,
             ErrorKind::CrossDevice => libc::EXDEV,
             ErrorKind::InvalidName => libc::EINVAL,
+            ErrorKind::Changed => libc::ESTALE,
             ErrorKind::Io => libc::EIO,
         }
     }
@@ -58,6 +63,7 @@ impl ErrorKind {
             ErrorKind::NoSpace => "no space left on the server",
             ErrorKind::Unsupported => "not supported by the server",
             ErrorKind::InvalidName => "the server refused the name",
+            ErrorKind::Changed => "changed by another client",
             _ => "the server failed",
         }
     }
@@ -124,6 +130,7 @@ mod tests {
         assert_eq!(ErrorKind::Unreachable.errno(), libc::EHOSTUNREACH);
         assert_eq!(ErrorKind::TimedOut.errno(), libc::ETIMEDOUT);
         assert_eq!(ErrorKind::Io.errno(), libc::EIO);
+        assert_eq!(ErrorKind::Changed.errno(), libc::ESTALE);
     }
 
     #[test]

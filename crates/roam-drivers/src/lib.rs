@@ -114,35 +114,217 @@ pub struct Known<'a> {
     pub empty: bool,
 }
 
-/// A temporary name in `parent` (the protocol's path of the directory of `path`) for an
-/// atomic replace by rename, unique among this process's uploads; EISDIR when `path` is the
-/// root (no parent). `op` names the request in the message.
+/// The driver path of a fresh temporary sibling of `path`, for an atomic replace by
+/// rename: a dot name starting with `prefix` (`.roam-put-`, or a name the server hides),
+/// unique across processes and hosts (64 random bits), so no two uploads anywhere share
+/// one and [`Driver::remove_leftover`] never removes another's. EISDIR when `path` is the
+/// root (no parent); `op` names the request in the message.
 pub(crate) fn temporary_beside(
     d: &(impl Driver + ?Sized),
     op: &str,
     path: &str,
-    parent: Option<&str>,
+    prefix: &str,
 ) -> Result<String> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let Some(parent) = parent else {
-        let why = ErrorKind::IsADirectory.reason();
-        return Err(Error::new(
-            ErrorKind::IsADirectory,
-            format!("{op} {}: {why}", d.describe(path)),
-        ));
-    };
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!(".roam-put-{}-{n}", std::process::id());
-    Ok(format!("{}/{name}", parent.trim_end_matches('/')))
+    match path.rsplit_once('/') {
+        Some((parent, name)) if !name.is_empty() => {
+            Ok(format!("{parent}/{prefix}{:016x}", random_u64()))
+        }
+        _ => {
+            let why = ErrorKind::IsADirectory.reason();
+            Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!("{op} {}: {why}", d.describe(path)),
+            ))
+        }
+    }
 }
 
-/// What an upload ([`Driver::put_with`]) gives the file besides its contents.
+/// The prefix of the temporary names of uploads.
+pub(crate) const TEMPORARY_PREFIX: &str = ".roam-put-";
+
+/// 64 unpredictable bits: SipHash of a counter under `RandomState`'s keys, which the
+/// standard library draws from the OS once per thread (and varies per instance).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// What an upload gives the file besides its contents.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Attrs {
     /// The modification time.
     pub mtime: Option<SystemTime>,
     /// The permission bits (`0o7777` mask).
     pub mode: Option<u32>,
+}
+
+/// What an upload must find at its name to go ahead: the precondition that keeps two
+/// clients who started from the same version from both replacing it. The driver checks it
+/// as atomically as its protocol can (docs/SEMANTICS.md, "Concurrent writers", says how
+/// and what window remains); on a mismatch the upload fails with [`ErrorKind::Changed`]
+/// and the server's file is left as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Expect {
+    /// No check: replace whatever is there, or create.
+    #[default]
+    Any,
+    /// Create only: nothing may have the name (a file, directory or symlink is a change).
+    Absent,
+    /// Replace only this version of a file: the same ETag where both sides have one, else
+    /// the same size and modification time (to the second, the coarsest time a protocol
+    /// keeps). A missing file, or something else at the name, is a change too.
+    Version {
+        etag: Option<String>,
+        size: u64,
+        mtime: Option<SystemTime>,
+    },
+}
+
+impl Expect {
+    /// The version `meta` describes (its size unknown counts as 0, which only a file that
+    /// is empty matches), for a file; `Absent` for nothing.
+    pub fn version_of(meta: Option<&Meta>) -> Expect {
+        match meta {
+            None => Expect::Absent,
+            Some(m) => Expect::Version {
+                etag: m.etag.clone(),
+                size: m.size.unwrap_or(0),
+                mtime: m.mtime,
+            },
+        }
+    }
+
+    /// Whether `now` (what the name has now: `None` for nothing) is what this expects.
+    pub fn admits(&self, now: Option<&Meta>) -> bool {
+        match (self, now) {
+            (Expect::Any, _) => true,
+            (Expect::Absent, now) => now.is_none(),
+            (Expect::Version { .. }, None) => false,
+            (Expect::Version { etag, size, mtime }, Some(now)) => {
+                now.kind == Kind::File
+                    && match (etag, &now.etag) {
+                        (Some(a), Some(b)) => a == b,
+                        _ => now.size == Some(*size) && now.mtime.map(secs) == mtime.map(secs),
+                    }
+            }
+        }
+    }
+
+    /// The error of an upload that found `now` where it expected `self`.
+    pub(crate) fn mismatch(&self, what: &str, now: Option<&Meta>) -> Error {
+        let found = match now {
+            None => "it is gone".to_owned(),
+            Some(m) if m.kind != Kind::File => format!("a {:?} has its name", m.kind),
+            Some(m) => match self {
+                Expect::Absent => "it exists".to_owned(),
+                _ => format!("it is now another version ({} bytes)", m.size.unwrap_or(0)),
+            },
+        };
+        changed(what, &found)
+    }
+}
+
+/// [`ErrorKind::Changed`] for the upload `what` (`PUT http://h/f`), saying why.
+pub(crate) fn changed(what: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::Changed,
+        format!("{what}: {}: {why}", ErrorKind::Changed.reason()),
+    )
+}
+
+/// Whole seconds of a time, for comparing times that protocols keep at different
+/// precisions (SFTP, FTP and HTTP dates keep seconds).
+fn secs(t: SystemTime) -> i64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs_f64().ceil() as i64),
+    }
+}
+
+/// Something an upload may leave on the server if it is cut off (roam killed, the host
+/// down) before it finishes or cleans up: see [`Upload::leftovers`] and
+/// [`Driver::remove_leftover`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Leftover {
+    /// A temporary file, at this driver path (a hidden sibling of the file uploaded).
+    Temporary { path: String },
+    /// An S3 multipart upload of the object at this driver path, with its upload id:
+    /// its parts take space (and are billed) until it is aborted.
+    Multipart { path: String, upload_id: String },
+}
+
+impl Leftover {
+    /// The driver path it is at.
+    pub fn path(&self) -> &str {
+        match self {
+            Leftover::Temporary { path } | Leftover::Multipart { path, .. } => path,
+        }
+    }
+}
+
+/// Hears of each [`Leftover`] an upload may leave, before it can exist: the caller
+/// journals it (durably) and returns `Ok`; an error stops the upload before the leftover
+/// is made, and the upload fails with it.
+pub type LeftoverHook<'a> = &'a dyn Fn(&Leftover) -> std::io::Result<()>;
+
+/// How an upload ([`Driver::upload`]) goes: what the file gets, what it must replace,
+/// what roam already knows of its place, and who hears of what it may leave behind.
+#[derive(Clone, Copy, Default)]
+pub struct Upload<'a> {
+    /// Time and mode, kept where the backend keeps them.
+    pub attrs: Attrs,
+    /// The precondition; [`Expect::Any`] uploads unconditionally.
+    pub expect: &'a Expect,
+    /// Roam knows the parent to be a directory and the name not to be one (a fresh
+    /// listing says so): each outcome gets the same errno, but a driver may ask fewer
+    /// questions first (S3 lists the parent and the name otherwise: a key needs no
+    /// directory).
+    pub known_dir: bool,
+    /// Told of each leftover before it may exist (see [`LeftoverHook`]); `None`: nobody
+    /// journals them (the driver still removes them when the upload fails).
+    pub leftovers: Option<LeftoverHook<'a>>,
+}
+
+impl Debug for Upload<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("attrs", &self.attrs)
+            .field("expect", self.expect)
+            .field("known_dir", &self.known_dir)
+            .field("leftovers", &self.leftovers.is_some())
+            .finish()
+    }
+}
+
+impl<'a> Upload<'a> {
+    /// An upload of `attrs` with no precondition.
+    pub fn with(attrs: Attrs) -> Upload<'a> {
+        Upload {
+            attrs,
+            ..Upload::default()
+        }
+    }
+
+    /// Tells the hook (if any) of `leftover`, before it is made; its refusal is the
+    /// upload's error (`what` names the upload).
+    pub(crate) fn announce(&self, what: &str, leftover: &Leftover) -> Result<()> {
+        match self.leftovers {
+            Some(hook) => hook(leftover)
+                .map_err(|e| Error::from_io(format_args!("{what}: journaling {leftover:?}"), &e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for &Expect {
+    fn default() -> Self {
+        static ANY: Expect = Expect::Any;
+        &ANY
+    }
 }
 
 /// How [`Driver::open_in_place`] makes a missing file.
@@ -226,33 +408,40 @@ pub trait Driver: Send + Sync + Debug {
     /// Replaces (or creates) the file `path` with the `len` bytes of `src`, atomically where
     /// the protocol allows (temporary name + rename, or one PUT): a reader never sees a
     /// half-written file. Returns the new metadata.
-    fn put(&self, path: &str, _src: &mut dyn Read, _len: u64) -> Result<Meta> {
+    ///
+    /// `how` says what else goes with it:
+    /// - `attrs`: the time and mode the file gets where the backend keeps them (`cp -p`,
+    ///   `tar` and `make` rely on the time; a file keeps its mode across new contents);
+    ///   what it cannot keep is left out, and the metadata returned is after all of it.
+    /// - `expect`: the precondition ([`Expect`]). On a mismatch the upload fails with
+    ///   [`ErrorKind::Changed`] (ESTALE) and the server's file is untouched; the caller
+    ///   keeps its copy aside as a conflict. Each protocol checks with its own atomic tool
+    ///   where it has one (S3 `If-Match`/`If-None-Match`, a WebDAV lock, an SFTP hard
+    ///   link), else by asking right before its final rename; docs/SEMANTICS.md lists the
+    ///   window that remains per protocol.
+    /// - `known_dir`: see [`Upload::known_dir`].
+    /// - `leftovers`: told of each temporary file or multipart upload before it may exist.
+    ///   On a failure the driver removes what it made itself (best effort, within its
+    ///   timeouts) before returning the error. A caller that journals leftovers forgets
+    ///   them when this returns `Ok`, and calls [`Driver::remove_leftover`] for each after
+    ///   an `Err` (the driver's own cleanup may have failed with the connection) or after a
+    ///   crash.
+    fn upload(&self, path: &str, _src: &mut dyn Read, _len: u64, _how: &Upload) -> Result<Meta> {
         Err(read_only(self, "write files", path))
     }
 
-    /// [`Driver::put`], the file then getting `attrs` where the backend keeps them (`cp -p`,
-    /// `tar` and `make` rely on the time; a file keeps its mode across new contents); what
-    /// it cannot keep is left out. Returns the metadata after all of it. A driver that can
-    /// send them with the contents saves the requests of [`Driver::set_mtime`],
-    /// [`Driver::set_mode`] and of the `stat` after them.
+    /// [`Driver::upload`] without attributes or precondition.
+    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+        self.upload(path, src, len, &Upload::default())
+    }
+
+    /// [`Driver::upload`] of `attrs`, without precondition.
     fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
-        let meta = self.put(path, src, len)?;
-        let timed = attrs.mtime.is_some_and(|t| self.set_mtime(path, t).is_ok());
-        let moded = attrs
-            .mode
-            .filter(|&m| meta.mode != Some(m))
-            .is_some_and(|m| self.set_mode(path, m).is_ok());
-        match timed || moded {
-            // Either may have made a new version (a new ETag on some servers): ask for it.
-            true => self.stat(path),
-            false => Ok(meta),
-        }
+        self.upload(path, src, len, &Upload::with(attrs))
     }
 
     /// [`Driver::put_with`] of a file whose parent roam knows to be a directory and whose
-    /// name it knows not to be one (a fresh listing says so). Each outcome gets the same
-    /// errno; a driver may only ask fewer questions first (S3 lists the parent and the name
-    /// otherwise: a key needs no directory).
+    /// name it knows not to be one ([`Upload::known_dir`]).
     fn put_in_known_dir(
         &self,
         path: &str,
@@ -260,7 +449,18 @@ pub trait Driver: Send + Sync + Debug {
         len: u64,
         attrs: Attrs,
     ) -> Result<Meta> {
-        self.put_with(path, src, len, attrs)
+        let how = Upload {
+            known_dir: true,
+            ..Upload::with(attrs)
+        };
+        self.upload(path, src, len, &how)
+    }
+
+    /// Removes what an upload may have left ([`Upload::leftovers`]): deletes the
+    /// temporary file, aborts the multipart upload. Idempotent: one already gone (removed,
+    /// renamed into place, completed) is `Ok`.
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        Err(read_only(self, "remove files", leftover.path()))
     }
 
     /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
@@ -334,11 +534,21 @@ fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
 }
 
 /// Checks that a name that came from a server is one safe path component: not empty, not
-/// `.` or `..`, and without `/` or NUL. Names that fail are dropped by the drivers (with a
-/// warning), so nothing a server sends can climb out of a mount or out of roam's cache.
+/// `.` or `..`, without `/` or NUL, and at most [`NAME_MAX`] bytes. Names that fail are
+/// dropped by the drivers (with a warning), so nothing a server sends can climb out of a
+/// mount or out of roam's cache, nor make a whole directory unlistable.
 pub fn is_safe_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+    !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0')
 }
+
+/// The longest name a Linux file system takes, in bytes: a longer one in a listing would
+/// make every lookup in its directory fail (ENAMETOOLONG).
+pub const NAME_MAX: usize = 255;
 
 /// Whether `path` is a driver path as the layer above promises it: `/`, or `/`-separated
 /// safe names. The drivers check anyway, because a `..` that slipped through would address
@@ -361,6 +571,56 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "/", "a\0b"] {
             assert!(!is_safe_name(bad), "{bad:?} must be refused");
         }
+        assert!(is_safe_name(&"x".repeat(255)));
+        assert!(!is_safe_name(&"x".repeat(256)));
+        // Bytes, not characters: 128 two-byte letters are 256 bytes.
+        assert!(!is_safe_name(&"\u{fc}".repeat(128)));
+    }
+
+    #[test]
+    fn expectations_compare_etags_else_sizes_and_seconds() {
+        let at = |secs: u64, millis: u64| {
+            Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(secs * 1000 + millis))
+        };
+        let file = |etag: Option<&str>, size: u64, mtime| Meta {
+            etag: etag.map(str::to_owned),
+            size: Some(size),
+            mtime,
+            ..Meta::of_kind(Kind::File)
+        };
+        let seen = file(Some("\"e1\""), 5, at(100, 200));
+        let version = Expect::version_of(Some(&seen));
+        assert!(version.admits(Some(&seen)));
+        // An ETag decides where both sides have one, whatever size and time say.
+        assert!(!version.admits(Some(&file(Some("\"e2\""), 5, at(100, 200)))));
+        assert!(version.admits(Some(&file(Some("\"e1\""), 6, at(101, 0)))));
+        // Else size and time to the second.
+        assert!(version.admits(Some(&file(None, 5, at(100, 900)))));
+        assert!(!version.admits(Some(&file(None, 5, at(101, 0)))));
+        assert!(!version.admits(Some(&file(None, 4, at(100, 200)))));
+        assert!(!version.admits(None), "a removed version is a change");
+        assert!(!version.admits(Some(&Meta::of_kind(Kind::Dir))));
+        assert!(Expect::Absent.admits(None));
+        assert!(!Expect::Absent.admits(Some(&Meta::of_kind(Kind::Symlink))));
+        assert!(Expect::Any.admits(Some(&seen)) && Expect::Any.admits(None));
+        assert_eq!(Expect::version_of(None), Expect::Absent);
+        let err = version.mismatch("PUT u", None);
+        assert_eq!(err.errno(), libc::ESTALE);
+        assert_eq!(err.message, "PUT u: changed by another client: it is gone");
+    }
+
+    #[test]
+    fn temporaries_are_hidden_siblings_with_distinct_names() {
+        let d = mem::MemDriver::new();
+        let a = temporary_beside(&d, "PUT", "/dir/f", TEMPORARY_PREFIX).unwrap();
+        let b = temporary_beside(&d, "PUT", "/dir/f", TEMPORARY_PREFIX).unwrap();
+        assert!(a.starts_with("/dir/.roam-put-") && a.len() == "/dir/.roam-put-".len() + 16);
+        assert!(is_driver_path(&a), "{a}");
+        assert_ne!(a, b);
+        let top = temporary_beside(&d, "PUT", "/f", TEMPORARY_PREFIX).unwrap();
+        assert!(top.starts_with("/.roam-put-"), "{top}");
+        let root = temporary_beside(&d, "PUT", "/", TEMPORARY_PREFIX).unwrap_err();
+        assert_eq!(root.kind, ErrorKind::IsADirectory);
     }
 
     #[test]

@@ -6,11 +6,11 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use crate::{
-    is_safe_name, DirEntry, Driver, Error, Fetched, Kind, Listing, Meta, Result, Validator,
+    is_safe_name, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover, Listing, Meta, Result,
+    Upload, Validator,
 };
 
 /// A local directory tree.
@@ -95,6 +95,7 @@ impl Driver for LocalDriver {
                 continue;
             };
             if !is_safe_name(&name) {
+                tracing::warn!("{}: skipping the unsafe name {name:?}", ctx());
                 continue;
             }
             let md = entry.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
@@ -151,38 +152,42 @@ impl Driver for LocalDriver {
         std::io::copy(&mut file.take(len), dest).map_err(|e| Error::from_io(ctx(), &e))
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+    /// Writes a temporary sibling (with the mode of the file it replaces, else that of
+    /// `how.attrs`, and the time of `how.attrs`), then puts it in place: `renameat2` with
+    /// `RENAME_NOREPLACE` for a new file (atomically create-only), else a recheck of the
+    /// name's version right before `rename`. The temporary goes if anything fails.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let real = self.real(path);
         let ctx = || format!("write {}", real.display());
-        // A sibling temporary name, so the final rename is atomic on the same file system.
-        let tmp = real.with_file_name(format!(
-            ".roam-put-{}-{}",
-            std::process::id(),
-            PUT_SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
+        let temporary = crate::temporary_beside(self, "write", path, crate::TEMPORARY_PREFIX)?;
+        let tmp = self.real(&temporary);
+        how.announce(&ctx(), &Leftover::Temporary { path: temporary })?;
         // New contents keep the file's mode, as a write in place would.
-        let mode = fs::metadata(&real).ok().map(|m| m.permissions());
-        let written = (|| {
-            let mut f = fs::File::create(&tmp)?;
-            if let Some(mode) = mode {
-                f.set_permissions(mode)?;
-            }
-            let n = std::io::copy(&mut src.take(len), &mut f)?;
-            f.sync_all()?;
-            Ok::<u64, std::io::Error>(n)
-        })();
-        let result = written.and_then(|n| match n == len {
-            true => fs::rename(&tmp, &real),
-            false => Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("{n} of {len} bytes"),
-            )),
-        });
-        if let Err(e) = result {
+        let mode = fs::metadata(&real)
+            .ok()
+            .map(|m| m.permissions().mode())
+            .or(how.attrs.mode);
+        let written = write_temporary(&tmp, (src, len), mode, how.attrs.mtime)
+            .and_then(|()| self.place(&tmp, &real, how.expect));
+        if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
-            return Err(Error::from_io(ctx(), &e));
+            return Err(match e {
+                Placed::Io(e) => Error::from_io(ctx(), &e),
+                Placed::Changed(now) => how.expect.mismatch(&ctx(), now.as_ref()),
+            });
         }
         self.stat(path)
+    }
+
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        let real = self.real(leftover.path());
+        match fs::remove_file(&real) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::from_io(
+                format_args!("remove {}", real.display()),
+                &e,
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
@@ -237,7 +242,98 @@ impl Driver for LocalDriver {
     }
 }
 
-static PUT_SEQ: AtomicU64 = AtomicU64::new(0);
+impl LocalDriver {
+    /// Puts the written temporary `tmp` at `real` if what is there is what `expect` says.
+    fn place(&self, tmp: &Path, real: &Path, expect: &Expect) -> std::result::Result<(), Placed> {
+        match expect {
+            Expect::Any => Ok(fs::rename(tmp, real)?),
+            Expect::Absent => match rename_noreplace(tmp, real) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Err(Placed::Changed(self.lstat(real)))
+                }
+                other => Ok(other?),
+            },
+            Expect::Version { .. } => {
+                let now = self.lstat(real);
+                match expect.admits(now.as_ref()) {
+                    true => Ok(fs::rename(tmp, real)?),
+                    false => Err(Placed::Changed(now)),
+                }
+            }
+        }
+    }
+
+    /// What `real` is now; `None` if nothing (or nothing that can be asked about).
+    fn lstat(&self, real: &Path) -> Option<Meta> {
+        fs::symlink_metadata(real).ok().map(|md| meta_of(real, &md))
+    }
+}
+
+/// Why a temporary was not put in place.
+enum Placed {
+    Io(std::io::Error),
+    /// The name is not what the upload expected; here is what it is.
+    Changed(Option<Meta>),
+}
+
+impl From<std::io::Error> for Placed {
+    fn from(e: std::io::Error) -> Placed {
+        Placed::Io(e)
+    }
+}
+
+/// Creates `tmp` (exclusively) with exactly the `len` bytes of `src`, `mode` and `mtime`,
+/// on disk before it is renamed.
+fn write_temporary(
+    tmp: &Path,
+    (src, len): (&mut dyn Read, u64),
+    mode: Option<u32>,
+    mtime: Option<SystemTime>,
+) -> std::result::Result<(), Placed> {
+    let mut f = fs::File::options().write(true).create_new(true).open(tmp)?;
+    if let Some(mode) = mode {
+        f.set_permissions(fs::Permissions::from_mode(mode & 0o7777))?;
+    }
+    let n = std::io::copy(&mut src.take(len), &mut f)?;
+    if n != len {
+        let why = format!("the data ended after {n} of {len} bytes");
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why).into());
+    }
+    if let Some(mtime) = mtime {
+        f.set_modified(mtime)?;
+    }
+    Ok(f.sync_all()?)
+}
+
+/// `rename(from, to)` unless `to` exists (EEXIST then), atomically: `renameat2` with
+/// `RENAME_NOREPLACE`, or, on a file system without it, a hard link and an unlink.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes());
+    let (a, b) = (c(from)?, c(to)?);
+    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    match done {
+        0 => Ok(()),
+        _ => match std::io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::EINVAL) => {
+                fs::hard_link(from, to)?;
+                // In place already: a temporary left behind is only a hidden name.
+                let _ = fs::remove_file(from);
+                Ok(())
+            }
+            e => Err(e),
+        },
+    }
+}
 
 #[cfg(test)]
 mod tests {

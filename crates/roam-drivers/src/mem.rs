@@ -9,70 +9,198 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::{
-    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, NewFile,
-    Result, Validator,
+    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Leftover, Listing, Meta,
+    NewFile, Result, Upload, Validator,
 };
 
-/// A file: its bytes, permission bits and modification time.
+/// The largest file, as on tmpfs (the kernel's `MAX_LFS_FILESIZE`): beyond it, EFBIG.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// Bytes held per page: a file holds only the pages written, so a file truncated up, or
+/// written far out, costs only what was written (a sparse file, as on tmpfs).
+const PAGE: usize = 4096;
+
+/// How many bytes of pages one backend may hold (the `size=` of a tmpfs), and how many
+/// it holds: beyond the limit, writes fail with ENOSPC.
+#[derive(Debug)]
+struct Budget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl Budget {
+    fn take(&self, bytes: u64) -> std::io::Result<()> {
+        let taken = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.limit)
+            });
+        taken
+            .map(drop)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOSPC))
+    }
+
+    fn give(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// A file: its pages, size, permission bits and modification time.
 #[derive(Debug)]
 pub struct Contents {
     body: RwLock<Body>,
     /// The tree's version when this file was made: with `changes`, its ETag.
     born: u64,
+    budget: Arc<Budget>,
 }
 
 #[derive(Debug)]
 struct Body {
-    bytes: Vec<u8>,
+    /// The pages written, by index; a missing one reads as zeros.
+    pages: BTreeMap<u64, Box<[u8]>>,
+    size: u64,
     mode: u32,
     mtime: SystemTime,
     /// Bumped by every change, so each version has its own ETag.
     changes: u64,
 }
 
+impl Body {
+    /// Copies bytes from `offset` into `buf` (which must lie within the file), zeros
+    /// where no page was written.
+    fn copy_out(&self, buf: &mut [u8], offset: u64) {
+        buf.fill(0);
+        let end = offset + buf.len() as u64;
+        let pages = self
+            .pages
+            .range(offset / PAGE as u64..end.div_ceil(PAGE as u64));
+        for (&index, page) in pages {
+            let start = index * PAGE as u64;
+            let (from, to) = (start.max(offset), (start + PAGE as u64).min(end));
+            let src = &page[(from - start) as usize..(to - start) as usize];
+            buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+        }
+    }
+
+    /// How many pages a write of `[offset, end)` would add.
+    fn missing_pages(&self, offset: u64, end: u64) -> u64 {
+        let (first, last) = (offset / PAGE as u64, end.div_ceil(PAGE as u64));
+        (last - first) - self.pages.range(first..last).count() as u64
+    }
+
+    /// Writes `data` at `offset`, making the pages it needs (already paid for).
+    fn copy_in(&mut self, data: &[u8], offset: u64) {
+        let mut at = offset;
+        for chunk in split_at_pages(data, offset) {
+            let index = at / PAGE as u64;
+            let within = (at % PAGE as u64) as usize;
+            let page = self
+                .pages
+                .entry(index)
+                .or_insert_with(|| vec![0; PAGE].into_boxed_slice());
+            page[within..within + chunk.len()].copy_from_slice(chunk);
+            at += chunk.len() as u64;
+        }
+        self.size = self.size.max(at);
+    }
+
+    /// Cuts the file to `len` bytes: pages past it go (and are returned to `budget`), and
+    /// the rest of the last one is zeroed, so that growing again reads zeros there.
+    fn cut(&mut self, len: u64, budget: &Budget) {
+        let first_gone = len.div_ceil(PAGE as u64);
+        let gone = self.pages.split_off(&first_gone);
+        budget.give(gone.len() as u64 * PAGE as u64);
+        if let Some(page) = self.pages.get_mut(&(len / PAGE as u64)) {
+            page[(len % PAGE as u64) as usize..].fill(0);
+        }
+        self.size = len;
+    }
+}
+
+/// `data` (to be written at `offset`) in pieces that each stay within one page.
+fn split_at_pages(data: &[u8], offset: u64) -> impl Iterator<Item = &[u8]> {
+    let head = (PAGE - (offset % PAGE as u64) as usize).min(data.len());
+    let (first, rest) = data.split_at(head);
+    std::iter::once(first)
+        .chain(rest.chunks(PAGE))
+        .filter(|c| !c.is_empty())
+}
+
 impl Contents {
-    fn new(bytes: Vec<u8>, mode: u32, born: u64) -> Arc<Contents> {
+    fn new(mode: u32, born: u64, budget: Arc<Budget>) -> Arc<Contents> {
         Arc::new(Contents {
             body: RwLock::new(Body {
-                bytes,
+                pages: BTreeMap::new(),
+                size: 0,
                 mode,
                 mtime: SystemTime::now(),
                 changes: 0,
             }),
             born,
+            budget,
         })
     }
 
-    /// Copies the bytes at `offset` into `buf`; returns how many (fewer at the end).
+    /// Copies the bytes at `offset` into `buf`; returns how many (fewer at the end). A
+    /// hole reads as zeros.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> usize {
         let body = self.body.read().unwrap();
-        let start = usize::try_from(offset).map_or(body.bytes.len(), |o| o.min(body.bytes.len()));
-        let n = buf.len().min(body.bytes.len() - start);
-        buf[..n].copy_from_slice(&body.bytes[start..start + n]);
+        let n = body.size.saturating_sub(offset).min(buf.len() as u64) as usize;
+        body.copy_out(&mut buf[..n], offset);
         n
     }
 
-    /// Writes `data` at `offset`; a gap before it reads as zeros (a sparse file).
-    pub fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        let start = usize::try_from(offset).map_err(|_| too_big())?;
-        let end = start.checked_add(data.len()).ok_or_else(too_big)?;
-        self.change(|b| {
-            if b.bytes.len() < end {
-                b.bytes.resize(end, 0);
+    /// Writes `len` bytes from `offset` (clipped to the file) into `dest`, a page at a
+    /// time; returns how many.
+    fn copy_to(&self, dest: &mut dyn Write, offset: u64, len: u64) -> std::io::Result<u64> {
+        let mut buf = vec![0; PAGE * 16];
+        let mut done = 0;
+        loop {
+            let want = (len - done).min(buf.len() as u64) as usize;
+            let n = self.read_at(&mut buf[..want], offset + done);
+            if n == 0 {
+                return Ok(done);
             }
-            b.bytes[start..end].copy_from_slice(data);
-        });
+            dest.write_all(&buf[..n])?;
+            done += n as u64;
+        }
+    }
+
+    /// Writes `data` at `offset`; a gap before it reads as zeros (a sparse file) and costs
+    /// nothing. EFBIG past [`MAX_FILE_SIZE`], ENOSPC past the backend's capacity.
+    pub fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= MAX_FILE_SIZE)
+            .ok_or_else(too_big)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut b = self.body.write().unwrap();
+        self.budget
+            .take(b.missing_pages(offset, end) * PAGE as u64)?;
+        b.copy_in(data, offset);
+        changed(&mut b);
         Ok(())
     }
 
-    /// Truncates or extends (with zeros) to `len` bytes.
+    /// Truncates or extends to `len` bytes; extending allocates nothing (the new bytes
+    /// read as zeros). EFBIG past [`MAX_FILE_SIZE`].
     pub fn set_len(&self, len: u64) -> std::io::Result<()> {
-        let len = usize::try_from(len).map_err(|_| too_big())?;
-        self.change(|b| b.bytes.resize(len, 0));
+        if len > MAX_FILE_SIZE {
+            return Err(too_big());
+        }
+        let mut b = self.body.write().unwrap();
+        match len < b.size {
+            true => b.cut(len, &self.budget),
+            false => b.size = len,
+        }
+        changed(&mut b);
         Ok(())
     }
 
@@ -80,20 +208,12 @@ impl Contents {
     pub fn meta(&self) -> Meta {
         let b = self.body.read().unwrap();
         Meta {
-            size: Some(b.bytes.len() as u64),
+            size: Some(b.size),
             mtime: Some(b.mtime),
             mode: Some(b.mode),
             etag: Some(format!("{}.{}", self.born, b.changes)),
             ..Meta::of_kind(Kind::File)
         }
-    }
-
-    /// A change of contents: a new version with a new mtime.
-    fn change(&self, f: impl FnOnce(&mut Body)) {
-        let mut b = self.body.write().unwrap();
-        f(&mut b);
-        b.mtime = SystemTime::now();
-        b.changes += 1;
     }
 
     /// Sets the permission bits.
@@ -114,8 +234,34 @@ impl Contents {
     }
 }
 
+/// A change of contents: a new version with a new mtime.
+fn changed(b: &mut Body) {
+    b.mtime = SystemTime::now();
+    b.changes += 1;
+}
+
+impl Drop for Contents {
+    /// The last handle of a file gone (and its name), its pages are free for others.
+    fn drop(&mut self) {
+        let pages = self.body.get_mut().map_or(0, |b| b.pages.len());
+        self.budget.give(pages as u64 * PAGE as u64);
+    }
+}
+
 fn too_big() -> std::io::Error {
     std::io::Error::from_raw_os_error(libc::EFBIG)
+}
+
+/// Half the physical memory: tmpfs's default size.
+fn half_of_memory() -> u64 {
+    // SAFETY: sysconf(3) reads system constants and touches no memory of ours.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (u64::try_from(pages).unwrap_or(0) * u64::try_from(page).unwrap_or(0)) / 2
 }
 
 #[derive(Clone)]
@@ -170,6 +316,7 @@ impl Object {
 #[derive(Debug)]
 pub struct MemDriver {
     tree: Mutex<Tree>,
+    budget: Arc<Budget>,
 }
 
 struct Tree {
@@ -190,14 +337,25 @@ impl Default for MemDriver {
 }
 
 impl MemDriver {
-    /// An empty file system: just the root directory.
+    /// An empty file system, just the root directory, that holds at most half the
+    /// physical memory in file contents (tmpfs's default).
     pub fn new() -> MemDriver {
+        MemDriver::with_capacity(half_of_memory())
+    }
+
+    /// [`MemDriver::new`] that holds at most `bytes` of file contents (in pages of 4 KiB):
+    /// a write beyond fails with ENOSPC.
+    pub fn with_capacity(bytes: u64) -> MemDriver {
         let mut objects = BTreeMap::new();
         objects.insert("/".to_owned(), new_dir(0));
         MemDriver {
             tree: Mutex::new(Tree {
                 objects,
                 next_version: 1,
+            }),
+            budget: Arc::new(Budget {
+                limit: bytes,
+                used: AtomicU64::new(0),
             }),
         }
     }
@@ -290,6 +448,24 @@ fn parent(path: &str) -> &str {
     }
 }
 
+/// Writes the `len` bytes of `src` into the new file `c`; returns how many there were.
+fn fill(c: &Contents, src: &mut dyn Read, len: u64) -> std::io::Result<u64> {
+    let mut buf = vec![0; PAGE * 16];
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(buf.len() as u64) as usize;
+        let n = match src.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        c.write_at(&buf[..n], done)?;
+        done += n as u64;
+    }
+    Ok(done)
+}
+
 impl Driver for MemDriver {
     fn describe(&self, path: &str) -> String {
         format!("mem:{path}")
@@ -333,7 +509,8 @@ impl Driver for MemDriver {
         if validator.is_some_and(|v| v.etag.is_some() && v.etag == meta.etag) {
             return Ok(Fetched::NotModified);
         }
-        dest.write_all(&c.body.read().unwrap().bytes)
+        let size = meta.size.unwrap_or(0);
+        c.copy_to(dest, 0, size)
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
         Ok(Fetched::Body(meta))
     }
@@ -358,7 +535,7 @@ impl Driver for MemDriver {
                 Err(self.err(ErrorKind::InvalidName, path, "is a symlink"))
             }
             None => {
-                let c = Contents::new(Vec::new(), new.mode & 0o7777, tree.bump());
+                let c = Contents::new(new.mode & 0o7777, tree.bump(), self.budget.clone());
                 tree.objects
                     .insert(path.to_owned(), Object::File(c.clone()));
                 Ok(c)
@@ -371,37 +548,53 @@ impl Driver for MemDriver {
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let c = self.file(path)?;
-        let body = c.body.read().unwrap();
-        let start = usize::try_from(offset).map_or(body.bytes.len(), |o| o.min(body.bytes.len()));
-        let end = start.saturating_add(len as usize).min(body.bytes.len());
-        dest.write_all(&body.bytes[start..end])
-            .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
-        Ok((end - start) as u64)
+        self.file(path)?
+            .copy_to(dest, offset, len)
+            .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))
     }
 
     fn writable(&self) -> bool {
         true
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        let mut data = Vec::with_capacity(len as usize);
-        src.read_to_end(&mut data)
-            .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))?;
+    /// The new contents replace the file as one object, checked against `how.expect`
+    /// under the tree's lock: nothing can come between the check and the replacement.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
+        // Filled before the tree is locked (the data may come slowly); the version is
+        // taken now, as any unused number will do.
+        let born = self.tree.lock().unwrap().bump();
+        let c = Contents::new(0o644, born, self.budget.clone());
+        let read = fill(&c, src, len).map_err(|e| Error::from_io(self.describe(path), &e))?;
+        if read != len {
+            let why = format!("the data ended after {read} of {len} bytes");
+            return Err(self.err(ErrorKind::Io, path, &why));
+        }
         let mut tree = self.tree.lock().unwrap();
         self.parent_is_dir(&tree, self.checked(path)?)?;
-        let mode = match tree.objects.get(path) {
-            Some(Object::Dir { .. }) => {
+        let now = tree.objects.get(path).map(Object::meta);
+        let kept = match now.as_ref().map(|m| (m.kind, m.mode)) {
+            Some((Kind::Dir, _)) => {
                 return Err(self.err(ErrorKind::IsADirectory, path, "is a directory"))
             }
-            Some(Object::File(c)) => c.meta().mode.unwrap_or(0o644),
-            _ => 0o644,
+            Some((Kind::File, mode)) => mode,
+            _ => None,
         };
+        if !how.expect.admits(now.as_ref()) {
+            return Err(how.expect.mismatch(&self.describe(path), now.as_ref()));
+        }
         // A new object, as an atomic upload makes: open handles keep the old contents.
-        let c = Contents::new(data, mode, tree.bump());
+        c.set_mode(how.attrs.mode.or(kept).unwrap_or(0o644));
+        if let Some(mtime) = how.attrs.mtime {
+            c.set_mtime(mtime);
+        }
         let meta = c.meta();
         tree.objects.insert(path.to_owned(), Object::File(c));
         Ok(meta)
+    }
+
+    /// An upload here makes nothing but the file itself.
+    fn remove_leftover(&self, _leftover: &Leftover) -> Result<()> {
+        Ok(())
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
@@ -602,5 +795,84 @@ mod tests {
         assert_eq!(f.read_at(&mut buf, 0), 2);
         assert_eq!(buf, [0, 0, 9, 9]);
         assert_eq!(kind(d.open_in_place("/f", None)), ErrorKind::NotFound);
+    }
+
+    fn file(d: &MemDriver, path: &str) -> Arc<Contents> {
+        let new = NewFile {
+            mode: 0o644,
+            exclusive: false,
+        };
+        d.open_in_place(path, Some(new)).unwrap()
+    }
+
+    fn errno(r: std::io::Result<()>) -> Option<i32> {
+        r.unwrap_err().raw_os_error()
+    }
+
+    #[test]
+    fn files_are_sparse() {
+        let d = MemDriver::with_capacity(4 * PAGE as u64);
+        let f = file(&d, "/huge");
+        f.set_len(999_999_999_999_999).unwrap();
+        assert_eq!(d.stat("/huge").unwrap().size, Some(999_999_999_999_999));
+        assert_eq!(
+            d.budget.used.load(Ordering::Relaxed),
+            0,
+            "truncating up holds nothing"
+        );
+        let mut buf = [7u8; 10];
+        assert_eq!(f.read_at(&mut buf, 500_000_000_000_000), 10);
+        assert_eq!(buf, [0; 10]);
+        // Far out, across a page boundary: two pages, no more.
+        f.write_at(b"far", 700_000_000_000_000 - 1).unwrap();
+        assert_eq!(d.budget.used.load(Ordering::Relaxed), 2 * PAGE as u64);
+        let mut got = [0u8; 5];
+        assert_eq!(f.read_at(&mut got, 700_000_000_000_000 - 2), 5);
+        assert_eq!(&got, b"\0far\0");
+        let mut tail = Vec::new();
+        let at = 999_999_999_999_999 - 3;
+        assert_eq!(d.read_range("/huge", at, 100, &mut tail).unwrap(), 3);
+        assert_eq!(tail, [0, 0, 0]);
+        // Cut down, then grown again: what was cut reads as zeros and is given back.
+        f.set_len(700_000_000_000_000).unwrap();
+        assert_eq!(d.budget.used.load(Ordering::Relaxed), PAGE as u64);
+        f.set_len(800_000_000_000_000).unwrap();
+        assert_eq!(f.read_at(&mut got, 700_000_000_000_000 - 2), 5);
+        assert_eq!(&got, b"\0f\0\0\0");
+    }
+
+    #[test]
+    fn sizes_stop_where_tmpfs_does() {
+        let d = MemDriver::with_capacity(PAGE as u64);
+        let f = file(&d, "/f");
+        f.set_len(MAX_FILE_SIZE).unwrap();
+        assert_eq!(f.meta().size, Some(MAX_FILE_SIZE));
+        assert_eq!(errno(f.set_len(MAX_FILE_SIZE + 1)), Some(libc::EFBIG));
+        assert_eq!(errno(f.set_len(u64::MAX)), Some(libc::EFBIG));
+        assert_eq!(errno(f.write_at(b"x", MAX_FILE_SIZE)), Some(libc::EFBIG));
+        assert_eq!(errno(f.write_at(b"xy", u64::MAX - 1)), Some(libc::EFBIG));
+        f.write_at(b"x", MAX_FILE_SIZE - 1).unwrap();
+        assert_eq!(f.meta().size, Some(MAX_FILE_SIZE));
+    }
+
+    #[test]
+    fn capacity_is_shared_and_given_back() {
+        let d = MemDriver::with_capacity(3 * PAGE as u64);
+        let (a, b) = (file(&d, "/a"), file(&d, "/b"));
+        a.write_at(&[1; 2 * PAGE], 0).unwrap();
+        assert_eq!(errno(b.write_at(&[2; 2 * PAGE], 0)), Some(libc::ENOSPC));
+        assert_eq!(b.meta().size, Some(0), "a refused write changes nothing");
+        b.write_at(&[2; PAGE], 0).unwrap();
+        let upload = d.put("/c", &mut &[3u8; 10][..], 10).unwrap_err();
+        assert_eq!(upload.kind, ErrorKind::NoSpace, "{}", upload.message);
+        assert_eq!(d.stat("/c").unwrap_err().kind, ErrorKind::NotFound);
+        // Removed while open, a file still holds its pages; closed, it gives them back.
+        d.remove_file("/a").unwrap();
+        assert!(d.put("/c", &mut &[3u8; 10][..], 10).is_err());
+        drop(a);
+        d.put("/c", &mut &[3u8; 10][..], 10).unwrap();
+        // An upload announced far larger than it is allocates only what arrives.
+        let short = d.put("/d", &mut &[4u8; 10][..], u64::MAX).unwrap_err();
+        assert_eq!(short.kind, ErrorKind::Io, "{}", short.message);
     }
 }

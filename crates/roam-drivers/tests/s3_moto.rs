@@ -191,6 +191,35 @@ fn listings_show_nested_prefixes_and_skip_markers_and_hostile_keys() {
     assert_eq!(kind(d.list("/top.txt")), ErrorKind::NotADirectory);
 }
 
+/// S3 keys may be 1024 bytes long, with components of any length; a component over
+/// NAME_MAX (255 bytes) would fail every lookup in its directory (ENAMETOOLONG) if listed.
+#[test]
+fn names_longer_than_name_max_are_left_out_of_listings() {
+    let long_file = format!("dir/{}", "f".repeat(300));
+    let long_dir = format!("dir/{}/inner.txt", "d".repeat(300));
+    let longest = format!("dir/{}", "m".repeat(255));
+    let mut objects = TREE.to_vec();
+    objects.push((&long_file, b"long"));
+    objects.push((&long_dir, b"deep"));
+    objects.push((&longest, b"fits"));
+    let world = World::new(&objects);
+    let d = world.driver();
+    let listing = d.list("/dir").unwrap();
+    assert!(listing.complete);
+    let mut got: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+    got.sort();
+    let mut want = vec![
+        "a b.txt",
+        "deeper",
+        "sub",
+        "\u{fc}n\u{ef}.txt",
+        &longest[4..],
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(fetch(&d, &format!("/{longest}")).0, b"fits");
+}
+
 #[test]
 fn listings_follow_continuation_tokens() {
     // More than one page: S3 (and moto) return at most 1000 keys per page.

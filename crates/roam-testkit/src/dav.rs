@@ -1,6 +1,7 @@
 //! A WebDAV server for the tests: nginx with its `dav` module (PUT, DELETE, MKCOL, COPY,
-//! MOVE) and Debian's `dav-ext` module (PROPFIND, OPTIONS), serving a scratch tree on a
-//! free loopback port (see [`Server::nginx`] for how the port is chosen).
+//! MOVE) and Debian's `dav-ext` module (PROPFIND, OPTIONS, and LOCK, UNLOCK: WebDAV class 2,
+//! as a server for clients that lock is set up), serving a scratch tree on a free loopback
+//! port (see [`Server::nginx`] for how the port is chosen).
 
 use std::fs;
 use std::os::unix::fs::lchown;
@@ -16,10 +17,17 @@ const DAV_EXT: &str = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so";
 /// turned on, nginx would create missing directories for a PUT, where POSIX (and RFC 4918
 /// §9.7.1) want the write refused. `client_max_body_size 0` lifts the 1 MB upload limit.
 const DAV: &str = "        dav_methods PUT DELETE MKCOL COPY MOVE;
-        dav_ext_methods PROPFIND OPTIONS;
         create_full_put_path off;
         client_max_body_size 0;
 ";
+
+/// Locks (dav-ext's README): a shared-memory zone for them, and the methods. A lock lasts
+/// a minute unless released (the module ignores the client's `Timeout`).
+const LOCKS_ZONE: &str = "    dav_ext_lock_zone zone=locks:1m;\n";
+const LOCKS: &str = "        dav_ext_methods PROPFIND OPTIONS LOCK UNLOCK;
+        dav_ext_lock zone=locks;
+";
+const NO_LOCKS: &str = "        dav_ext_methods PROPFIND OPTIONS;\n";
 
 /// nginx serving `www` over WebDAV (and plain GET, with `autoindex on`); its pid file and
 /// logs live in `run`. Create the tree before starting: `www` is handed to nginx's workers.
@@ -28,11 +36,25 @@ const DAV: &str = "        dav_methods PUT DELETE MKCOL COPY MOVE;
 /// so the tree is given to `nobody`, modes unchanged (a mode-000 file stays unreadable to
 /// it and gives 403). Not run as root, the workers run as the tree's owner already.
 pub fn nginx_dav(www: &Path, run: &Path) -> Server {
+    serve(www, run, true)
+}
+
+/// [`nginx_dav`] without locks (WebDAV class 1): `LOCK` is refused with 405.
+pub fn nginx_dav_unlocked(www: &Path, run: &Path) -> Server {
+    serve(www, run, false)
+}
+
+fn serve(www: &Path, run: &Path, locks: bool) -> Server {
     let module = required(DAV_EXT, "Debian's libnginx-mod-http-dav-ext");
     hand_over(www);
+    let (http, methods) = match locks {
+        true => (LOCKS_ZONE, LOCKS),
+        false => ("", NO_LOCKS),
+    };
     let extra = NginxExtra {
         main: format!("load_module {};\n", module.display()),
-        server: DAV.to_owned(),
+        http: http.to_owned(),
+        server: format!("{DAV}{methods}"),
     };
     Server::nginx_with(www, run, &extra)
 }

@@ -305,10 +305,12 @@ fn announced_port(stdout: ChildStdout) -> Option<u16> {
 }
 
 /// Directives that [`Server::nginx_with`] adds to the configuration: `main` at its top
-/// (where `load_module` must be), `server` at the end of its server block.
+/// (where `load_module` must be), `http` in its http block, `server` at the end of its
+/// server block.
 #[derive(Default)]
 pub(crate) struct NginxExtra {
     pub main: String,
+    pub http: String,
     pub server: String,
 }
 
@@ -328,7 +330,7 @@ http {{
     fastcgi_temp_path {run}/fastcgi;
     uwsgi_temp_path {run}/uwsgi;
     scgi_temp_path {run}/scgi;
-    server {{
+{http}    server {{
         listen 127.0.0.1:{port};
         root {www};
         autoindex on;
@@ -337,6 +339,7 @@ http {{
 ",
         www = www.display(),
         main = extra.main,
+        http = extra.http,
         server = extra.server,
     )
 }

@@ -119,6 +119,21 @@ pub fn put_object(server: &Server, bucket: &str, key: &str, data: &[u8]) {
     assert!(reply.starts_with("HTTP/1.1 200"), "storing {key}: {reply}");
 }
 
+/// The ids of the multipart uploads of `bucket` neither completed nor aborted (before
+/// [`enforce_auth`]): what interrupted uploads leave behind.
+pub fn multipart_uploads(server: &Server, bucket: &str) -> Vec<String> {
+    let reply = request(server, "GET", &format!("/{bucket}?uploads"), "s3", b"");
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "listing uploads: {reply}"
+    );
+    reply
+        .split("<UploadId>")
+        .skip(1)
+        .filter_map(|rest| Some(rest.split_once('<')?.0.to_owned()))
+        .collect()
+}
+
 /// Creates an IAM user allowed everything, and makes moto check every later request
 /// against its credentials, which it returns.
 pub fn enforce_auth(server: &Server) -> Credentials {

@@ -91,6 +91,7 @@ impl TestCa {
 pub fn nginx_tls(www: &Path, run: &Path, ca: &TestCa) -> Server {
     let extra = NginxExtra {
         main: String::new(),
+        http: String::new(),
         server: format!(
             "ssl on;\nssl_certificate {};\nssl_certificate_key {};\n",
             ca.cert.display(),

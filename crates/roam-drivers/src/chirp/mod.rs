@@ -20,7 +20,6 @@ mod rpc;
 mod url;
 
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use self::conn::{Conn, Failure, Reply};
@@ -28,8 +27,8 @@ use self::pool::{Pool, Retry};
 use self::proto::{encode_path, is_plain_word, secs_of, Stat};
 use self::url::{parent, Target};
 use crate::{
-    is_driver_path, is_safe_name, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta,
-    Result, Validator,
+    is_driver_path, is_safe_name, DirEntry, Driver, Error, ErrorKind, Expect, Fetched, Kind,
+    Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
 /// Mode asked for new directories (new files get it without the execute bits); the
@@ -183,25 +182,43 @@ impl ChirpDriver {
         self.simple(context, Retry::Never, &rename_line(from, to))
     }
 
-    /// Uploads to the hidden sibling `tmp` and renames it over `remote`; a replaced file
-    /// keeps its permission bits.
+    /// Uploads to the hidden sibling `tmp`, gives it `mode` (a replaced file keeps its
+    /// permission bits; without one, the server's umask narrows [`NEW_MODE`]) and `mtime`,
+    /// then renames it over `remote` if what is
+    /// there is still what `expect` says: Chirp has no conditional rename, so an `lstat`
+    /// asks right before it (one round trip remains in which another client's write goes
+    /// unseen). The contents are `Ok(Err(..))` when the name was not as expected.
     fn put_via(
         &self,
         context: &str,
-        tmp: &str,
-        remote: &str,
-        old_mode: Option<u32>,
-        src: &mut dyn Read,
-        len: u64,
-    ) -> Result<()> {
-        let mode = old_mode.unwrap_or(NEW_MODE & 0o666);
+        (tmp, remote): (&str, &str),
+        (mode, mtime): (Option<u32>, Option<SystemTime>),
+        (src, len): (&mut dyn Read, u64),
+        expect: &Expect,
+    ) -> Result<std::result::Result<(), Option<Meta>>> {
         self.pool.run(context, Retry::Never, |c| {
-            c.putfile(tmp, mode, src, len)?;
-            if old_mode.is_some() {
+            c.putfile(tmp, mode.unwrap_or(NEW_MODE & 0o666), src, len)?;
+            if let Some(mode) = mode {
                 // `putfile` creates with the server's umask, which may narrow the mode.
                 c.call(&format!("chmod {} {mode}\n", encode_path(tmp)))?;
             }
-            c.call(&rename_line(tmp, remote)).map(drop)
+            if let Some(mtime) = mtime {
+                let (atime, mtime) = (secs_of(SystemTime::now()), secs_of(mtime));
+                c.call(&format!("utime {} {atime} {mtime}\n", encode_path(tmp)))?;
+            }
+            if *expect != Expect::Any {
+                let now = match c.stat(false, remote) {
+                    Ok(st) => Some(st.meta(None)),
+                    Err(Failure::Code(code)) if codes::describe(code).0 == ErrorKind::NotFound => {
+                        None
+                    }
+                    Err(other) => return Err(other),
+                };
+                if !expect.admits(now.as_ref()) {
+                    return Ok(Err(now));
+                }
+            }
+            c.call(&rename_line(tmp, remote)).map(|_| Ok(()))
         })
     }
 }
@@ -218,16 +235,9 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-/// A name for an upload in progress, beside its final name. Names starting with `.__` are
-/// the server's own (like `.__acl`) and never listed, so no reader sees the partial file.
-fn temp_sibling(remote: &str) -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    join(
-        parent(remote),
-        &format!(".__roam-put-{}-{seq}", std::process::id()),
-    )
-}
+/// The prefix of an upload's temporary name. Names starting with `.__` are the server's
+/// own (like `.__acl`) and never listed, so no reader sees the partial file.
+const TEMPORARY_PREFIX: &str = ".__roam-put-";
 
 /// Metadata of `remote` without following a final symlink.
 fn lstat_meta(c: &mut Conn, remote: &str) -> Reply<Meta> {
@@ -382,32 +392,55 @@ impl Driver for ChirpDriver {
         })
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+    /// `how.expect` is checked on the `lstat` that finds the mode to keep (so a stale
+    /// upload sends no data), and again right before the rename.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let (remote, context) = self.request("putfile", path)?;
-        let old_mode = match self
-            .pool
-            .run(&context, Retry::Idempotent, |c| c.stat(false, &remote))
-        {
-            Ok(st) if st.kind() == Kind::Dir => {
+        let now = match self.stat(path) {
+            Ok(meta) if meta.kind == Kind::Dir => {
                 return Err(Error::new(
                     ErrorKind::IsADirectory,
                     format!("{context}: is a directory"),
                 ))
             }
-            Ok(st) if st.kind() == Kind::File => Some(st.mode & 0o7777),
-            // A symlink is replaced, as rename does; a name we may not stat may be new.
-            Ok(_) => None,
+            Ok(meta) => Some(meta),
+            // A name we may not stat may be new.
             Err(e) if matches!(e.kind, ErrorKind::NotFound | ErrorKind::PermissionDenied) => None,
             Err(e) => return Err(e),
         };
-        let tmp = temp_sibling(&remote);
-        if let Err(err) = self.put_via(&context, &tmp, &remote, old_mode, src, len) {
+        if !how.expect.admits(now.as_ref()) {
+            return Err(how.expect.mismatch(&context, now.as_ref()));
+        }
+        // A symlink is replaced, as rename does, and its bits are not the file's.
+        let kept = now.filter(|m| m.kind == Kind::File).and_then(|m| m.mode);
+        let mode = kept.or(how.attrs.mode).map(|m| m & 0o7777);
+        let temporary = crate::temporary_beside(self, "putfile", path, TEMPORARY_PREFIX)?;
+        let (tmp, _) = self.request("putfile", &temporary)?;
+        how.announce(&context, &Leftover::Temporary { path: temporary })?;
+        let placed = self.put_via(
+            &context,
+            (&tmp, &remote),
+            (mode, how.attrs.mtime),
+            (src, len),
+            how.expect,
+        );
+        if !matches!(placed, Ok(Ok(()))) {
             // Best effort: the upload may have stopped anywhere.
             let unlink = format!("unlink {}\n", encode_path(&tmp));
             let _ = self.simple(&context, Retry::Idempotent, &unlink);
-            return Err(self.refine_creation(&context, &remote, err));
         }
-        self.stat(path)
+        match placed {
+            Ok(Ok(())) => self.stat(path),
+            Ok(Err(now)) => Err(how.expect.mismatch(&context, now.as_ref())),
+            Err(err) => Err(self.refine_creation(&context, &remote, err)),
+        }
+    }
+
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        match self.remove_file(leftover.path()) {
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

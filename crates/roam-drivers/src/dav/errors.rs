@@ -13,7 +13,7 @@
 //! | 409 | ENOENT | §9.3.1, §9.7.1, §9.9.4: a parent collection is missing |
 //! | 412 | EEXIST | §10.6: `Overwrite: F` met an existing target |
 //! | 413, 507 | ENOSPC | the server cannot store this much (POSIX's EFBIG would fit 413 better, but no kind maps to it) |
-//! | 423 | EACCES | locked by another client: roam takes no locks, so it may not write there, as `fcntl` locks refuse with EACCES |
+//! | 423 | EACCES | locked by another client: roam may not write there, as `fcntl` locks refuse with EACCES (an upload that meets another's lock fails as changed instead: see `DavDriver::place`) |
 //! | other, 5xx | EIO | (HTTP) |
 
 use ureq::http::StatusCode;

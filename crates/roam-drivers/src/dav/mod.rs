@@ -5,7 +5,9 @@
 //! `stat` and `list` are `PROPFIND`s (depth 0 and 1); `fetch` is the HTTP driver's
 //! conditional `GET`, `read_range` a `GET` with `Range`. Writes are `PUT`, `MKCOL`, `DELETE`
 //! and `MOVE`; an upload goes to a hidden temporary sibling first and is then moved over
-//! the name, so no reader ever sees a half-written file. Locks are never taken.
+//! the name, so no reader ever sees a half-written file. A replacement that must not
+//! overwrite another client's change takes a short exclusive lock on the name for its
+//! check and move ([`DavDriver::place`]); no other lock is ever taken.
 //!
 //! WebDAV is coarser than POSIX in two ways, and the driver makes up for both:
 //! - Its statuses say less: a 409 does not say which ancestor is wrong, and nginx answers
@@ -20,9 +22,9 @@ mod errors;
 mod members;
 pub(crate) mod multistatus;
 
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use ureq::http::{Request, Response, StatusCode};
 use ureq::{AsSendBody, Body, SendBody};
@@ -32,7 +34,8 @@ use self::multistatus::Resource;
 use crate::http::url::Base;
 use crate::http::{read_page, HttpClient, HttpDriver};
 use crate::{
-    is_driver_path, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+    is_driver_path, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover, Listing, Meta,
+    Result, Upload, Validator,
 };
 
 /// The requests this driver sends itself (its reads go through the HTTP driver).
@@ -43,6 +46,8 @@ enum Method {
     Mkcol,
     Delete,
     Move,
+    Lock,
+    Unlock,
 }
 
 impl Method {
@@ -53,6 +58,8 @@ impl Method {
             Method::Mkcol => "MKCOL",
             Method::Delete => "DELETE",
             Method::Move => "MOVE",
+            Method::Lock => "LOCK",
+            Method::Unlock => "UNLOCK",
         }
     }
 }
@@ -63,6 +70,8 @@ pub struct DavDriver {
     /// The HTTP driver of the same tree: it holds the client and the base URL, and its
     /// conditional `GET` is WebDAV's read.
     http: HttpDriver,
+    /// Whether the server refused a `LOCK` as unknown (no WebDAV class 2).
+    no_locks: AtomicBool,
 }
 
 impl DavDriver {
@@ -71,6 +80,7 @@ impl DavDriver {
     pub fn new(client: HttpClient, base: &str) -> Result<DavDriver> {
         Ok(DavDriver {
             http: HttpDriver::new(client, base)?,
+            no_locks: AtomicBool::new(false),
         })
     }
 
@@ -103,6 +113,22 @@ impl DavDriver {
         headers: &[(&str, &str)],
         body: impl AsSendBody,
     ) -> Result<Response<Body>> {
+        let response = self.exchange(method, url, headers, body)?;
+        if succeeded(method, response.status()) {
+            Ok(response)
+        } else {
+            Err(errors::status(method, url, response.status()))
+        }
+    }
+
+    /// Sends one request and returns its response, whatever its status.
+    fn exchange(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: impl AsSendBody,
+    ) -> Result<Response<Body>> {
         let name = method.as_str();
         let mut request = Request::builder().method(name).uri(url);
         if let Some(authorization) = self.base().authorization() {
@@ -117,19 +143,14 @@ impl DavDriver {
         let agent = &self.http.client.agent;
         let request = agent
             .configure_request(request)
-            // PROPFIND, MKCOL and MOVE are WebDAV's methods, not HTTP/1.1's.
+            // PROPFIND, MKCOL, MOVE, LOCK and UNLOCK are WebDAV's methods, not HTTP/1.1's.
             .allow_non_standard_methods(true)
             // On a 301 or 302, ureq (like curl) would resend any of these as a GET.
             .max_redirects(0)
             .build();
-        let response = agent
+        agent
             .run(request)
-            .map_err(|e| crate::http::errors::transport(name, url, e))?;
-        if succeeded(method, response.status()) {
-            Ok(response)
-        } else {
-            Err(errors::status(method, url, response.status()))
-        }
+            .map_err(|e| crate::http::errors::transport(name, url, e))
     }
 
     /// The resources a `PROPFIND` of `url` at `depth` describes.
@@ -190,7 +211,7 @@ impl DavDriver {
     }
 
     /// Uploads exactly `len` bytes of `src` to `url`.
-    fn upload(&self, url: &str, src: &mut dyn Read, len: u64) -> Result<()> {
+    fn send_body(&self, url: &str, src: &mut dyn Read, len: u64) -> Result<()> {
         let length = len.to_string();
         let mut body = Exact { src, left: len };
         // A declared length rather than chunks: the server can refuse too large a body
@@ -198,6 +219,143 @@ impl DavDriver {
         let headers = [("content-length", length.as_str())];
         self.send(Method::Put, url, &headers, SendBody::from_reader(&mut body))
             .map(drop)
+    }
+
+    /// Moves the uploaded temporary `temp` over `url` (of `path`) if what is there is what
+    /// `expect` says. nginx ignores `If-Match` and `If-None-Match` on `PUT` and `MOVE`, so:
+    /// - a new file is moved with `Overwrite: F`, which fails (412) if the name exists: the
+    ///   server's own check, right before its rename;
+    /// - a replacement takes an exclusive write lock on the name, checks its version
+    ///   (`PROPFIND`), moves with the lock's token, and unlocks: no other client's `PUT`,
+    ///   `MOVE` or `DELETE` can reach the name meanwhile (423). On a server without locks
+    ///   (no class 2), the version is checked right before the move, which leaves a round
+    ///   trip in which another client's write goes unseen.
+    ///
+    /// A name locked by another client (423) counts as changed: someone is writing it.
+    fn place(&self, temp: &str, (path, url): (&str, &str), expect: &Expect) -> Result<()> {
+        let what = format!("PUT {url}");
+        match expect {
+            Expect::Any => self.move_to(temp, url),
+            Expect::Absent => self.move_checked(temp, url, &[("overwrite", "F")], &what),
+            Expect::Version { .. } => match self.lock(url, &what)? {
+                Locked::Unsupported => self.check_and_move(temp, (path, url), expect, None),
+                Locked::Existing(token) => {
+                    let moved = self.check_and_move(temp, (path, url), expect, Some(&token));
+                    self.unlock(url, &token);
+                    moved
+                }
+                // The lock made an empty file where there was none: the version is gone.
+                Locked::Created(token) => {
+                    let tagged = format!("<{url}> (<{token}>)");
+                    let headers = [("if", tagged.as_str())];
+                    if let Err(e) = self.send(Method::Delete, url, &headers, SendBody::none()) {
+                        tracing::warn!("{what}: the lock left an empty file: {e}");
+                        self.unlock(url, &token);
+                    }
+                    Err(expect.mismatch(&what, None))
+                }
+            },
+        }
+    }
+
+    /// Checks that `url` (of `path`) is what `expect` says, then moves `temp` over it,
+    /// with the lock's `token` if there is one.
+    fn check_and_move(
+        &self,
+        temp: &str,
+        (path, url): (&str, &str),
+        expect: &Expect,
+        token: Option<&str>,
+    ) -> Result<()> {
+        let what = format!("PUT {url}");
+        let now = match self.stat(path) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if !expect.admits(now.as_ref()) {
+            return Err(expect.mismatch(&what, now.as_ref()));
+        }
+        let tagged = token.map(|token| format!("<{url}> (<{token}>)"));
+        let mut headers = vec![("overwrite", "T")];
+        headers.extend(tagged.as_deref().map(|t| ("if", t)));
+        self.move_checked(temp, url, &headers, &what)
+    }
+
+    /// `MOVE` of `from` to `to` with `headers`; a failed precondition (412) or a lock of
+    /// another client's (423) is [`ErrorKind::Changed`].
+    fn move_checked(
+        &self,
+        from: &str,
+        to: &str,
+        headers: &[(&str, &str)],
+        what: &str,
+    ) -> Result<()> {
+        let mut all = vec![("destination", to)];
+        all.extend_from_slice(headers);
+        let response = self.exchange(Method::Move, from, &all, SendBody::none())?;
+        match response.status().as_u16() {
+            412 => Err(crate::changed(what, "something has its name")),
+            423 => Err(crate::changed(what, "another client has locked it")),
+            _ if succeeded(Method::Move, response.status()) => Ok(()),
+            _ => Err(errors::status(Method::Move, from, response.status())),
+        }
+    }
+
+    /// An exclusive write lock on `url`, for as short a time as the server allows; a lock
+    /// held by another client is waited for a moment ([`LOCK_WAITS`]), then is
+    /// [`ErrorKind::Changed`]. Remembers a server without locks, so it is asked once.
+    fn lock(&self, url: &str, what: &str) -> Result<Locked> {
+        if self.no_locks.load(Ordering::Relaxed) {
+            return Ok(Locked::Unsupported);
+        }
+        let headers = [
+            ("depth", "0"),
+            ("timeout", LOCK_TIMEOUT),
+            ("content-type", "application/xml; charset=utf-8"),
+        ];
+        let mut waits = LOCK_WAITS.iter().map(|&ms| Duration::from_millis(ms));
+        loop {
+            let response = self.exchange(Method::Lock, url, &headers, LOCK_REQUEST.as_bytes())?;
+            let status = response.status().as_u16();
+            let token = response
+                .headers()
+                .get("lock-token")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| {
+                    v.trim()
+                        .trim_start_matches('<')
+                        .trim_end_matches('>')
+                        .to_owned()
+                });
+            match (status, token) {
+                (200, Some(token)) => return Ok(Locked::Existing(token)),
+                (201, Some(token)) => return Ok(Locked::Created(token)),
+                (200 | 201, None) => {
+                    let why = "no Lock-Token in the reply";
+                    return Err(fail(ErrorKind::Io, Method::Lock, url, why));
+                }
+                (405 | 501, _) => {
+                    tracing::debug!("{}: no WebDAV locks ({status})", self.describe("/"));
+                    self.no_locks.store(true, Ordering::Relaxed);
+                    return Ok(Locked::Unsupported);
+                }
+                (423, _) => match waits.next() {
+                    Some(pause) => std::thread::sleep(pause),
+                    None => return Err(crate::changed(what, "another client keeps it locked")),
+                },
+                _ => return Err(errors::status(Method::Lock, url, response.status())),
+            }
+        }
+    }
+
+    /// Releases the lock `token` on `url`. A failure is logged: the lock expires anyway.
+    fn unlock(&self, url: &str, token: &str) {
+        let header = format!("<{token}>");
+        let headers = [("lock-token", header.as_str())];
+        if let Err(e) = self.send(Method::Unlock, url, &headers, SendBody::none()) {
+            tracing::warn!("{url} stays locked until the lock expires: {e}");
+        }
     }
 
     /// Moves `from` to `to` (both URLs), replacing what is at `to` as `rename(2)` does.
@@ -308,27 +466,38 @@ impl Driver for DavDriver {
     }
 
     /// Uploads to a temporary sibling, then moves it over `path` (`rename(2)` on nginx, so
-    /// readers see the old file or the new one, never a part).
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+    /// readers see the old file or the new one, never a part), as [`place`] says.
+    ///
+    /// [`place`]: DavDriver::place
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         self.check(Method::Put, path)?;
         let url = self.base().url(path);
-        let Some(parent) = parent_of(path) else {
-            return Err(fail(
-                ErrorKind::IsADirectory,
-                Method::Put,
-                &url,
-                "is a directory",
-            ));
-        };
-        let temp = self.base().url(&child_of(parent, &temp_name()));
+        let temporary = crate::temporary_beside(self, "PUT", path, crate::TEMPORARY_PREFIX)?;
+        let temp = self.base().url(&temporary);
+        how.announce(
+            &format!("PUT {url}"),
+            &Leftover::Temporary { path: temporary },
+        )?;
         let stored = self
-            .upload(&temp, src, len)
-            .and_then(|()| self.move_to(&temp, &url));
+            .send_body(&temp, src, len)
+            .and_then(|()| self.place(&temp, (path, &url), how.expect));
         if let Err(err) = stored {
             self.discard(&temp);
-            return Err(self.explain_put(path, &url, err));
+            return Err(match err.kind {
+                ErrorKind::Changed => err,
+                _ => self.explain_put(path, &url, err),
+            });
         }
         self.stat(path)
+    }
+
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        self.check(Method::Delete, leftover.path())?;
+        let url = self.base().url(leftover.path());
+        match self.send(Method::Delete, &url, &[], SendBody::none()) {
+            Err(e) if e.kind != ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
@@ -411,6 +580,27 @@ fn succeeded(method: Method, status: StatusCode) -> bool {
     }
 }
 
+/// What [`DavDriver::lock`] got.
+enum Locked {
+    /// A lock on the existing resource, with this token.
+    Existing(String),
+    /// A lock on a name that had nothing: the server made an empty file (RFC 4918 §7.3).
+    Created(String),
+    /// The server has no locks.
+    Unsupported,
+}
+
+/// The lock asked for: exclusive, for writing.
+const LOCK_REQUEST: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>roam</D:owner></D:lockinfo>"#;
+
+/// How long a lock should last if roam never releases it (its holder died): servers that
+/// honour the `Timeout` header (nginx's dav-ext uses its own, a minute by default).
+const LOCK_TIMEOUT: &str = "Second-30";
+
+/// Pauses (ms) before asking again for a lock another client holds: roam's own locks last
+/// a few round trips.
+const LOCK_WAITS: [u64; 4] = [50, 100, 200, 400];
+
 fn fail(kind: ErrorKind, method: Method, url: &str, why: &str) -> Error {
     Error::new(kind, format!("{} {url}: {why}", method.as_str()))
 }
@@ -422,24 +612,6 @@ fn parent_of(path: &str) -> Option<&str> {
         ("", _) => Some("/"),
         (parent, _) => Some(parent),
     }
-}
-
-fn child_of(dir: &str, name: &str) -> String {
-    if dir == "/" {
-        format!("/{name}")
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
-/// A fresh name for an upload's temporary. A dot name, so that servers that hide dot
-/// files from listings (nginx) never show it; unpredictable, so that concurrent uploads
-/// (from this process or others) never share one.
-fn temp_name() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
-    format!(".roam-put-{:016x}", hasher.finish())
 }
 
 /// The body of an upload: exactly `left` more bytes of `src`. A source that ends early
@@ -473,22 +645,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parents_and_children() {
+    fn parents() {
         assert_eq!(parent_of("/"), None);
         assert_eq!(parent_of("/a"), Some("/"));
         assert_eq!(parent_of("/a/b c"), Some("/a"));
-        assert_eq!(child_of("/", "x"), "/x");
-        assert_eq!(child_of("/a", "x"), "/a/x");
-    }
-
-    #[test]
-    fn temporaries_are_hidden_and_distinct() {
-        let (a, b) = (temp_name(), temp_name());
-        assert!(
-            a.starts_with(".roam-put-") && crate::is_safe_name(&a),
-            "{a}"
-        );
-        assert_ne!(a, b);
     }
 
     #[test]
@@ -511,6 +671,90 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(err.to_string(), "the data to upload ended 2 bytes short");
+    }
+
+    /// Against nginx with dav-ext's locks (from roam-testkit): another client cannot write
+    /// a name while roam holds its lock, and every way out of a replacement unlocks.
+    #[test]
+    fn replacements_lock_the_name_and_always_unlock_it() {
+        use crate::http::{HttpClient, HttpConfig};
+        use roam_testkit::{dav::nginx_dav, write_file, Scratch};
+        let scratch = Scratch::new("dav-locks");
+        let www = scratch.join("www");
+        write_file(&www.join("f"), b"base", 0o644);
+        let server = nginx_dav(&www, &scratch.join("run"));
+        let driver = || DavDriver::new(HttpClient::new(&HttpConfig::default()), &server.url());
+        let (d, other) = (driver().unwrap(), driver().unwrap());
+        let url = d.base().url("/f");
+        let put = |data: &[u8]| {
+            let length = data.len().to_string();
+            let headers = [("content-length", length.as_str())];
+            let reply = other.exchange(Method::Put, &url, &headers, data).unwrap();
+            reply.status().as_u16()
+        };
+        let Locked::Existing(token) = d.lock(&url, "test").unwrap() else {
+            panic!("an existing file is locked as it is");
+        };
+        assert_eq!(put(b"theirs"), 423, "another client's PUT during the lock");
+        d.unlock(&url, &token);
+        assert_eq!(put(b"theirs"), 204, "after the unlock");
+
+        let base = d.stat("/f").unwrap();
+        let missing = d.base().url("/.roam-put-missing");
+        let expect = Expect::version_of(Some(&base));
+        let failed = d.place(&missing, ("/f", &url), &expect).unwrap_err();
+        assert_eq!(failed.kind, ErrorKind::NotFound, "{}", failed.message);
+        assert_eq!(put(b"theirs"), 204, "unlocked after a failed move");
+        let stale = Expect::Version {
+            etag: None,
+            size: 999,
+            mtime: None,
+        };
+        let refused = d.place(&missing, ("/f", &url), &stale).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Changed, "{}", refused.message);
+        assert_eq!(put(b"theirs"), 204, "unlocked after a stale version");
+
+        // A lock on a name with nothing makes an empty file (RFC 4918 §7.3), which a
+        // replacement of a removed version takes away again, lock and all.
+        let base = d.stat("/f").unwrap();
+        std::fs::remove_file(www.join("f")).unwrap();
+        let gone = d.place(&missing, ("/f", &url), &Expect::version_of(Some(&base)));
+        assert_eq!(gone.unwrap_err().kind, ErrorKind::Changed);
+        assert!(!www.join("f").exists(), "the lock's empty file stayed");
+        assert_eq!(put(b"new"), 201, "unlocked after a removed version");
+    }
+
+    /// A multistatus naming a 300-byte member: no real file system holds one (NAME_MAX is
+    /// 255), hence a scripted server. Listed, it would fail every lookup in the directory
+    /// (ENAMETOOLONG): it is left out, and the rest of the reply stands.
+    #[test]
+    fn names_longer_than_name_max_are_left_out_of_listings() {
+        let member = |href: &str, size: u32| {
+            format!(
+                "<D:response><D:href>{href}</D:href><D:propstat><D:prop>\
+                 <D:getcontentlength>{size}</D:getcontentlength><D:resourcetype/>\
+                 </D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
+            )
+        };
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\" ?><D:multistatus xmlns:D=\"DAV:\">\
+             <D:response><D:href>/dir/</D:href><D:propstat><D:prop><D:resourcetype>\
+             <D:collection/></D:resourcetype></D:prop><D:status>HTTP/1.1 200 OK</D:status>\
+             </D:propstat></D:response>{}{}</D:multistatus>",
+            member(&format!("/dir/{}", "x".repeat(300)), 5),
+            member("/dir/ok.txt", 2),
+        );
+        let reply = format!(
+            "HTTP/1.1 207 Multi-Status\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{xml}",
+            xml.len()
+        );
+        let (port, _server) = crate::http::tests::scripted(vec![reply]);
+        let client = crate::http::HttpClient::new(&crate::http::HttpConfig::default());
+        let d = DavDriver::new(client, &format!("http://127.0.0.1:{port}")).unwrap();
+        let listing = d.list("/dir").unwrap();
+        let names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["ok.txt"]);
     }
 
     #[test]

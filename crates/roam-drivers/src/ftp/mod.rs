@@ -35,9 +35,12 @@ use self::control::{Conn, Fault, Login, Timeouts};
 use self::errors::Verdict;
 use self::interview::Action;
 use self::pool::Pool;
-use self::session::{list_command, split, Stamp};
+use self::session::{list_command, Stamp};
 use self::url::{is_driver_path, Site};
-use crate::{Attrs, Driver, Error, ErrorKind, Fetched, Listing, Meta, Result, Validator};
+use crate::{
+    Attrs, Driver, Error, ErrorKind, Expect, Fetched, Leftover, Listing, Meta, Result, Upload,
+    Validator,
+};
 
 /// The password anonymous FTP asks for (by convention an e-mail address; any will do).
 const ANONYMOUS_PASSWORD: &str = "roam@";
@@ -211,11 +214,15 @@ impl FtpDriver {
     /// or the new one, never a part. The temporary is deleted if anything fails. The mode
     /// (SITE CHMOD) and time (MFMT) of `attrs` are set on the temporary, so the name gets
     /// them with its contents; a time the server took is the file's time, and then no SIZE
-    /// and MDTM need ask what the upload made.
-    fn store(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
+    /// and MDTM need ask what the upload made. FTP has no conditional rename: `how.expect`
+    /// is checked right before RNFR (MLST, else SIZE and MDTM), which leaves the round trips
+    /// of RNFR and RNTO in which another client's write goes unseen.
+    fn store(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let remote = self.remote(path)?;
-        let parent = split(&remote).map(|(parent, _)| parent);
-        let tmp = crate::temporary_beside(self, "STOR", path, parent)?;
+        let temporary = crate::temporary_beside(self, "STOR", path, crate::TEMPORARY_PREFIX)?;
+        let tmp = self.remote(&temporary)?;
+        let what = format!("STOR {}", self.describe(path));
+        how.announce(&what, &Leftover::Temporary { path: temporary })?;
         self.run(Retry::Never, |conn| {
             let stored = conn
                 .store(&format!("STOR {tmp}"), src, len)
@@ -226,18 +233,26 @@ impl FtpDriver {
                         format!("the data ended after {sent} of {len} bytes"),
                     ))),
                 })
-                .and_then(|()| stamp_on(conn, &tmp, attrs))
-                .and_then(|kept| rename_on(conn, &tmp, &remote).map(|()| kept));
+                .and_then(|()| stamp_on(conn, &tmp, how.attrs))
+                .and_then(|kept| Ok((kept, expected(conn, &remote, how.expect)?)))
+                .and_then(|(kept, found)| match found {
+                    Found::Expected => rename_on(conn, &tmp, &remote).map(|()| Ok(kept)),
+                    Found::Other(now) => Ok(Err(how.expect.mismatch(&what, now.as_ref()))),
+                });
             match stored {
-                Ok((Some(mtime), mode)) => Ok(Meta {
+                Ok(Ok((Some(mtime), mode))) => Ok(Meta {
                     mode,
                     ..Stamp::new(len, mtime).meta(len)
                 }),
                 // The file is in place; a time or stamp that cannot be had is left out.
-                Ok((None, mode)) => Ok(Meta {
+                Ok(Ok((None, mode))) => Ok(Meta {
                     mode,
                     ..Stamp::of(conn, &remote).unwrap_or_default().meta(len)
                 }),
+                Ok(Err(changed)) => {
+                    self.discard(conn, &tmp);
+                    Err(changed)
+                }
                 Err(fault) => {
                     let err = self.explain(conn, fault, Action::Write, "STOR", &remote);
                     self.discard(conn, &tmp);
@@ -335,6 +350,25 @@ fn stamp_on(
     Ok(kept)
 }
 
+/// Whether an upload may replace what `remote` is now.
+enum Found {
+    Expected,
+    /// Not what the upload expected: this is there (`None`: nothing).
+    Other(Option<Meta>),
+}
+
+/// Asks what `remote` is now, unless `expect` takes anything.
+fn expected(conn: &mut Conn, remote: &str, expect: &Expect) -> std::result::Result<Found, Fault> {
+    if *expect == Expect::Any {
+        return Ok(Found::Expected);
+    }
+    let now = session::now_at(conn, remote)?;
+    Ok(match expect.admits(now.as_ref()) {
+        true => Found::Expected,
+        false => Found::Other(now),
+    })
+}
+
 /// RNFR + RNTO.
 fn rename_on(conn: &mut Conn, from: &str, to: &str) -> std::result::Result<(), Fault> {
     conn.expect(&format!("RNFR {from}"), 3)?;
@@ -414,13 +448,16 @@ impl Driver for FtpDriver {
         })
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.store(path, src, len, Attrs::default())
+    /// The mode and time go with the upload, on the same connection.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
+        self.store(path, src, len, how)
     }
 
-    /// The mode and time go with the upload, on the same connection.
-    fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
-        self.store(path, src, len, attrs)
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        match self.simple("DELE", "", Action::RemoveFile, leftover.path()) {
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

@@ -74,6 +74,28 @@ pub(super) fn stat(conn: &mut Conn, path: &str) -> Result<Meta, Fault> {
     }
 }
 
+/// What `path` is now, for an upload's precondition, in as few commands as the server
+/// allows: MLST, else SIZE and MDTM (a name neither knows is taken for nothing there: a
+/// directory, which SIZE refuses too, makes the rename fail anyway). `None`: nothing.
+pub(super) fn now_at(conn: &mut Conn, path: &str) -> Result<Option<Meta>, Fault> {
+    if conn.features.mlst {
+        return match stat(conn, path) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(Fault::Refused(reply)) if reply.code >= 500 => Ok(None),
+            Err(other) => Err(other),
+        };
+    }
+    let stamp = Stamp::of(conn, path)?;
+    Ok(
+        (stamp.size.is_some() || stamp.mtime.is_some()).then(|| Meta {
+            size: stamp.size,
+            mtime: stamp.mtime,
+            etag: stamp.etag(),
+            ..Meta::of_kind(Kind::File)
+        }),
+    )
+}
+
 /// Metadata without a listing: a directory if CWD enters it, else a file if SIZE knows it.
 fn probe(conn: &mut Conn, path: &str) -> Result<Meta, Fault> {
     if enter(conn, path)? {

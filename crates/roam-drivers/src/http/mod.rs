@@ -364,7 +364,7 @@ impl Driver for HttpDriver {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// Checks that a 206 reply starts where asked (`Content-Range: bytes START-END/SIZE`):
 /// bytes from elsewhere would be silently wrong data.

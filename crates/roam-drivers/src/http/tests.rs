@@ -12,7 +12,9 @@ use super::*;
 /// A server that answers one connection per scripted response, in order, and returns the
 /// request heads it saw (lowercased). Responses say `Connection: close`, so each request
 /// of the client arrives on a fresh connection.
-fn scripted(responses: Vec<&'static str>) -> (u16, JoinHandle<Vec<String>>) {
+pub(crate) fn scripted(
+    responses: Vec<impl AsRef<str> + Send + 'static>,
+) -> (u16, JoinHandle<Vec<String>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = thread::spawn(move || {
@@ -20,7 +22,7 @@ fn scripted(responses: Vec<&'static str>) -> (u16, JoinHandle<Vec<String>>) {
         for response in responses {
             let (mut stream, _) = listener.accept().unwrap();
             seen.push(read_head(&stream));
-            stream.write_all(response.as_bytes()).unwrap();
+            stream.write_all(response.as_ref().as_bytes()).unwrap();
         }
         seen
     });
@@ -59,6 +61,30 @@ fn driver(base: &str) -> HttpDriver {
 }
 
 const NOT_MODIFIED: &str = "HTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n";
+
+/// A page naming a 300-byte file: no real file system holds one (NAME_MAX is 255), hence
+/// a scripted server. Listed, it would fail every lookup in the directory (ENAMETOOLONG):
+/// it is left out, and the rest of the page stands.
+#[test]
+fn names_longer_than_name_max_are_left_out_of_listings() {
+    let long = "x".repeat(300);
+    let page = format!(
+        "<html><body><pre><a href=\"../\">../</a>\n\
+         <a href=\"{long}\">{long}</a> 22-Nov-2026 06:02 5\n\
+         <a href=\"ok.txt\">ok.txt</a> 22-Nov-2026 06:02 2\n</pre></body></html>"
+    );
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{page}",
+        page.len()
+    );
+    let (port, _server) = scripted(vec![reply]);
+    let listing = driver(&format!("http://127.0.0.1:{port}"))
+        .list("/dir")
+        .unwrap();
+    let names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["ok.txt"]);
+}
 
 #[test]
 fn requests_carry_encoded_paths_credentials_and_validators() {

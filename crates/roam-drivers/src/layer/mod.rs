@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::{DirEntry, Driver, Fetched, Known, Listing, Meta, NewFile, Result, Validator};
+use crate::{
+    DirEntry, Driver, Fetched, Known, Leftover, Listing, Meta, NewFile, Result, Upload, Validator,
+};
 
 /// Which way data passes through a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,9 +267,16 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.writable()
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
+    /// The precondition and the leftovers pass through: versions are the lower driver's
+    /// (contents keep their length), and so are the paths of leftovers, which
+    /// [`Driver::remove_leftover`] hands back down as they are.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let mut up = Up::new(&self.t, src);
-        self.meta_up(self.lower.put(&self.down(path)?, &mut up, len)?)
+        self.meta_up(self.lower.upload(&self.down(path)?, &mut up, len, how)?)
+    }
+
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        self.lower.remove_leftover(leftover)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

@@ -12,6 +12,7 @@
 //! | `BucketNotEmpty` | ENOTEMPTY |
 //! | `BucketAlreadyExists`, `BucketAlreadyOwnedByYou` | EEXIST |
 //! | `RequestTimeout` | ETIMEDOUT |
+//! | `PreconditionFailed`, `ConditionalRequestConflict`, any other 412 | ESTALE (an upload's precondition: another client changed the object) |
 //! | `NotImplemented`, 501 | ENOTSUP |
 //! | anything else: 5xx, `SlowDown`, `InternalError`, `PermanentRedirect` (wrong region) ... | EIO |
 //!
@@ -64,6 +65,7 @@ fn code_kind(code: &str) -> Option<ErrorKind> {
         "BucketNotEmpty" => ErrorKind::NotEmpty,
         "BucketAlreadyExists" | "BucketAlreadyOwnedByYou" => ErrorKind::AlreadyExists,
         "RequestTimeout" => ErrorKind::TimedOut,
+        "PreconditionFailed" | "ConditionalRequestConflict" => ErrorKind::Changed,
         "NotImplemented" => ErrorKind::Unsupported,
         _ => return None,
     })
@@ -73,6 +75,7 @@ fn status_kind(status: u16) -> ErrorKind {
     match status {
         404 | 410 => ErrorKind::NotFound,
         401 | 403 => ErrorKind::PermissionDenied,
+        412 => ErrorKind::Changed,
         413 | 507 => ErrorKind::NoSpace,
         501 => ErrorKind::Unsupported,
         _ => ErrorKind::Io,
@@ -116,6 +119,9 @@ mod tests {
             (409, Some("BucketNotEmpty"), NotEmpty),
             (409, Some("BucketAlreadyOwnedByYou"), AlreadyExists),
             (400, Some("RequestTimeout"), TimedOut),
+            (412, Some("PreconditionFailed"), Changed),
+            (409, Some("ConditionalRequestConflict"), Changed),
+            (412, None, Changed),
             (501, Some("NotImplemented"), Unsupported),
             (501, None, Unsupported),
             (500, Some("InternalError"), Io),

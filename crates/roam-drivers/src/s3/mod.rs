@@ -10,7 +10,9 @@
 //!   `ListObjectsV2` ([`listing`]). The root of the mount is always a directory.
 //! - Reads are `GET`s, conditional (`If-None-Match`, `If-Modified-Since`) for the cache
 //!   and ranged for `read_range`. ETags are the validators.
-//! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way;
+//! - Writes: `put` is one `PUT` or a multipart upload ([`upload`]), atomic either way,
+//!   and conditional (`If-Match`, `If-None-Match: *`) when roam must not overwrite
+//!   another client's change;
 //!   `mkdir` puts a marker; `remove_file` and `remove_dir` `DELETE` (after checking, since
 //!   S3 deletes what does not exist without complaint and has no notion of non-empty);
 //!   a file roam has seen is deleted conditionally on its ETag instead, without asking,
@@ -44,10 +46,11 @@ pub use self::config::{S3Config, DEFAULT_REGION};
 use self::endpoint::Endpoint;
 use self::listing::{list_all, list_first};
 use self::sign::{Credentials, Signer};
+use self::upload::Precondition;
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_driver_path, is_safe_name, Attrs, Driver, Error, ErrorKind, Fetched, Kind, Known, Listing,
-    Meta, Result, Validator,
+    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Expect, Fetched, Kind, Known, Leftover,
+    Listing, Meta, Result, Upload, Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -248,23 +251,67 @@ impl S3Driver {
             .map(drop)
     }
 
-    /// One PUT (or a multipart upload) of `path`, after checking where it goes if `check`;
-    /// returns the stored object's own metadata (its Last-Modified is the server's), from
-    /// the reply where it tells it, else from a `HEAD`.
-    fn put_checked(&self, path: &str, src: &mut dyn Read, len: u64, check: bool) -> Result<Meta> {
+    /// One PUT (or a multipart upload) of `path`, after checking where it goes unless
+    /// roam knows; returns the stored object's own metadata (its Last-Modified is the
+    /// server's), from the reply where it tells it, else from a `HEAD`.
+    fn put_object(
+        &self,
+        path: &str,
+        (src, len): (&mut dyn Read, u64),
+        how: &Upload,
+    ) -> Result<Meta> {
         self.check(Method::Put, path)?;
         if path == "/" {
             return Err(self.fail(ErrorKind::IsADirectory, Method::Put, path, "is a directory"));
         }
-        if check {
+        if !how.known_dir {
             self.check_file_target(Method::Put, path)?;
         }
-        if let Some(stored) = upload::upload(&self.client, &self.key(path), src, len)? {
+        let pre = self.precondition(path, how.expect)?;
+        let created = |id: &str| {
+            let leftover = Leftover::Multipart {
+                path: path.to_owned(),
+                upload_id: id.to_owned(),
+            };
+            how.announce(&format!("PUT {}", self.describe(path)), &leftover)
+        };
+        let head = || Ok(self.head(path)?.and_then(|m| m.etag));
+        let stored = upload::upload(
+            &self.client,
+            (&self.key(path), src, len),
+            &pre,
+            &created,
+            &head,
+        )?;
+        if let Some(stored) = stored {
             return Ok(stored);
         }
         self.head(path)?.ok_or_else(|| {
             let why = "vanished right after it was written";
             self.fail(ErrorKind::NotFound, Method::Head, path, why)
+        })
+    }
+
+    /// The precondition S3 checks for `expect`: a version known only by its size and time
+    /// is looked up (`HEAD`) for its ETag, which the write then requires.
+    fn precondition(&self, path: &str, expect: &Expect) -> Result<Precondition> {
+        Ok(match expect {
+            Expect::Any => Precondition::None,
+            Expect::Absent => Precondition::Absent,
+            Expect::Version {
+                etag: Some(etag), ..
+            } => Precondition::Matches(etag.clone()),
+            Expect::Version { etag: None, .. } => {
+                let now = self.head(path)?;
+                let found = now.as_ref().filter(|m| expect.admits(Some(m)));
+                match found.and_then(|m| m.etag.clone()) {
+                    Some(etag) => Precondition::Matches(etag),
+                    None => {
+                        let what = format!("PUT {}", self.describe(path));
+                        return Err(expect.mismatch(&what, now.as_ref()));
+                    }
+                }
+            }
         })
     }
 
@@ -407,20 +454,24 @@ impl Driver for S3Driver {
         copy_body(reply.into_body().into_reader().take(len), dest, &url)
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.put_checked(path, src, len, true)
+    /// S3 keeps no modes or times: `how.attrs` is left out. Roam's fresh listing
+    /// (`how.known_dir`) spares the two listings of [`S3Driver::check_file_target`].
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
+        self.put_object(path, (src, len), how)
     }
 
-    /// Roam's fresh listing already says the parent is a directory and the name is not:
-    /// the two listings of [`S3Driver::check_file_target`] are skipped.
-    fn put_in_known_dir(
-        &self,
-        path: &str,
-        src: &mut dyn Read,
-        len: u64,
-        _attrs: Attrs,
-    ) -> Result<Meta> {
-        self.put_checked(path, src, len, false)
+    /// Aborts the multipart upload (S3 makes no temporaries).
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        match leftover {
+            Leftover::Multipart { path, upload_id } => {
+                self.check(Method::Delete, path)?;
+                upload::abort_upload(&self.client, &self.key(path), upload_id)
+            }
+            Leftover::Temporary { path } => {
+                let why = "S3 makes no temporary files";
+                Err(self.fail(ErrorKind::InvalidName, Method::Delete, path, why))
+            }
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

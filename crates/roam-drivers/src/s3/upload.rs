@@ -2,6 +2,12 @@
 //! (initiate, parts of [`PART_SIZE`], complete; abort on any failure). Either way readers
 //! see the old object or the new one, never a part: S3 publishes an object whole.
 //!
+//! A precondition ([`Precondition`]) goes with the request that publishes the object, the
+//! `PUT` or the `CompleteMultipartUpload`, as `If-Match: ETAG` or `If-None-Match: *`: S3
+//! checks it and stores the object in one step (412 otherwise). moto 5.2.1 ignores
+//! `If-Match` on `CompleteMultipartUpload`, so the object's ETag is also asked for
+//! (`HEAD`) right before completing.
+//!
 //! Bodies are read into memory before they are sent (at most the threshold for a `PUT`,
 //! one part for a multipart upload), because each is signed with its SHA-256 and may
 //! have to be sent again; the server checks the hash, so nothing corrupted is stored.
@@ -21,20 +27,62 @@ const PART_SIZE: u64 = 16 << 20;
 /// S3's limit on the number of parts of one upload.
 const MAX_PARTS: u64 = 10_000;
 
-/// Stores the `len` bytes of `src` as `key`. Returns the stored object's metadata when
-/// the reply tells all of it (its ETag and Last-Modified: moto and Ceph RGW send both with
-/// a `PUT`; AWS sends no time, nor does a multipart upload), else `None`.
+/// What the object must be for a write to go ahead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Precondition {
+    None,
+    /// `If-None-Match: *`: no object has the key.
+    Absent,
+    /// `If-Match`: the object has this ETag.
+    Matches(String),
+}
+
+impl Precondition {
+    fn header(&self) -> Option<(&'static str, String)> {
+        match self {
+            Precondition::None => None,
+            Precondition::Absent => Some(("if-none-match", "*".to_owned())),
+            Precondition::Matches(etag) => Some(("if-match", etag.clone())),
+        }
+    }
+
+    /// The error of a reply to a conditional request: a 404 to `If-Match` means the
+    /// object is gone, which is a change too (a 412 is one already).
+    fn refine(&self, err: Error) -> Error {
+        match (self, err.kind) {
+            (Precondition::Matches(_), ErrorKind::NotFound) => Error::new(
+                ErrorKind::Changed,
+                format!(
+                    "{}: {}: it is gone",
+                    err.message,
+                    ErrorKind::Changed.reason()
+                ),
+            ),
+            _ => err,
+        }
+    }
+}
+
+/// Stores the `len` bytes of `src` as `key` if `pre` holds. Returns the stored object's
+/// metadata when the reply tells all of it (its ETag and Last-Modified: moto and Ceph RGW
+/// send both with a `PUT`; AWS sends no time, nor does a multipart upload), else `None`.
+/// `created` hears of a multipart upload's id before any part is sent (see
+/// [`crate::Upload::leftovers`]); `head` asks for the object's ETag now (`None`: none).
 pub(super) fn upload(
     client: &Client,
-    key: &str,
-    src: &mut dyn Read,
-    len: u64,
+    (key, src, len): (&str, &mut dyn Read, u64),
+    pre: &Precondition,
+    created: &dyn Fn(&str) -> Result<()>,
+    head: &dyn Fn() -> Result<Option<String>>,
 ) -> Result<Option<Meta>> {
     if len <= MULTIPART_THRESHOLD {
         let body = read_exactly(src, len, key)?;
-        let reply = client
-            .send(&Req::new(Method::Put, key).body(&body))?
-            .success()?;
+        let req = Req::new(Method::Put, key).body(&body);
+        let req = match pre.header() {
+            Some((name, value)) => req.header(name, value),
+            None => req,
+        };
+        let reply = client.send(&req)?.success().map_err(|e| pre.refine(e))?;
         let meta = meta_of(reply.response().headers(), Kind::File);
         return Ok(
             (meta.etag.is_some() && meta.mtime.is_some()).then_some(Meta {
@@ -44,12 +92,37 @@ pub(super) fn upload(
         );
     }
     let id = initiate(client, key)?;
-    let stored =
-        send_parts(client, key, &id, src, len).and_then(|etags| complete(client, key, &id, &etags));
+    let stored = created(&id)
+        .and_then(|()| send_parts(client, key, &id, src, len))
+        .and_then(|etags| {
+            recheck(key, pre, head)?;
+            complete(client, key, &id, &etags, pre)
+        });
     if stored.is_err() {
         abort(client, key, &id);
     }
     stored.map(|()| None)
+}
+
+/// Checks `pre` against the object's ETag now, for servers that ignore `If-Match` on
+/// `CompleteMultipartUpload`.
+fn recheck(key: &str, pre: &Precondition, head: &dyn Fn() -> Result<Option<String>>) -> Result<()> {
+    let now = match pre {
+        Precondition::None => return Ok(()),
+        _ => head()?,
+    };
+    let holds = match (pre, now.as_deref()) {
+        (Precondition::Absent, now) => now.is_none(),
+        (Precondition::Matches(etag), Some(now)) => now == etag,
+        _ => false,
+    };
+    match holds {
+        true => Ok(()),
+        false => Err(crate::changed(
+            &format!("PUT {key}"),
+            "another version is there now",
+        )),
+    }
 }
 
 fn initiate(client: &Client, key: &str) -> Result<String> {
@@ -88,21 +161,44 @@ fn send_parts(
     Ok(etags)
 }
 
-fn complete(client: &Client, key: &str, id: &str, etags: &[String]) -> Result<()> {
+fn complete(
+    client: &Client,
+    key: &str,
+    id: &str,
+    etags: &[String],
+    pre: &Precondition,
+) -> Result<()> {
     let body = xml::complete_upload(etags);
     let req = Req::new(Method::Post, key)
         .query("uploadId", id)
         .header("content-type", "application/xml")
         .body(body.as_bytes());
-    client.send(&req)?.document().map(drop)
+    let req = match pre.header() {
+        Some((name, value)) => req.header(name, value),
+        None => req,
+    };
+    client
+        .send(&req)?
+        .document()
+        .map(drop)
+        .map_err(|e| pre.refine(e))
 }
 
 /// Aborts a failed upload, so its parts stop taking space (and being billed). Failing to
 /// is logged, not returned in place of the upload's own error.
 fn abort(client: &Client, key: &str, id: &str) {
-    let req = Req::new(Method::Delete, key).query("uploadId", id);
-    if let Err(e) = client.send(&req).and_then(|reply| reply.success()) {
+    if let Err(e) = abort_upload(client, key, id) {
         tracing::warn!("S3: leaving an incomplete multipart upload behind: {e}");
+    }
+}
+
+/// `AbortMultipartUpload`; an upload already gone (aborted, completed: `NoSuchUpload`)
+/// counts as aborted.
+pub(super) fn abort_upload(client: &Client, key: &str, id: &str) -> Result<()> {
+    let req = Req::new(Method::Delete, key).query("uploadId", id);
+    match client.send(&req)?.success() {
+        Err(e) if e.kind != ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -31,21 +31,22 @@ use std::cell::Cell;
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
 
 use self::connect::Settings;
-use self::errors::{parent_of, Action};
+use self::errors::Action;
 use self::link::{Fault, Link};
 use self::meta::{meta_of, FileKind};
 use self::requests::Simple;
 use self::ssh_config::{Endpoint, Local};
 use self::url::Target;
 use crate::{
-    is_driver_path, is_safe_name, Attrs, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta,
-    Result, Validator,
+    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover,
+    Listing, Meta, Result, Upload, Validator,
 };
 
 /// Timeouts, OpenSSH files and trust settings of the SFTP driver.
@@ -88,6 +89,9 @@ pub struct SftpDriver {
     settings: Settings,
     /// The connection, if one is open; replaced when it broke.
     link: Mutex<Option<Arc<Link>>>,
+    /// Whether the server has linked a file with `hardlink@openssh.com` (so the next new
+    /// file's temporary may be removed right behind its link).
+    hardlinks: AtomicBool,
     // Last, so that the connection is dropped before the runtime it runs on.
     runtime: Runtime,
 }
@@ -140,6 +144,7 @@ impl SftpDriver {
                 accept_new_host_keys: cfg.accept_new_host_keys,
             },
             link: Mutex::new(None),
+            hardlinks: AtomicBool::new(false),
         })
     }
 
@@ -307,33 +312,46 @@ impl SftpDriver {
         }))
     }
 
-    /// Writes a temporary sibling, then renames it over the name: readers see the old
-    /// file or the new one, never a part. The temporary gets the mode of the file it
-    /// replaces (else that of `attrs`) and the time of `attrs` before the rename; when both
-    /// were set, they and the size are what the name now has, and no `lstat` asks. The
-    /// temporary is removed if anything fails.
-    fn upload(&self, path: &str, (src, len): (&mut dyn Read, u64), attrs: Attrs) -> Result<Meta> {
+    /// Writes a temporary sibling, then puts it in place: readers see the old file or the
+    /// new one, never a part. The temporary gets the mode of the file it replaces (else
+    /// that of `attrs`) and the time of `attrs` before it is placed; when both were set,
+    /// they and the size are what the name now has, and no `lstat` asks. The temporary is
+    /// removed if anything fails.
+    ///
+    /// `how.expect` is checked on the name's `lstat` that goes out with the temporary's
+    /// creation (so a stale upload sends no data), and again as the temporary is placed
+    /// ([`SftpDriver::place`]).
+    fn write_and_place(
+        &self,
+        path: &str,
+        (src, len): (&mut dyn Read, u64),
+        how: &Upload,
+    ) -> Result<Meta> {
         let remote = self.remote(path)?;
-        let tmp = crate::temporary_beside(self, "write", path, parent_of(&remote))?;
-        let mtime = attrs.mtime.and_then(meta::seconds);
+        let temporary = crate::temporary_beside(self, "write", path, crate::TEMPORARY_PREFIX)?;
+        let tmp = self.remote(&temporary)?;
+        let what = format!("write {}", self.describe(path));
+        how.announce(&what, &Leftover::Temporary { path: temporary })?;
+        let mtime = how.attrs.mtime.and_then(meta::seconds);
         self.run(
             || false,
             |link| {
-                let (handle, kept) = self.open_temporary(link, &tmp, &remote, path)?;
-                let mode = kept.or(attrs.mode).map(|m| m & 0o7777);
+                let (handle, now) = self.open_temporary(link, &tmp, &remote, path)?;
+                let kept = now.as_ref().filter(|m| m.kind == Kind::File);
+                let mode = kept
+                    .and_then(|m| m.mode)
+                    .or(how.attrs.mode)
+                    .map(|m| m & 0o7777);
                 let set = requests::kept_attrs(mode, mtime);
-                let placed = self
-                    .write_temporary(link, (&tmp, handle), (&mut *src, len), set, path)
-                    .and_then(|()| {
-                        link.call(requests::rename(link, &tmp, &remote))
-                            .map_err(|f| {
-                                let action = Action::Rename {
-                                    from: &tmp,
-                                    to: &remote,
-                                };
-                                self.explain(link, f, action, "write", path)
-                            })
-                    });
+                let placed = match how.expect.admits(now.as_ref()) {
+                    false => {
+                        let _ = link.call(link.sftp.close(handle));
+                        Err(how.expect.mismatch(&what, now.as_ref()))
+                    }
+                    true => self
+                        .write_temporary(link, (&tmp, handle), (&mut *src, len), set, path)
+                        .and_then(|()| self.place(link, (&tmp, &remote), how.expect, path)),
+                };
                 if let Err(e) = placed {
                     self.discard(link, &tmp);
                     return Err(e);
@@ -354,16 +372,71 @@ impl SftpDriver {
         )
     }
 
+    /// Puts the written temporary `tmp` at `remote` if what is there is what `expect`
+    /// says. A new file is linked into place with `hardlink@openssh.com`, which fails if
+    /// the name exists (atomically, as link(2)), and its temporary name removed in the same
+    /// round trip; a replacement is checked by an `lstat` right before the rename (one
+    /// round trip remains in which another client's write goes unseen). A server without
+    /// the extension gets the same recheck for a new file.
+    fn place(
+        &self,
+        link: &Link,
+        (tmp, remote): (&str, &str),
+        expect: &Expect,
+        path: &str,
+    ) -> Result<()> {
+        let what = || format!("write {}", self.describe(path));
+        if *expect == Expect::Absent {
+            let pipelined = self.hardlinks.load(Ordering::Relaxed);
+            match link.block_on(requests::link_into_place(link, tmp, remote, pipelined)) {
+                Ok(()) => {
+                    self.hardlinks.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(f) if f.is(StatusCode::OpUnsupported) => {}
+                Err(f) => {
+                    return Err(match self.now_at(link, remote, path)? {
+                        Some(now) => expect.mismatch(&what(), Some(&now)),
+                        None => self.explain(link, f, Action::Write(remote), "write", path),
+                    })
+                }
+            }
+        }
+        if *expect != Expect::Any {
+            let now = self.now_at(link, remote, path)?;
+            if !expect.admits(now.as_ref()) {
+                return Err(expect.mismatch(&what(), now.as_ref()));
+            }
+        }
+        link.call(requests::rename(link, tmp, remote)).map_err(|f| {
+            let action = Action::Rename {
+                from: tmp,
+                to: remote,
+            };
+            self.explain(link, f, action, "write", path)
+        })
+    }
+
+    /// What `remote` is now (`lstat`); `None` if nothing.
+    fn now_at(&self, link: &Link, remote: &str, path: &str) -> Result<Option<Meta>> {
+        match link.call(link.sftp.lstat(remote)) {
+            Ok(attrs) => Ok(Some(meta_of(&attrs.attrs, None))),
+            Err(f) if f.is(StatusCode::NoSuchFile) => Ok(None),
+            Err(f) => Err(self.explain(link, f, Action::Stat(remote), "lstat", path)),
+        }
+    }
+
     /// Creates the temporary `tmp` and asks what `remote` is now, in one round trip (the
-    /// two requests are independent): the handle of `tmp`, and the mode `put` must keep.
-    /// A directory at `remote` is EISDIR before any byte is sent (and `tmp` goes again).
+    /// two requests are independent): the handle of `tmp`, and what the name has (`None`:
+    /// nothing). A directory at `remote` is EISDIR before any byte is sent (and `tmp` goes
+    /// again).
     fn open_temporary(
         &self,
         link: &Link,
         tmp: &str,
         remote: &str,
         path: &str,
-    ) -> Result<(String, Option<u32>)> {
+    ) -> Result<(String, Option<Meta>)> {
         let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE | OpenFlags::WRITE;
         let (sftp, target) = (link.sftp.clone(), remote.to_owned());
         let (existing, opened) = link.block_on(async {
@@ -376,8 +449,8 @@ impl SftpDriver {
             Err(e) => Err(Fault::Lost(e.to_string())),
         };
         let opened = opened.map_err(|e| link.fault(e));
-        match (self.mode_to_keep(link, existing, remote, path), opened) {
-            (Ok(mode), Ok(handle)) => Ok((handle.handle, mode)),
+        match (self.replaced(link, existing, remote, path), opened) {
+            (Ok(now), Ok(handle)) => Ok((handle.handle, now)),
             (Err(e), Ok(handle)) => {
                 if !link.is_broken() {
                     let _ = link.call(link.sftp.close(handle.handle));
@@ -414,15 +487,15 @@ impl SftpDriver {
             .map_err(|f| self.explain(link, f, Action::Write(tmp), "write", path))
     }
 
-    /// What `put` must know of the name it replaces, from its `lstat`: the mode to keep,
-    /// if it is a file; EISDIR if it is a directory.
-    fn mode_to_keep(
+    /// What `put` replaces, from its `lstat`: the name's metadata (`None`: nothing);
+    /// EISDIR if it is a directory.
+    fn replaced(
         &self,
         link: &Link,
         existing: std::result::Result<FileAttributes, Fault>,
         remote: &str,
         path: &str,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<Meta>> {
         match existing {
             Ok(attrs) if meta::type_of(&attrs) == FileKind::Dir => Err(Error::new(
                 ErrorKind::IsADirectory,
@@ -432,10 +505,7 @@ impl SftpDriver {
                     ErrorKind::IsADirectory.reason()
                 ),
             )),
-            Ok(attrs) if meta::type_of(&attrs) == FileKind::File => {
-                Ok(attrs.permissions.map(|p| p & 0o7777))
-            }
-            Ok(_) => Ok(None),
+            Ok(attrs) => Ok(Some(meta_of(&attrs, None))),
             Err(f) if f.is(StatusCode::NoSuchFile) => Ok(None),
             Err(f) => Err(self.explain(link, f, Action::Write(remote), "write", path)),
         }
@@ -603,14 +673,17 @@ impl Driver for SftpDriver {
         })
     }
 
-    fn put(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<Meta> {
-        self.upload(path, (src, len), Attrs::default())
+    /// The mode and time go up with the contents: set on the temporary before it is
+    /// placed, so no `setstat` and `stat` follow.
+    fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
+        self.write_and_place(path, (src, len), how)
     }
 
-    /// The mode and time go up with the contents: set on the temporary before its rename,
-    /// so no `setstat` and `stat` follow.
-    fn put_with(&self, path: &str, src: &mut dyn Read, len: u64, attrs: Attrs) -> Result<Meta> {
-        self.upload(path, (src, len), attrs)
+    fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
+        match self.simple(Simple::RemoveFile, leftover.path()) {
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

@@ -83,6 +83,39 @@ pub(super) async fn rename(link: &Link, from: &str, to: &str) -> Result<(), Sftp
     }
 }
 
+/// Links `from` as `to` with `hardlink@openssh.com`, which fails if `to` exists (link(2)
+/// on OpenSSH), and removes `from` after a link. `pipelined` (the server is known to
+/// have the extension): the removal goes out right behind the link, in the same round
+/// trip (the server handles them in order), and `from` goes whatever the link's outcome.
+/// The link's outcome is the result; a failed removal after a link only leaves a hidden
+/// name, and is logged.
+pub(super) async fn link_into_place(
+    link: &Link,
+    from: &str,
+    to: &str,
+    pipelined: bool,
+) -> Result<(), Fault> {
+    let sftp = &*link.sftp;
+    let linked = Sent::now(sftp.hardlink(from, to)).await;
+    let (linked, removed) = match pipelined {
+        true => {
+            let removed = Sent::now(sftp.remove(from)).await;
+            (answer(link, linked).await, answer(link, removed).await)
+        }
+        false => match answer(link, linked).await {
+            Ok(()) => (
+                Ok(()),
+                answer(link, Sent::now(sftp.remove(from)).await).await,
+            ),
+            Err(f) => (Err(f), Ok(())),
+        },
+    };
+    if let (Ok(()), Err(f)) = (&linked, removed) {
+        tracing::warn!("sftp: could not remove the temporary {from}: {f:?}");
+    }
+    linked
+}
+
 /// A request that needs nothing back but its status.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Simple<'a> {
