@@ -364,9 +364,10 @@ impl Vfs {
         if let Some(local) = self.dirty_meta(&r.virt) {
             return local;
         }
-        if r.driver.in_memory() {
-            // Changed in place by frontends, behind the caches: asked every time. A name
-            // that is not there cost no request, so it is nothing to tell the user about.
+        if r.driver.in_memory() || r.driver.local_path(&r.path).is_some() {
+            // Changed in place by frontends (or by the kernel, for a directory served in
+            // place), behind the caches: asked every time. A name that is not there cost
+            // no request, so it is nothing to tell the user about.
             return r.driver.stat(&r.path).map_err(|e| match e.kind {
                 ErrorKind::NotFound => Error::Absent(r.virt.clone()),
                 _ => Error::from(e),
