@@ -23,13 +23,9 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
     /// A change that is not uploaded without the user's word (`roam sync --force`).
-    #[error("{virt}: not uploaded: {why}; the change is kept at {copy} (roam status)")]
-    Kept {
-        virt: String,
-        errno: i32,
-        why: String,
-        copy: String,
-    },
+    /// (One message, so that every `Result` of roam stays small.)
+    #[error("{message}")]
+    Kept { errno: i32, message: String },
 }
 
 impl Error {

@@ -20,6 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use roam_drivers::Leftover;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{collect_files, ensure_dir, under, Info};
@@ -39,13 +40,81 @@ pub enum ChangeState {
 }
 
 /// A change in progress: where it goes, the remote version it started from (`None` for a
-/// new file, to detect a conflicting change made behind roam's back), and its state.
+/// new file, to detect a conflicting change made behind roam's back), its state, and what
+/// its uploads may have left on the server.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Journal {
     pub source: String,
     pub base: Option<Info>,
     #[serde(default)]
     pub state: ChangeState,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leftovers: Vec<Litter>,
+}
+
+impl Journal {
+    /// A change of `source` starting from `base`, open for writing.
+    pub fn new(source: String, base: Option<Info>) -> Journal {
+        Journal {
+            source,
+            base,
+            state: ChangeState::Open,
+            leftovers: Vec::new(),
+        }
+    }
+}
+
+/// What an upload may leave on the server if it is cut off (a temporary, an S3 multipart
+/// upload): journaled before it exists, so that whatever ends the upload, roam can remove
+/// it later ([`roam_drivers::Leftover`], as a record).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Litter {
+    /// Its driver path.
+    pub path: String,
+    /// An S3 multipart upload's id (none for a temporary file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_id: Option<String>,
+}
+
+impl From<&Leftover> for Litter {
+    fn from(l: &Leftover) -> Litter {
+        match l {
+            Leftover::Temporary { path } => Litter {
+                path: path.clone(),
+                upload_id: None,
+            },
+            Leftover::Multipart { path, upload_id } => Litter {
+                path: path.clone(),
+                upload_id: Some(upload_id.clone()),
+            },
+        }
+    }
+}
+
+impl Litter {
+    /// What it is, named in the namespace of `virt`, the file whose upload left it.
+    fn describe(&self, virt: &str) -> String {
+        match &self.upload_id {
+            Some(_) => format!("an unfinished multipart upload of {virt}"),
+            None => {
+                let (dir, _) = crate::path::split_name(virt);
+                let (_, name) = crate::path::split_name(&self.path);
+                format!("{}/{name}", dir.trim_end_matches('/'))
+            }
+        }
+    }
+
+    pub fn leftover(&self) -> Leftover {
+        match &self.upload_id {
+            None => Leftover::Temporary {
+                path: self.path.clone(),
+            },
+            Some(id) => Leftover::Multipart {
+                path: self.path.clone(),
+                upload_id: id.clone(),
+            },
+        }
+    }
 }
 
 /// A change recorded in some work directory of the cache (see [`pending_changes`]).
@@ -58,6 +127,9 @@ pub struct PendingChange {
     /// The roam process that owns it, while it lives (`None`: it died; the next `roam
     /// sync`, `run` or `mount` adopts it).
     pub owner: Option<u32>,
+    /// What its uploads may have left on the server, for people (removed by its next
+    /// upload, or `roam sync`).
+    pub leftovers: Vec<String>,
 }
 
 /// This process's work directory.
@@ -336,6 +408,7 @@ pub fn pending_changes(cache_root: &Path) -> Vec<PendingChange> {
                 };
                 out.push(PendingChange {
                     copy: under(&d.join("copy"), &virt),
+                    leftovers: rec.leftovers.iter().map(|l| l.describe(&virt)).collect(),
                     virt,
                     state,
                     owner,

@@ -21,11 +21,11 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use roam_drivers::{Attrs, ErrorKind, Kind, Known, Meta};
+use roam_drivers::{Attrs, ErrorKind, Expect, Kind, Known, Leftover, Meta, Upload};
 
 use crate::cache::{stamp, unix_secs};
 use crate::path::split_name;
-use crate::work::{ChangeState, Journal};
+use crate::work::{ChangeState, Journal, Litter};
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
 /// What to do with a change that meets a remote version changed meanwhile (the hook where
@@ -286,14 +286,8 @@ impl Vfs {
     }
 
     fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
-        self.work.put_journal(
-            &r.virt,
-            &Journal {
-                source: r.describe(),
-                base,
-                state: ChangeState::Open,
-            },
-        )?;
+        self.work
+            .put_journal(&r.virt, &Journal::new(r.describe(), base))?;
         self.state.lock().unwrap().dirty.insert(r.virt.clone());
         Ok(())
     }
@@ -366,6 +360,11 @@ impl Vfs {
         match force {
             true => self.restate(virt, |_| ChangeState::Sealed),
             false => {
+                if let (Some(mut rec), Ok(Some(Node::Remote(r)))) =
+                    (self.work.journal(virt), self.lookup(virt))
+                {
+                    self.clear_leftovers(&r, &mut rec)?;
+                }
                 self.forget_change(virt)?;
                 self.invalidate(virt);
                 Ok(())
@@ -443,16 +442,18 @@ impl Vfs {
         let copy = self.work.copy_path(virt);
         if let ChangeState::Kept { errno, why } = &rec.state {
             return Err(Error::Kept {
-                virt: virt.to_owned(),
                 errno: *errno,
-                why: why.clone(),
-                copy: copy.display().to_string(),
+                message: format!(
+                    "{virt}: not uploaded: {why}; the change is kept at {} (roam status)",
+                    copy.display()
+                ),
             });
         }
         let node = self
             .lookup(virt)?
             .ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
         let r = writable_remote(&node)?;
+        self.clear_leftovers(r, &mut rec)?;
         if stamp(&copy).is_none() {
             // The copy is gone (the file was removed meanwhile): nothing left to deliver.
             self.forget_change(virt)?;
@@ -481,13 +482,7 @@ impl Vfs {
             ));
         };
         if conflict && !merged {
-            let beside = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
-            self.upload(r, &copy, &beside, None, before.0)?;
-            // The copy is the conflict file's now; the name itself is the remote's version.
-            self.forget_change(virt)?;
-            self.cache.forget(virt);
-            self.invalidate(virt);
-            return Ok(Flushed::Conflict(r.driver.describe(&beside)));
+            return self.keep_beside(r, &copy, before.0);
         }
         // A file's mode stays the server's; a new file gets its copy's.
         let mode = match &current {
@@ -496,7 +491,15 @@ impl Vfs {
                 .ok()
                 .map(|md| std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777),
         };
-        let uploaded = self.upload(r, &copy, &r.path, mode, before.0)?;
+        // Replace only what roam just saw there: a change by another client since is a
+        // conflict too, however late it comes (as atomically as the protocol allows).
+        let expect = Expect::version_of(current.as_ref());
+        let uploaded = match self.upload(r, &copy, &r.path, mode, before.0, &expect) {
+            Err(Error::Remote(e)) if e.kind == ErrorKind::Changed => {
+                return self.keep_beside(r, &copy, before.0)
+            }
+            other => other?,
+        };
         let now = Meta {
             size: Some(before.0),
             // A server that showed the file's mode but did not say it now: the mode it
@@ -527,6 +530,58 @@ impl Vfs {
         Ok(Flushed::Uploaded)
     }
 
+    /// Uploads the change of `r` beside the server's version, which changed meanwhile
+    /// (`NAME.roam-conflict-TIME`, never over another such file); the name itself is then
+    /// the server's version again.
+    fn keep_beside(&self, r: &Remote, copy: &Path, len: u64) -> Result<Flushed> {
+        let stem = format!("{}.roam-conflict-{}", r.path, unix_secs(SystemTime::now()));
+        let mut n = 1;
+        let beside = loop {
+            let name = match n {
+                1 => stem.clone(),
+                _ => format!("{stem}-{n}"),
+            };
+            match self.upload(r, copy, &name, None, len, &Expect::Absent) {
+                Err(Error::Remote(e)) if e.kind == ErrorKind::Changed && n < 10 => n += 1,
+                other => break other.map(|_| name)?,
+            }
+        };
+        // The copy is the conflict file's now; the name itself is the remote's version.
+        self.forget_change(&r.virt)?;
+        self.cache.forget(&r.virt);
+        self.invalidate(&r.virt);
+        Ok(Flushed::Conflict(r.driver.describe(&beside)))
+    }
+
+    /// Removes what earlier uploads of the change may have left on the server (roam was
+    /// killed during one, or its own cleanup failed); what still cannot go stays recorded.
+    fn clear_leftovers(&self, r: &Remote, rec: &mut Journal) -> Result<()> {
+        if rec.leftovers.is_empty() {
+            return Ok(());
+        }
+        rec.leftovers
+            .retain(|l| match r.driver.remove_leftover(&l.leftover()) {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!("{}: {e}", r.virt);
+                    true
+                }
+            });
+        self.work.put_journal(&r.virt, rec)
+    }
+
+    /// Records in the journal of `virt` what an upload is about to leave on the server.
+    fn note_leftover(&self, virt: &str, l: &Leftover) -> std::io::Result<()> {
+        let mut rec = self
+            .work
+            .journal(virt)
+            .ok_or_else(|| std::io::Error::other("the change has no journal record"))?;
+        rec.leftovers.push(Litter::from(l));
+        self.work
+            .put_journal(virt, &rec)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
     /// A change made to the published copy of `virt` after roam published it: a writer
     /// that kept the copy mapped, or wrote through an fd of it after a close that
     /// delivered it. It becomes this process's change again, from the uploaded version.
@@ -540,11 +595,7 @@ impl Vfs {
         let _name = self.locks.lock(virt, self.patience).ok()??;
         std::fs::rename(&published, &copy).ok()?;
         self.cache.forget_copy(virt);
-        let rec = Journal {
-            source: info.source.clone(),
-            base: Some(info),
-            state: ChangeState::Open,
-        };
+        let rec = Journal::new(info.source.clone(), Some(info));
         self.work.put_journal(virt, &rec).ok()?;
         self.state.lock().unwrap().dirty.insert(virt.to_owned());
         Some(rec)
@@ -641,6 +692,9 @@ impl Vfs {
     /// else's change), keeping the mtime the program gave it (`touch -d`, `cp -p`, `tar` and
     /// `make` rely on it) and the file's mode (new contents do not change a file's
     /// permissions), where the backend can keep them.
+    ///
+    /// Only if what the server has at `target` is what `expect` says; what the upload may
+    /// leave there if cut off is journaled before it exists, and removed after a failure.
     fn upload(
         &self,
         r: &Remote,
@@ -648,22 +702,34 @@ impl Vfs {
         target: &str,
         mode: Option<u32>,
         len: u64,
+        expect: &Expect,
     ) -> Result<Meta> {
         let mut file = File::open(copy).map_err(|e| Error::cache(copy, e))?;
         let md = file.metadata().map_err(|e| Error::cache(copy, e))?;
         let mut file = std::io::Read::take(&mut file, len);
-        let attrs = Attrs {
-            mtime: md.modified().ok(),
-            mode,
-        };
         // Where a fresh listing shows the name absent or a file, its directory exists.
-        let known_place = target == r.path
+        let known_dir = target == r.path
             && self
                 .listed(&r.virt)
                 .is_some_and(|(m, _)| m.is_none_or(|m| m.kind == Kind::File));
-        let meta = match known_place {
-            true => r.driver.put_in_known_dir(target, &mut file, len, attrs)?,
-            false => r.driver.put_with(target, &mut file, len, attrs)?,
+        let note = |l: &Leftover| self.note_leftover(&r.virt, l);
+        let how = Upload {
+            attrs: Attrs {
+                mtime: md.modified().ok(),
+                mode,
+            },
+            expect,
+            known_dir,
+            leftovers: Some(&note),
+        };
+        let meta = match r.driver.upload(target, &mut file, len, &how) {
+            Ok(meta) => meta,
+            Err(e) => {
+                if let Some(mut rec) = self.work.journal(&r.virt) {
+                    self.clear_leftovers(r, &mut rec)?;
+                }
+                return Err(e.into());
+            }
         };
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, len);

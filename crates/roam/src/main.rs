@@ -206,6 +206,12 @@ fn print_report(r: &roam_vfs::CacheReport) {
     );
     for p in &r.pending {
         println!("  {}", describe_pending(p));
+        if !p.leftovers.is_empty() {
+            println!(
+                "    an upload of it was cut off and may have left on the server: {} (its next upload or `roam sync` removes them)",
+                p.leftovers.join(", ")
+            );
+        }
     }
 }
 

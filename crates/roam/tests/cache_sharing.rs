@@ -279,3 +279,70 @@ fn a_run_whose_changes_stayed_pending_exits_75() {
     let status = stdout(&roam_cli(&cache, &config, &["status"]));
     assert!(status.contains("/w/d/f"), "{status}");
 }
+
+/// roam killed while an upload is under way: what the upload had made on the server (its
+/// temporary) is named by `roam status`, and `roam sync` removes it and delivers the change
+/// whole.
+#[test]
+fn what_an_upload_cut_by_kill_9_left_is_listed_then_removed_by_sync() {
+    let m = Mount::new("sftp");
+    let roam = Roam::new();
+    let (cache, config) = (roam.cache.join("c"), roam.cache.join("none.toml"));
+    let data = roam.cache.join("data");
+    write_file(&data, &noise(96 << 20, 11), 0o644);
+    let mount = format!("/w={}", m.url);
+    let with_env = |mut c: Command| {
+        c.env("ROAM_CACHE_DIR", &cache).env("ROAM_CONFIG", &config);
+        for (k, v) in m.env() {
+            c.env(k, v);
+        }
+        c.stdin(Stdio::null());
+        c
+    };
+    let mut run = with_env(Command::new(env!("CARGO_BIN_EXE_roam")))
+        .args([
+            "run",
+            "-m",
+            &mount,
+            "--",
+            "cp",
+            data.to_str().unwrap(),
+            "/w/big",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let temporaries = || -> Vec<String> {
+        std::fs::read_dir(m.backend(""))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".roam-put-"))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while temporaries().is_empty() {
+        assert!(run.try_wait().unwrap().is_none(), "the upload ended unseen");
+        assert!(Instant::now() < deadline, "no upload began");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    run.kill().unwrap(); // SIGKILL, mid-upload
+    run.wait().unwrap();
+    let left = temporaries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(
+        status.contains("/w/big  (due for upload")
+            && status.contains(&format!("may have left on the server: /w/{}", left[0])),
+        "{status}"
+    );
+    let sync = with_env(Command::new(env!("CARGO_BIN_EXE_roam")))
+        .args(["sync", "-m", &mount])
+        .output()
+        .unwrap();
+    assert!(sync.status.success(), "{}", stderr(&sync));
+    assert_eq!(temporaries(), Vec::<String>::new());
+    assert!(std::fs::read(m.backend("big")).unwrap() == std::fs::read(&data).unwrap());
+    let status = stdout(&roam_cli(&cache, &config, &["status"]));
+    assert!(status.contains("pending:  0 change(s)"), "{status}");
+}

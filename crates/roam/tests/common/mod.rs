@@ -278,6 +278,11 @@ impl Backend {
         self.scratch.join("srv").join(rel)
     }
 
+    /// The environment roam needs to reach the server (`HOME` with an `.ssh`, AWS variables).
+    pub fn env(&self) -> &[(String, String)] {
+        &self.served.env
+    }
+
     /// Runs `script` under roam with the backend at `/w` (and `$B` = the backend directory).
     pub fn sh(&self, script: &str) -> Output {
         self.sh_with(Roam::new(), script)
