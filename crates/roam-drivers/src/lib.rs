@@ -142,6 +142,64 @@ pub(crate) fn temporary_beside(
 /// The prefix of the temporary names of uploads.
 pub(crate) const TEMPORARY_PREFIX: &str = ".roam-put-";
 
+/// The lock roam clients of one server take on `path` around the last check and the rename
+/// of an upload (see [`under_name_lock`]): a hidden sibling directory.
+pub(crate) fn lock_beside(path: &str, prefix: &str) -> Option<String> {
+    let (parent, name) = path.rsplit_once('/')?;
+    (!name.is_empty()).then(|| format!("{parent}/{prefix}lock-{name}"))
+}
+
+/// An attempt to make a name's lock directory.
+pub(crate) enum Attempt {
+    /// Made: this client holds the lock.
+    Made,
+    /// It exists: another client holds it.
+    Held,
+    /// Neither can be told (a broken connection): go on without it.
+    Failed,
+}
+
+/// How long an upload waits for another roam client's lock on its name. A holder keeps it
+/// for two or three round trips; one kept longer was left by a client that died.
+pub(crate) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Runs `critical` (an upload's last check of the name and its rename, on protocols with
+/// no conditional rename: FTP, SFTP) holding the lock roam clients of the server take on
+/// the name, so no other roam upload can replace it between the check and the rename.
+/// Making a directory is atomic on every protocol and fails if it exists: `make` tries
+/// that, `remove` removes it. A lock held past [`LOCK_PATIENCE`] was abandoned: it is
+/// broken and taken once; failing that, `critical` runs unlocked (the protocol's window).
+/// Clients other than roam do not take the lock (docs/SEMANTICS.md).
+pub(crate) fn under_name_lock<C, T>(
+    conn: &mut C,
+    make: impl Fn(&mut C) -> Attempt,
+    remove: impl Fn(&mut C),
+    critical: impl FnOnce(&mut C) -> T,
+) -> T {
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(2);
+    let held = loop {
+        match make(conn) {
+            Attempt::Made => break true,
+            Attempt::Failed => break false,
+            Attempt::Held if std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            }
+            Attempt::Held => {
+                tracing::warn!("taking a lock on a name left by a roam client that stopped");
+                remove(conn);
+                break matches!(make(conn), Attempt::Made);
+            }
+        }
+    };
+    let out = critical(conn);
+    if held {
+        remove(conn);
+    }
+    out
+}
+
 /// 64 unpredictable bits: SipHash of a counter under `RandomState`'s keys, which the
 /// standard library draws from the OS once per thread (and varies per instance).
 fn random_u64() -> u64 {

@@ -155,7 +155,8 @@ impl Driver for LocalDriver {
     /// Writes a temporary sibling (with the mode of the file it replaces, else that of
     /// `how.attrs`, and the time of `how.attrs`), then puts it in place: `renameat2` with
     /// `RENAME_NOREPLACE` for a new file (atomically create-only), else a recheck of the
-    /// name's version right before `rename`. The temporary goes if anything fails.
+    /// name's version right before `rename`, under the lock roam clients take on the name
+    /// ([`crate::under_name_lock`]). The temporary goes if anything fails.
     fn upload(&self, path: &str, src: &mut dyn Read, len: u64, how: &Upload) -> Result<Meta> {
         let real = self.real(path);
         let ctx = || format!("write {}", real.display());
@@ -254,11 +255,31 @@ impl LocalDriver {
                 other => Ok(other?),
             },
             Expect::Version { .. } => {
-                let now = self.lstat(real);
-                match expect.admits(now.as_ref()) {
-                    true => Ok(fs::rename(tmp, real)?),
-                    false => Err(Placed::Changed(now)),
-                }
+                let check_and_rename = |_: &mut ()| {
+                    let now = self.lstat(real);
+                    match expect.admits(now.as_ref()) {
+                        true => Ok(fs::rename(tmp, real)?),
+                        false => Err(Placed::Changed(now)),
+                    }
+                };
+                let Some(name) = real.file_name() else {
+                    return check_and_rename(&mut ());
+                };
+                let mut lock_name = std::ffi::OsString::from(".roam-lock-");
+                lock_name.push(name);
+                let lock = real.with_file_name(lock_name);
+                crate::under_name_lock(
+                    &mut (),
+                    |_| match fs::create_dir(&lock) {
+                        Ok(()) => crate::Attempt::Made,
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            crate::Attempt::Held
+                        }
+                        Err(_) => crate::Attempt::Failed,
+                    },
+                    |_| drop(fs::remove_dir(&lock)),
+                    check_and_rename,
+                )
             }
         }
     }
@@ -421,6 +442,32 @@ mod tests {
         d.remove_file("/d/g").unwrap();
         assert_eq!(d.remove_file("/d/g").unwrap_err().errno(), libc::ENOENT);
         d.remove_dir("/d").unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A lock on a name that a dead roam left is waited for, then broken: the upload goes
+    /// through (a few seconds late) and leaves no lock.
+    #[test]
+    fn an_abandoned_lock_on_a_name_is_broken() {
+        let dir = std::env::temp_dir().join(format!("roam-local-lock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join(".roam-lock-f")).unwrap();
+        fs::write(dir.join("f"), b"one").unwrap();
+        let d = LocalDriver::new(&dir);
+        let base = Expect::version_of(Some(&d.stat("/f").unwrap()));
+        let started = std::time::Instant::now();
+        let how = Upload {
+            expect: &base,
+            ..Upload::default()
+        };
+        d.upload("/f", &mut &b"two"[..], 3, &how).unwrap();
+        assert!(
+            started.elapsed() >= crate::LOCK_PATIENCE,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(fs::read(dir.join("f")).unwrap(), b"two");
+        assert!(!dir.join(".roam-lock-f").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -471,7 +471,8 @@ fn s3_multipart_uploads_keep_their_precondition() {
 fn webdav_uploads_cost_what_they_must() {
     for (locks, replace) in [
         (true, "PUT LOCK PROPFIND MOVE UNLOCK PROPFIND"),
-        (false, "PUT PROPFIND MOVE PROPFIND"),
+        // Without locks, roam clients' own lock on the name: a collection beside it.
+        (false, "PUT MKCOL PROPFIND MOVE DELETE PROPFIND"),
     ] {
         let scratch = Scratch::new("uploads-dav-costs");
         let www = scratch.join("www");
@@ -511,7 +512,7 @@ fn webdav_uploads_cost_what_they_must() {
         if !locks {
             // The refused LOCK that teaches the driver there are none.
             let first = methods(&|| drop(upload(&d, "/f", b"two", &base).unwrap()));
-            assert_eq!(first, "PUT LOCK PROPFIND MOVE PROPFIND");
+            assert_eq!(first, "PUT LOCK MKCOL PROPFIND MOVE DELETE PROPFIND");
             let base = Expect::version_of(Some(&d.stat("/f").unwrap()));
             let again = methods(&|| drop(upload(&d, "/f", b"three", &base).unwrap()));
             assert_eq!(again, replace);

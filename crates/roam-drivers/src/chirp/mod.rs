@@ -184,10 +184,11 @@ impl ChirpDriver {
 
     /// Uploads to the hidden sibling `tmp`, gives it `mode` (a replaced file keeps its
     /// permission bits; without one, the server's umask narrows [`NEW_MODE`]) and `mtime`,
-    /// then renames it over `remote` if what is
-    /// there is still what `expect` says: Chirp has no conditional rename, so an `lstat`
-    /// asks right before it (one round trip remains in which another client's write goes
-    /// unseen). The contents are `Ok(Err(..))` when the name was not as expected.
+    /// then renames it over `remote` if what is there is still what `expect` says: Chirp
+    /// has no conditional rename, so an `lstat` asks right before it, both under the lock
+    /// roam clients take on the name ([`crate::under_name_lock`]: one round trip remains in
+    /// which a client other than roam goes unseen). The contents are `Ok(Err(..))` when
+    /// the name was not as expected.
     fn put_via(
         &self,
         context: &str,
@@ -206,19 +207,36 @@ impl ChirpDriver {
                 let (atime, mtime) = (secs_of(SystemTime::now()), secs_of(mtime));
                 c.call(&format!("utime {} {atime} {mtime}\n", encode_path(tmp)))?;
             }
-            if *expect != Expect::Any {
-                let now = match c.stat(false, remote) {
-                    Ok(st) => Some(st.meta(None)),
-                    Err(Failure::Code(code)) if codes::describe(code).0 == ErrorKind::NotFound => {
-                        None
+            let check_and_rename = |c: &mut _| {
+                if *expect != Expect::Any {
+                    let now = match Conn::stat(c, false, remote) {
+                        Ok(st) => Some(st.meta(None)),
+                        Err(Failure::Code(code))
+                            if codes::describe(code).0 == ErrorKind::NotFound =>
+                        {
+                            None
+                        }
+                        Err(other) => return Err(other),
+                    };
+                    if !expect.admits(now.as_ref()) {
+                        return Ok(Err(now));
                     }
-                    Err(other) => return Err(other),
-                };
-                if !expect.admits(now.as_ref()) {
-                    return Ok(Err(now));
                 }
+                Conn::call(c, &rename_line(tmp, remote)).map(|_| Ok(()))
+            };
+            match crate::lock_beside(remote, ".__roam-") {
+                Some(lock) if *expect != Expect::Any => crate::under_name_lock(
+                    c,
+                    |c| match c.call(&format!("mkdir {} {NEW_MODE}\n", encode_path(&lock))) {
+                        Ok(_) => crate::Attempt::Made,
+                        Err(Failure::Code(_)) => crate::Attempt::Held,
+                        Err(_) => crate::Attempt::Failed,
+                    },
+                    |c| drop(c.call(&format!("rmdir {}\n", encode_path(&lock)))),
+                    check_and_rename,
+                ),
+                _ => check_and_rename(c),
             }
-            c.call(&rename_line(tmp, remote)).map(|_| Ok(()))
         })
     }
 }

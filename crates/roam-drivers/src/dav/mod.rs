@@ -228,8 +228,9 @@ impl DavDriver {
     /// - a replacement takes an exclusive write lock on the name, checks its version
     ///   (`PROPFIND`), moves with the lock's token, and unlocks: no other client's `PUT`,
     ///   `MOVE` or `DELETE` can reach the name meanwhile (423). On a server without locks
-    ///   (no class 2), the version is checked right before the move, which leaves a round
-    ///   trip in which another client's write goes unseen.
+    ///   (no class 2), the version is checked right before the move under the lock roam
+    ///   clients take on the name, which leaves a round trip in which a client other than
+    ///   roam goes unseen.
     ///
     /// A name locked by another client (423) counts as changed: someone is writing it.
     fn place(&self, temp: &str, (path, url): (&str, &str), expect: &Expect) -> Result<()> {
@@ -238,7 +239,9 @@ impl DavDriver {
             Expect::Any => self.move_to(temp, url),
             Expect::Absent => self.move_checked(temp, url, &[("overwrite", "F")], &what),
             Expect::Version { .. } => match self.lock(url, &what)? {
-                Locked::Unsupported => self.check_and_move(temp, (path, url), expect, None),
+                Locked::Unsupported => {
+                    self.check_and_move_under_roam_lock(temp, (path, url), expect)
+                }
                 Locked::Existing(token) => {
                     let moved = self.check_and_move(temp, (path, url), expect, Some(&token));
                     self.unlock(url, &token);
@@ -256,6 +259,32 @@ impl DavDriver {
                 }
             },
         }
+    }
+
+    /// [`Self::check_and_move`] on a server without locks, under the lock roam clients take
+    /// on the name ([`crate::under_name_lock`]: `MKCOL` fails if the collection exists).
+    fn check_and_move_under_roam_lock(
+        &self,
+        temp: &str,
+        (path, url): (&str, &str),
+        expect: &Expect,
+    ) -> Result<()> {
+        let check_and_move = |_: &mut ()| self.check_and_move(temp, (path, url), expect, None);
+        let Some(lock) = crate::lock_beside(path, ".roam-") else {
+            return check_and_move(&mut ());
+        };
+        // Bare requests: one each (no check of the parent, nor of emptiness).
+        let lock = self.base().dir_url(&lock);
+        crate::under_name_lock(
+            &mut (),
+            |_| match self.exchange(Method::Mkcol, &lock, &[], SendBody::none()) {
+                Ok(r) if succeeded(Method::Mkcol, r.status()) => crate::Attempt::Made,
+                Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => crate::Attempt::Held,
+                _ => crate::Attempt::Failed,
+            },
+            |_| drop(self.exchange(Method::Delete, &lock, &[], SendBody::none())),
+            check_and_move,
+        )
     }
 
     /// Checks that `url` (of `path`) is what `expect` says, then moves `temp` over it,

@@ -234,10 +234,10 @@ impl FtpDriver {
                     ))),
                 })
                 .and_then(|()| stamp_on(conn, &tmp, how.attrs))
-                .and_then(|kept| Ok((kept, expected(conn, &remote, how.expect)?)))
-                .and_then(|(kept, found)| match found {
-                    Found::Expected => rename_on(conn, &tmp, &remote).map(|()| Ok(kept)),
-                    Found::Other(now) => Ok(Err(how.expect.mismatch(&what, now.as_ref()))),
+                .and_then(|kept| Ok((kept, place(conn, (&tmp, &remote), how.expect)?)))
+                .map(|(kept, found)| match found {
+                    Found::Expected => Ok(kept),
+                    Found::Other(now) => Err(how.expect.mismatch(&what, now.as_ref())),
                 });
             match stored {
                 Ok(Ok((Some(mtime), mode))) => Ok(Meta {
@@ -367,6 +367,35 @@ fn expected(conn: &mut Conn, remote: &str, expect: &Expect) -> std::result::Resu
         true => Found::Expected,
         false => Found::Other(now),
     })
+}
+
+/// Renames the temporary `tmp` onto `remote` if what is there is what `expect` says: the
+/// check and the rename under the lock roam clients take on the name (FTP has no
+/// conditional rename; see [`crate::under_name_lock`]).
+fn place(
+    conn: &mut Conn,
+    (tmp, remote): (&str, &str),
+    expect: &Expect,
+) -> std::result::Result<Found, Fault> {
+    let check_and_rename = |conn: &mut Conn| match expected(conn, remote, expect)? {
+        Found::Expected => rename_on(conn, tmp, remote).map(|()| Found::Expected),
+        other => Ok(other),
+    };
+    match crate::lock_beside(remote, ".roam-") {
+        Some(lock) if *expect != Expect::Any => crate::under_name_lock(
+            conn,
+            |c| match c.expect(&format!("MKD {lock}"), 2) {
+                Ok(_) => crate::Attempt::Made,
+                Err(_) if c.is_broken() => crate::Attempt::Failed,
+                // 550 says "exists" and "not allowed" alike; the temporary was just made
+                // here, so it is the lock.
+                Err(_) => crate::Attempt::Held,
+            },
+            |c| drop(c.command(&format!("RMD {lock}"))),
+            check_and_rename,
+        ),
+        _ => check_and_rename(conn),
+    }
 }
 
 /// RNFR + RNTO.

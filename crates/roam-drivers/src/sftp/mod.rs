@@ -375,9 +375,10 @@ impl SftpDriver {
     /// Puts the written temporary `tmp` at `remote` if what is there is what `expect`
     /// says. A new file is linked into place with `hardlink@openssh.com`, which fails if
     /// the name exists (atomically, as link(2)), and its temporary name removed in the same
-    /// round trip; a replacement is checked by an `lstat` right before the rename (one
-    /// round trip remains in which another client's write goes unseen). A server without
-    /// the extension gets the same recheck for a new file.
+    /// round trip; a replacement is checked by an `lstat` right before the rename, both
+    /// under the lock roam clients take on the name ([`crate::under_name_lock`]: one round
+    /// trip remains in which a client other than roam goes unseen). A server without the
+    /// extension gets the same recheck for a new file.
     fn place(
         &self,
         link: &Link,
@@ -402,19 +403,35 @@ impl SftpDriver {
                 }
             }
         }
-        if *expect != Expect::Any {
-            let now = self.now_at(link, remote, path)?;
-            if !expect.admits(now.as_ref()) {
-                return Err(expect.mismatch(&what(), now.as_ref()));
+        let check_and_rename = |link: &mut &Link| {
+            if *expect != Expect::Any {
+                let now = self.now_at(link, remote, path)?;
+                if !expect.admits(now.as_ref()) {
+                    return Err(expect.mismatch(&what(), now.as_ref()));
+                }
             }
+            link.call(requests::rename(link, tmp, remote)).map_err(|f| {
+                let action = Action::Rename {
+                    from: tmp,
+                    to: remote,
+                };
+                self.explain(link, f, action, "write", path)
+            })
+        };
+        match crate::lock_beside(remote, ".roam-") {
+            Some(lock) if *expect != Expect::Any => crate::under_name_lock(
+                &mut &*link,
+                |l| match l.call(requests::simple(&l.sftp, Simple::MakeDir, &lock)) {
+                    Ok(()) => crate::Attempt::Made,
+                    // OpenSSH says EEXIST as a plain failure.
+                    Err(f) if f.is(StatusCode::Failure) => crate::Attempt::Held,
+                    Err(_) => crate::Attempt::Failed,
+                },
+                |l| drop(l.call(requests::simple(&l.sftp, Simple::RemoveDir, &lock))),
+                check_and_rename,
+            ),
+            _ => check_and_rename(&mut &*link),
         }
-        link.call(requests::rename(link, tmp, remote)).map_err(|f| {
-            let action = Action::Rename {
-                from: tmp,
-                to: remote,
-            };
-            self.explain(link, f, action, "write", path)
-        })
     }
 
     /// What `remote` is now (`lstat`); `None` if nothing.
