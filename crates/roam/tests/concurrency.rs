@@ -1,0 +1,138 @@
+//! Writers racing on one remote file, checked against the model of what may be observed:
+//! two roam processes (each with its own cache, or sharing one) open the same file, both
+//! from the same server version, and close it at the same moment. Neither version may
+//! vanish: the name ends up holding one of them and a `NAME.roam-conflict-TIME` file beside
+//! it the other, on every writable backend, whichever of the two uploads reaches the server
+//! first (the late one is refused by the protocol's precondition, or seen changed before).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use common::{stderr, stdout, Backend, Roam};
+use roam_testkit::{noise, write_file, Scratch};
+
+/// Rounds per backend: each one a fresh file and a fresh race.
+const ROUNDS: usize = 3;
+/// Each writer's version (large enough that uploads overlap on the server).
+const LEN: usize = 2 << 20;
+
+/// One writer of `/w/NAME` under its own `roam run`: opens it (truncating), waits until the
+/// other writer has it open too, writes its version, waits for the other again and closes,
+/// so both changes start from the same server version and are delivered together.
+fn writer(b: &Backend, cache: &Path, sync: &Path, name: &str, me: &str, other: &str) -> Child {
+    let wait = |what: &str| {
+        format!(
+            "while [ ! -e {}/{other}.{what} ]; do sleep 0.01; done",
+            sync.display()
+        )
+    };
+    let script = format!(
+        "exec 3>/w/{name} && touch {s}/{me}.open && {} && cat {s}/{me}.data >&3 && touch {s}/{me}.written && {} && exec 3>&-",
+        wait("open"),
+        wait("written"),
+        s = sync.display(),
+    );
+    let roam = Roam::new().env("ROAM_CACHE_DIR", cache);
+    let mut cmd = roam.command();
+    for (k, v) in b.env() {
+        cmd.env(k, v);
+    }
+    cmd.args([
+        "run",
+        "-m",
+        &format!("/w={}", b.url),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+/// sha256 of each file in `/w` whose name starts with `prefix`, read through a fresh roam.
+fn server_files(b: &Backend, prefix: &str) -> BTreeMap<String, String> {
+    let o = b.sh(&format!("cd /w && sha256sum {prefix}*"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| {
+            let (sum, name) = l.split_once("  ").unwrap();
+            (name.to_owned(), sum.to_owned())
+        })
+        .collect()
+}
+
+fn sha256(path: &Path) -> String {
+    let o = Command::new("sha256sum").arg(path).output().unwrap();
+    stdout(&o).split_whitespace().next().unwrap().to_owned()
+}
+
+fn finished(c: Child) -> Output {
+    c.wait_with_output().unwrap()
+}
+
+/// Races two writers `ROUNDS` times; `shared` puts both in one cache.
+fn race(kind: &str, shared: bool) {
+    let b = Backend::new(kind);
+    let scratch = Scratch::new("race");
+    for round in 0..ROUNDS {
+        let name = format!("f{round}");
+        let sync = scratch.join(&format!("sync{round}"));
+        write_file(&sync.join("a.data"), &noise(LEN, 2 * round as u64), 0o644);
+        write_file(
+            &sync.join("b.data"),
+            &noise(LEN, 2 * round as u64 + 1),
+            0o644,
+        );
+        let o = b.sh(&format!("echo original > /w/{name}"));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let caches = match shared {
+            true => [scratch.join("cache"), scratch.join("cache")],
+            false => [scratch.join("cache-a"), scratch.join("cache-b")],
+        };
+        let a = writer(&b, &caches[0], &sync, &name, "a", "b");
+        let bw = writer(&b, &caches[1], &sync, &name, "b", "a");
+        for o in [finished(a), finished(bw)] {
+            assert!(o.status.success(), "{kind} round {round}: {}", stderr(&o));
+        }
+        let (va, vb) = (sha256(&sync.join("a.data")), sha256(&sync.join("b.data")));
+        let files = server_files(&b, &name);
+        let kept: Vec<&String> = files.values().collect();
+        assert_eq!(files.len(), 2, "{kind} round {round}: {files:?}");
+        assert!(
+            kept.contains(&&va) && kept.contains(&&vb),
+            "{kind} round {round}: a version was lost: {files:?}"
+        );
+        let beside = files.keys().find(|n| **n != name).unwrap();
+        assert!(
+            beside.starts_with(&format!("{name}.roam-conflict-")),
+            "{kind} round {round}: {files:?}"
+        );
+    }
+}
+
+macro_rules! per_backend {
+    ($($kind:ident => $name:literal),* $(,)?) => {
+        mod separate_caches {
+            $(#[test] fn $kind() { super::race($name, false) })*
+        }
+        mod one_shared_cache {
+            $(#[test] fn $kind() { super::race($name, true) })*
+        }
+    };
+}
+
+per_backend! {
+    file_cache => "file+cache",
+    dav => "dav",
+    ftp => "ftp",
+    sftp => "sftp",
+    s3 => "s3",
+    chirp => "chirp",
+}
