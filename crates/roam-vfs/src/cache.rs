@@ -310,6 +310,8 @@ impl DiskCache {
             }
             Target::Stub { len, .. } => {
                 let _ = d.file.set_len(*len);
+                // What arrived must not hold the disk: the fetch may have failed for want of it.
+                free_bytes_of(&d.file, *len);
             }
         }
     }
@@ -693,6 +695,21 @@ fn looks_executable(p: &Path) -> bool {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"#!")
+}
+
+/// Frees the blocks of the first `len` bytes of `file` (they read as zeros), keeping its
+/// size, so that a stat meanwhile sees no change; where the file system cannot punch holes,
+/// by truncating to nothing and back.
+pub(crate) fn free_bytes_of(file: &File, len: u64) {
+    use std::os::fd::AsRawFd;
+    let flags = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: an fd of ours; fallocate reads no memory.
+    let punched = unsafe { libc::fallocate(file.as_raw_fd(), flags, 0, len as libc::off_t) } == 0;
+    if !punched {
+        if let Err(e) = file.set_len(0).and_then(|()| file.set_len(len)) {
+            tracing::warn!("could not free the bytes of a failed fetch: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -124,6 +124,9 @@ struct State {
     unlistable: HashMap<String, Instant>,
     /// Names with a journaled change not yet uploaded: their local copy is the truth.
     dirty: HashSet<String>,
+    /// Changes kept from upload (errno, why), known here even when their journal could
+    /// not record it (the cache disk that failed the write may refuse the record too).
+    kept: HashMap<String, (i32, String)>,
 }
 
 #[derive(Clone)]
@@ -605,6 +608,7 @@ impl Vfs {
                 .mtime
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
+        self.ensure_space(meta.size.unwrap_or(0), &r.virt)?;
         let (download, private) = match guard {
             Some(_) => (self.cache.begin_download(&r.virt, cached.is_none())?, None),
             None => {

@@ -74,6 +74,8 @@ struct State {
     failed: Option<(i32, String)>,
     /// When bytes last arrived (or a transfer started).
     progress: Instant,
+    /// Chunk fetches under way (they write the copy outside this lock).
+    fetching: u32,
 }
 
 pub(crate) struct Partial {
@@ -129,6 +131,7 @@ impl Vfs {
         }
         // The stub's own inode may be filled only by the process that will publish it.
         let name_lock = self.locks.try_lock(&r.virt)?;
+        self.ensure_space(size, &r.virt)?;
         let copy = self.work.part_path(&r.virt)?;
         let file = self
             .cache
@@ -145,6 +148,7 @@ impl Vfs {
                 stream: None,
                 failed: None,
                 progress: Instant::now(),
+                fetching: 0,
             }),
             cond: Condvar::new(),
             fetched: AtomicU64::new(0),
@@ -208,6 +212,9 @@ impl Vfs {
             }
             if tries == TRIES_PER_READ {
                 let (errno, why) = st.failed.clone().unwrap_or((libc::EIO, "no data".into()));
+                if errno == libc::ENOSPC {
+                    p.give_back_space(&mut st);
+                }
                 return Err(Error::posix(errno, why));
             }
             tries += 1;
@@ -221,6 +228,7 @@ impl Vfs {
                 continue;
             }
             // Anywhere else (first read, tail, random access): fetch its chunks.
+            st.fetching += 1;
             drop(st);
             let (a, b) = (
                 off - off % CHUNK,
@@ -228,6 +236,7 @@ impl Vfs {
             );
             let got = fetch_chunk(&p, a, b);
             st = p.state.lock().unwrap();
+            st.fetching -= 1;
             match got {
                 Ok(n) => {
                     st.have.insert(a, a + n);
@@ -283,6 +292,19 @@ impl Vfs {
         self.work.drop_part(&p.copy);
         crate::usage::Usage::add(&self.usage.misses, 1);
         crate::usage::Usage::add(&self.usage.bytes_fetched, p.fetched.load(Ordering::Relaxed));
+    }
+}
+
+impl Partial {
+    /// Frees the bytes of a copy that filled the cache disk, so that the disk does not
+    /// stay full of a file that cannot be had whole (later reads fetch them again).
+    /// Only while nothing writes the copy: no stream runs and no chunk is being fetched.
+    fn give_back_space(&self, st: &mut State) {
+        if st.stream.is_some() || st.fetching > 0 {
+            return;
+        }
+        st.have = Ranges::default();
+        crate::cache::free_bytes_of(&self.file, self.size);
     }
 }
 

@@ -119,6 +119,39 @@ impl Vfs {
             return Ok(());
         }
         let target = self.max_cache_bytes / 10 * 9;
+        let mut candidates = self.eviction_candidates(keep);
+        while !candidates.is_empty() && self.usage.bytes_cached.load(Ordering::Relaxed) > target {
+            let victim = candidates.remove(self.pick_victim(&candidates));
+            self.evict(&victim.name, victim.size)?;
+        }
+        Ok(())
+    }
+
+    /// Makes room on the cache disk for a copy of `need` bytes about to arrive, least
+    /// recently used copies first, as under the size limit: a disk smaller than the limit
+    /// (or shared with other data) fills before it. What cannot be made room for is the
+    /// ENOSPC of the transfer that runs out.
+    pub(crate) fn ensure_space(&self, need: u64, keep: &str) -> Result<()> {
+        let wanted = need.saturating_add(SPACE_SLACK);
+        let Some(free) = free_bytes(self.cache.root()) else {
+            return Ok(());
+        };
+        if free >= wanted {
+            return Ok(());
+        }
+        let mut candidates = self.eviction_candidates(keep);
+        let mut freed = 0;
+        while !candidates.is_empty() && free + freed < wanted {
+            let victim = candidates.remove(self.pick_victim(&candidates));
+            self.evict(&victim.name, victim.size)?;
+            freed += victim.size;
+        }
+        Ok(())
+    }
+
+    /// The copies that may be evicted (none holding a change, nor `keep`), most recently
+    /// used first; the running count of cached bytes is set from the walk.
+    fn eviction_candidates(&self, keep: &str) -> Vec<Candidate> {
         let mut copies = self.cache.copies();
         // The walk is the truth; the running count only says when to look.
         let total: u64 = copies.iter().map(|c| c.1).sum();
@@ -133,7 +166,7 @@ impl Vfs {
         copies.retain(|(virt, _, _)| virt != keep && !self.is_dirty(virt));
         // Most recent first, the oldest popped last.
         copies.sort_by_key(|(virt, _, at)| std::cmp::Reverse(last_use(virt, *at)));
-        let mut candidates: Vec<Candidate> = copies
+        copies
             .into_iter()
             .map(|(name, size, at)| {
                 let since_epoch = last_use(&name, at).duration_since(SystemTime::UNIX_EPOCH);
@@ -144,12 +177,7 @@ impl Vfs {
                     last_use,
                 }
             })
-            .collect();
-        while !candidates.is_empty() && self.usage.bytes_cached.load(Ordering::Relaxed) > target {
-            let victim = candidates.remove(self.pick_victim(&candidates));
-            self.evict(&victim.name, victim.size)?;
-        }
-        Ok(())
+            .collect()
     }
 
     /// The index of the next victim among `candidates` (most recent first): the oldest, or
@@ -242,4 +270,22 @@ impl Vfs {
             stats,
         }
     }
+}
+
+/// Room kept free on the cache disk beyond a copy's bytes: its records, listings and
+/// skeleton entries.
+const SPACE_SLACK: u64 = 256 << 10;
+
+/// Whether the cache's file system has no room left for an unprivileged writer.
+pub(crate) fn cache_disk_full(root: &std::path::Path) -> bool {
+    free_bytes(root) == Some(0)
+}
+
+/// Bytes the cache's file system can still give an unprivileged writer.
+fn free_bytes(root: &std::path::Path) -> Option<u64> {
+    let path = std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs buffer of our own.
+    (unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0)
+        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }

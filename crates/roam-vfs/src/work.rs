@@ -148,6 +148,31 @@ pub(crate) struct Work {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// A file in each work directory holding room for journal records, given up when the
+/// cache disk is full (see [`Work::write_atomically`]).
+const RESERVE: &str = "reserve";
+
+/// Room set aside for records: a few hundred of them.
+const RESERVE_BYTES: libc::off_t = 256 << 10;
+
+/// Sets [`RESERVE_BYTES`] aside at `path` (really allocated, not a sparse file); a disk
+/// without that room goes without.
+fn reserve_room(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    else {
+        return;
+    };
+    // SAFETY: an fd of ours; fallocate reads no memory.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, RESERVE_BYTES) } != 0 {
+        let _ = fs::remove_file(path);
+    }
+}
+
 impl Work {
     /// Makes this process's work directory under `CACHE/work`: built and locked under a
     /// hidden name that adopters pass over, then renamed into view, so no other process
@@ -169,6 +194,7 @@ impl Work {
         }
         let owner = lock_owner(&making.join("owner"), true)?
             .ok_or_else(|| Error::posix(libc::EBUSY, "a fresh work directory is locked"))?;
+        reserve_room(&making.join(RESERVE));
         let dir = work.join(id);
         fs::rename(&making, &dir).map_err(|e| Error::cache(&dir, e))?;
         let [copy, journal, base, part, tmp] =
@@ -283,7 +309,18 @@ impl Work {
     /// Writes `bytes` to `dest` through a temporary: a reader sees all of it or none.
     fn write_atomically(&self, dest: &Path, bytes: &[u8]) -> Result<()> {
         let tmp = self.tmp_name();
-        if let Err(e) = fs::write(&tmp, bytes) {
+        let mut written = fs::write(&tmp, bytes);
+        if written
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::ENOSPC))
+            && fs::remove_file(self.dir.join(RESERVE)).is_ok()
+        {
+            // The disk filled (a program's copy took it): the room set aside at the start
+            // lets what roam must remember of its changes be written still.
+            tracing::warn!("the cache disk is full: using the room kept for roam's records");
+            written = fs::write(&tmp, bytes);
+        }
+        if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             return Err(Error::cache(&tmp, e));
         }

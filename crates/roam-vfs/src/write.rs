@@ -28,6 +28,9 @@ use crate::path::split_name;
 use crate::work::{ChangeState, Journal, Litter};
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
+/// Room a journal record needs on the cache disk.
+const RECORD_ROOM: u64 = 64 << 10;
+
 /// What to do with a change that meets a remote version changed meanwhile (the hook where
 /// resolver extensions plug in: an ID3 tag merge, a three-way text merge ...).
 pub trait ConflictResolver: Send + Sync {
@@ -308,6 +311,9 @@ impl Vfs {
     /// Another writer opens a change: it is not whole any more; one that truncates starts
     /// it over, so what made it kept is gone.
     fn reopen_change(&self, virt: &str, truncate: bool) -> Result<()> {
+        if truncate {
+            self.state.lock().unwrap().kept.remove(virt);
+        }
         self.restate(virt, |s| match s {
             ChangeState::Kept { .. } if !truncate => s.clone(),
             _ => ChangeState::Open,
@@ -317,6 +323,12 @@ impl Vfs {
     /// The last writer of `virt` closed it: its copy is a whole version, due for upload
     /// (now, or after T_write). Frontends call this at that close.
     pub fn seal(&self, virt: &str) -> Result<()> {
+        if crate::usage::cache_disk_full(self.cache.root()) {
+            // A frontend that does not see the program's writes (`roam run`) cannot tell
+            // whether one failed for want of room: the copy may lack bytes.
+            let why = "the cache disk was full when it was closed: a write to roam's copy may have failed";
+            return self.keep(virt, libc::ENOSPC, why.into());
+        }
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
         self.restate(virt, |s| match s {
@@ -347,16 +359,40 @@ impl Vfs {
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
         tracing::warn!("{virt}: {why}: the change is kept, not uploaded (roam status)");
-        self.restate(virt, |s| match s {
+        let mut st = self.state.lock().unwrap();
+        st.kept
+            .entry(virt.to_owned())
+            .or_insert((errno, why.clone()));
+        drop(st);
+        let keep = |s: &ChangeState| match s {
             ChangeState::Kept { .. } => s.clone(),
-            _ => ChangeState::Kept { errno, why },
-        })
+            _ => ChangeState::Kept {
+                errno,
+                why: why.clone(),
+            },
+        };
+        match self.restate(virt, keep) {
+            // A full disk: room for the record, if older copies can give it.
+            Err(e) if e.errno() == libc::ENOSPC => {
+                self.ensure_space(RECORD_ROOM, virt)?;
+                self.restate(virt, keep)
+            }
+            other => other,
+        }
+    }
+
+    /// A change kept in memory whose journal does not say so (see [`Vfs::keep`]).
+    fn kept_in_memory(&self, virt: &str) -> Option<ChangeState> {
+        let st = self.state.lock().unwrap();
+        let (errno, why) = st.kept.get(virt)?.clone();
+        Some(ChangeState::Kept { errno, why })
     }
 
     /// The user's word on a kept change of `virt`: upload it as it is (`force`), or drop it.
     pub fn settle_kept(&self, virt: &str, force: bool) -> Result<()> {
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
+        self.state.lock().unwrap().kept.remove(virt);
         match force {
             true => self.restate(virt, |_| ChangeState::Sealed),
             false => {
@@ -440,6 +476,9 @@ impl Vfs {
             return Ok(Flushed::Clean);
         };
         let copy = self.work.copy_path(virt);
+        if let Some(kept) = self.kept_in_memory(virt) {
+            rec.state = kept;
+        }
         if let ChangeState::Kept { errno, why } = &rec.state {
             return Err(Error::Kept {
                 errno: *errno,
@@ -682,7 +721,9 @@ impl Vfs {
 
     fn forget_change(&self, virt: &str) -> Result<()> {
         self.work.drop_change(virt)?;
-        self.state.lock().unwrap().dirty.remove(virt);
+        let mut st = self.state.lock().unwrap();
+        st.dirty.remove(virt);
+        st.kept.remove(virt);
         Ok(())
     }
 
