@@ -442,6 +442,13 @@ pub trait Driver: Send + Sync + Debug {
         false
     }
 
+    /// Whether its names may pass through symbolic links that the server itself would
+    /// follow in the middle of a path (SFTP, FTP, Chirp): roam then follows them by its
+    /// own rule instead, one component at a time (roam-vfs, `links.rs`).
+    fn serves_links(&self) -> bool {
+        false
+    }
+
     /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
     /// many were written (fewer only at the end of the file). For fetching large files on
     /// demand instead of whole.

@@ -156,7 +156,9 @@ impl Roamfs {
             // text, but a path to where roam's rule leads, relative, so it stays inside.
             Place::Remote(node) => match self.vfs.link_target(&node).map_err(vfs_errno)? {
                 Some((LinkTarget::Roam(to), _)) => {
-                    let dir = roam_vfs::path::split_name(&virt).0;
+                    // From the node's own name: an archive member's is the canonical one,
+                    // like the name its link leads to.
+                    let dir = roam_vfs::path::split_name(node.virt()).0;
                     Ok(roam_vfs::path::relative(dir, &to).into_bytes())
                 }
                 Some((LinkTarget::Local(p), _)) => Ok(p.into_bytes()),

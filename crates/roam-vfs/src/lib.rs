@@ -184,8 +184,23 @@ impl Vfs {
     pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
         match self.archive_lookup(virt)? {
             Some(member) => Ok(Some(member)),
-            None => self.mounts.lookup(virt),
+            None => match self.mounts.lookup(virt)? {
+                Some(node) => self.beyond_links_above(node, 0),
+                None => Ok(None),
+            },
         }
+    }
+
+    /// Whether [`Vfs::lookup`] of `virt` may ask a server (through an archive, or about
+    /// the directories on its way), so a frontend that must not wait should look it up
+    /// on another thread.
+    pub fn lookup_may_wait(&self, virt: &str) -> bool {
+        self.archive_lookup_may_wait(virt, false) || self.links_above_unknown(virt)
+    }
+
+    /// Whether roam knows what `virt` is without asking (a fresh stat or listing).
+    fn knows_kind_of(&self, virt: &str) -> bool {
+        self.fresh_attr(virt).is_some() || self.lookup_in_listing(virt).is_some()
     }
 
     /// Path prefixes under which roam names live.

@@ -15,10 +15,10 @@
 //! of where the link leads, never at the server's text; programs that read the link itself
 //! (`readlink`, `lstat`) get the server's text from roam.
 
-use roam_drivers::Driver;
+use roam_drivers::{Driver, Kind};
 
 use crate::path::{join, normalize, split_name, strip_dir_prefix};
-use crate::Remote;
+use crate::{Error, Node, Remote, Result, Vfs, MAX_SYMLINKS};
 
 /// Where a link leads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +56,81 @@ pub fn resolve(link: &Remote, target: &str) -> LinkTarget {
         (false, _) => join(dir, target),
     };
     LinkTarget::Roam(under_root(&root, &inside))
+}
+
+impl Vfs {
+    /// `node`, or what it names once the links among its directories are followed by the
+    /// rule above: a server that follows links itself in the middle of a path (SFTP, FTP,
+    /// Chirp) would follow them out of the mount. Each directory of the name below the
+    /// mount's root is looked at (what roam knows of it, else asked: one `lstat` or a
+    /// listing each, kept for T_read). `None`: a link led to a name no mount serves.
+    pub(crate) fn beyond_links_above(&self, node: Node, hops: usize) -> Result<Option<Node>> {
+        let Node::Remote(r) = &node else {
+            return Ok(Some(node));
+        };
+        if !r.driver.serves_links() {
+            return Ok(Some(node));
+        }
+        let comps = below_root(r);
+        for i in 0..comps.len().saturating_sub(1) {
+            let above = under_root(&mount_root(r), &format!("/{}", comps[..=i].join("/")));
+            let Some(Node::Remote(dir)) = self.mounts.lookup(&above)? else {
+                continue;
+            };
+            let Ok(meta) = self.stat(&Node::Remote(dir.clone())) else {
+                return Ok(Some(node)); // missing: the call's own lookup says so
+            };
+            if meta.kind != Kind::Symlink {
+                continue;
+            }
+            if hops >= MAX_SYMLINKS {
+                return Err(Error::posix(
+                    libc::ELOOP,
+                    format!("{}: too many levels of symbolic links", r.virt),
+                ));
+            }
+            let LinkTarget::Roam(to) = resolve(&dir, meta.symlink_target.as_deref().unwrap_or(""))
+            else {
+                return Ok(Some(node));
+            };
+            let next = join(&to, &comps[i + 1..].join("/"));
+            return match self.mounts.lookup(&next)? {
+                Some(n) => self.beyond_links_above(n, hops + 1),
+                None => Ok(None),
+            };
+        }
+        Ok(Some(node))
+    }
+
+    /// Whether finding what `virt` names may ask a server about the directories on its way
+    /// ([`Vfs::beyond_links_above`]), so a frontend that must not wait should ask elsewhere.
+    pub(crate) fn links_above_unknown(&self, virt: &str) -> bool {
+        let Ok(Some(Node::Remote(r))) = self.mounts.lookup(virt) else {
+            return false;
+        };
+        if !r.driver.serves_links() {
+            return false;
+        }
+        let comps = below_root(&r);
+        let root = mount_root(&r);
+        (0..comps.len().saturating_sub(1)).any(|i| {
+            let above = under_root(&root, &format!("/{}", comps[..=i].join("/")));
+            !self.knows_kind_of(&above)
+        })
+    }
+}
+
+/// The components of the name of `r` below its mount's root.
+fn below_root(r: &Remote) -> Vec<String> {
+    let root = mount_root(r);
+    let rest = match root.as_str() {
+        "/" => r.virt.as_str(),
+        _ => r.virt.strip_prefix(root.as_str()).unwrap_or(""),
+    };
+    rest.split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The virtual name of the mount's root: the link's name less its driver path.

@@ -363,6 +363,10 @@ impl Driver for ChirpDriver {
         true
     }
 
+    fn serves_links(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         self.pool.target().url(path)
     }

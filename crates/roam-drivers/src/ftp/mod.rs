@@ -414,6 +414,10 @@ impl Driver for FtpDriver {
         true
     }
 
+    fn serves_links(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         self.site.describe(path)
     }

@@ -254,6 +254,10 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.reads_ranges()
     }
 
+    fn serves_links(&self) -> bool {
+        self.lower.serves_links()
+    }
+
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let mut down = Down::new(&self.t, dest, offset);
         let n = self

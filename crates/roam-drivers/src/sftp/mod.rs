@@ -628,6 +628,10 @@ impl Driver for SftpDriver {
         true
     }
 
+    fn serves_links(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         self.target.describe(path)
     }

@@ -223,7 +223,7 @@ impl Resolver {
     /// `virt` is a normalised absolute name; `spelled` says the program's own spelling
     /// would not reach it (it went through the skeleton or a magic link).
     fn place_of(&self, virt: &str, spelled: bool) -> Place {
-        if self.vfs.archive_lookup_may_wait(virt, false) {
+        if self.vfs.lookup_may_wait(virt) {
             return Place::Deferred {
                 virt: virt.to_owned(),
                 spelled,
