@@ -442,6 +442,13 @@ pub trait Driver: Send + Sync + Debug {
         false
     }
 
+    /// Whether a `stat` costs no round trip (a local directory): a name that a listing
+    /// lacks is then confirmed by one, since a listing read while another program renames
+    /// over a name may miss it (readdir is not atomic with rename).
+    fn cheap_stat(&self) -> bool {
+        false
+    }
+
     /// Whether its names may pass through symbolic links that the server itself would
     /// follow in the middle of a path (SFTP, FTP, Chirp): roam then follows them by its
     /// own rule instead, one component at a time (roam-vfs, `links.rs`).

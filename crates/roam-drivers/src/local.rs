@@ -73,6 +73,10 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
 }
 
 impl Driver for LocalDriver {
+    fn cheap_stat(&self) -> bool {
+        true
+    }
+
     fn describe(&self, path: &str) -> String {
         format!("file://{}", self.real(path).display())
     }

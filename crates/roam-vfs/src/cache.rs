@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -310,8 +310,11 @@ impl DiskCache {
             }
             Target::Stub { len, .. } => {
                 let _ = d.file.set_len(*len);
-                // What arrived must not hold the disk: the fetch may have failed for want of it.
-                free_bytes_of(&d.file, *len);
+                // What arrived must not hold the disk: the fetch may have failed for want of
+                // it. Only a stub of its own: one linked to a copy holds that copy's bytes.
+                if d.file.metadata().is_ok_and(|m| m.nlink() == 1) {
+                    free_bytes_of(&d.file, *len);
+                }
             }
         }
     }

@@ -394,10 +394,13 @@ impl Vfs {
         if let Some(hit) = self.fresh_attr(&r.virt) {
             return hit.map_err(Error::from);
         }
-        if let Some(hit) = self.lookup_in_listing(&r.virt) {
+        // A listing's "absent" is asked again where asking is cheap (see `cheap_stat`).
+        let trusted =
+            |hit: &Result<Meta>| !(r.driver.cheap_stat() && matches!(hit, Err(Error::Absent(_))));
+        if let Some(hit) = self.lookup_in_listing(&r.virt).filter(trusted) {
             return hit;
         }
-        if let Some(hit) = self.lookup_via_parent_listing(r) {
+        if let Some(hit) = self.lookup_via_parent_listing(r).filter(trusted) {
             return hit;
         }
         let res = r.driver.stat(&r.path);

@@ -1,9 +1,13 @@
-//! Writers racing on one remote file, checked against the model of what may be observed:
-//! two roam processes (each with its own cache, or sharing one) open the same file, both
-//! from the same server version, and close it at the same moment. Neither version may
-//! vanish: the name ends up holding one of them and a `NAME.roam-conflict-TIME` file beside
-//! it the other, on every writable backend, whichever of the two uploads reaches the server
-//! first (the late one is refused by the protocol's precondition, or seen changed before).
+//! roam processes sharing remote files, checked against the model of what may be observed:
+//! - writers racing: two roam processes (each with its own cache, or sharing one) open the
+//!   same file, both from the same server version, and close it at the same moment. Neither
+//!   version may vanish: the name ends up holding one of them and a `NAME.roam-conflict-TIME`
+//!   file beside it the other, on every writable backend, whichever of the two uploads
+//!   reaches the server first (the late one is refused by the protocol's precondition, or
+//!   seen changed before);
+//! - readers during writes: while one roam replaces a file with whole versions, readers in
+//!   other roam processes (their own caches, and one shared cache) only ever read one of
+//!   those versions whole, never a mix or a part.
 
 mod common;
 
@@ -117,6 +121,81 @@ fn race(kind: &str, shared: bool) {
     }
 }
 
+/// `roam run` of `script` on `b` with `cache` and T_read 0 (every open asks the server).
+fn fresh_reader(b: &Backend, cache: &Path, script: &str) -> Child {
+    let config = cache.with_extension("toml");
+    write_file(&config, b"[cache]\nt_read = 0\n", 0o644);
+    let roam = Roam::new()
+        .env("ROAM_CACHE_DIR", cache)
+        .env("ROAM_CONFIG", &config);
+    let mut cmd = roam.command();
+    for (k, v) in b.env() {
+        cmd.env(k, v);
+    }
+    cmd.args([
+        "run",
+        "-m",
+        &format!("/w={}", b.url),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+/// Versions written while three readers read: every read is one of them, whole.
+fn readers_during_writes(kind: &str) {
+    const VERSIONS: u64 = 6;
+    let b = Backend::new(kind);
+    let scratch = Scratch::new("readers");
+    let mut sums = Vec::new();
+    for v in 0..VERSIONS {
+        let path = scratch.join(&format!("v{v}"));
+        write_file(&path, &noise(LEN, 100 + v), 0o644);
+        sums.push(sha256(&path));
+    }
+    let o = b.sh(&format!("cp {} /w/f", scratch.join("v0").display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let writes = (1..VERSIONS)
+        .map(|v| format!("cp {} /w/f", scratch.join(&format!("v{v}")).display()))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let writer = fresh_reader(&b, &scratch.join("writer"), &writes);
+    let read_loop = "for i in $(seq 15); do sha256sum < /w/f; done";
+    let readers: Vec<Child> = [
+        scratch.join("own"),
+        scratch.join("shared"),
+        scratch.join("shared"),
+    ]
+    .iter()
+    .map(|cache| fresh_reader(&b, cache, read_loop))
+    .collect();
+    let w = finished(writer);
+    assert!(w.status.success(), "{kind}: writer: {}", stderr(&w));
+    for (i, r) in readers.into_iter().enumerate() {
+        let o = finished(r);
+        assert!(o.status.success(), "{kind}: reader {i}: {}", stderr(&o));
+        let out = stdout(&o);
+        let reads: Vec<&str> = out
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert_eq!(reads.len(), 15, "{kind}: reader {i}: {}", stderr(&o));
+        for sum in reads {
+            assert!(
+                sums.iter().any(|s| s == sum),
+                "{kind}: reader {i} read bytes of no version"
+            );
+        }
+    }
+    let last = server_files(&b, "f");
+    assert_eq!(last.get("f"), sums.last(), "{kind}: {last:?}");
+}
+
 macro_rules! per_backend {
     ($($kind:ident => $name:literal),* $(,)?) => {
         mod separate_caches {
@@ -124,6 +203,9 @@ macro_rules! per_backend {
         }
         mod one_shared_cache {
             $(#[test] fn $kind() { super::race($name, true) })*
+        }
+        mod readers_during_writes {
+            $(#[test] fn $kind() { super::readers_during_writes($name) })*
         }
     };
 }

@@ -258,6 +258,10 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.serves_links()
     }
 
+    fn cheap_stat(&self) -> bool {
+        self.lower.cheap_stat()
+    }
+
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let mut down = Down::new(&self.t, dest, offset);
         let n = self

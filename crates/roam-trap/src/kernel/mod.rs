@@ -204,6 +204,20 @@ impl Kernel {
         self.tracees.lock().unwrap().insert(tid);
     }
 
+    /// Thread `tid` was killed by `signal`: the changes it was writing are kept, never
+    /// uploaded (their copies may lack what it meant to write; `roam status` names them).
+    pub fn writer_killed(&self, tid: Pid, signal: i32) {
+        let writing = self.granted.lock().unwrap().get(&tid).cloned();
+        for virt in writing.unwrap_or_default() {
+            if !self.vfs().is_dirty(&virt) {
+                continue;
+            }
+            if let Err(e) = self.vfs().writer_killed(&virt, tid.as_raw(), signal) {
+                self.report.once(format!("kept {virt}"), e.to_string());
+            }
+        }
+    }
+
     /// A thread ended. Returns whether changes may wait for delivery, which
     /// [`Kernel::flush_finished`] then does (it may wait on the network).
     pub fn tracee_ended(&self, tid: Pid) -> bool {

@@ -342,7 +342,11 @@ impl Tracer {
     fn on_stop(&mut self, status: WaitStatus) {
         match status {
             WaitStatus::Exited(pid, code) => self.on_exit(pid, code),
-            WaitStatus::Signaled(pid, sig, _) => self.on_exit(pid, 128 + sig as i32),
+            WaitStatus::Signaled(pid, sig, _) => {
+                // Killed while it may have been writing: what it wrote is no whole version.
+                self.kernel.writer_killed(pid, sig as i32);
+                self.on_exit(pid, 128 + sig as i32)
+            }
             WaitStatus::Stopped(pid, sig) => match self.fd_moves.get_mut(&pid) {
                 Some((mv, _)) => {
                     mv.hold_signal(sig as i32);
