@@ -41,14 +41,7 @@ pub(crate) struct NameGuard {
 
 impl NameLocks {
     pub fn open(path: &Path) -> Result<NameLocks> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| Error::cache(path, e))?;
+        let file = open_lock_file(path)?;
         Ok(NameLocks {
             inner: Arc::new(Inner {
                 file,
@@ -160,6 +153,18 @@ fn slot_of(virt: &str) -> i64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     (h >> 2) as i64
+}
+
+/// Opens (creating it if need be, private) a file whose only use is its locks.
+pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::cache(path, e))
 }
 
 #[cfg(test)]

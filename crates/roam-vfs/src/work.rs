@@ -470,15 +470,7 @@ fn lock_owner(path: &Path, create: bool) -> Result<Option<File>> {
         Ok(f) => f,
         Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => {
             // A directory without an owner file is one whose claim was cut short.
-            return OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| Error::cache(path, e))
-                .and_then(|f| try_flock(f, path));
+            return crate::locks::open_lock_file(path).and_then(|f| try_flock(f, path));
         }
         Err(e) => return Err(Error::cache(path, e)),
     };

@@ -130,7 +130,11 @@ fn own_changes_patch_the_listing_instead_of_dropping_it() {
     assert_eq!(v.stat(&g).unwrap().size, Some(7));
     assert_eq!(v.stat(&f).unwrap_err().errno(), libc::ENOENT);
     let h = v.lookup("/w/h").unwrap().unwrap();
-    assert_eq!(v.stat(&h).unwrap().size, Some(3), "the listing was fetched again");
+    assert_eq!(
+        v.stat(&h).unwrap().size,
+        Some(3),
+        "the listing was fetched again"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -39,7 +39,11 @@ fn writer(b: &Backend, cache: &Path, sync: &Path, name: &str, me: &str, other: &
         wait("written"),
         s = sync.display(),
     );
-    let roam = Roam::new().env("ROAM_CACHE_DIR", cache);
+    in_background(b, Roam::new().env("ROAM_CACHE_DIR", cache), &script)
+}
+
+/// `roam run -m /w=URL -- sh -c SCRIPT` on `b`, started in the background.
+fn in_background(b: &Backend, roam: Roam, script: &str) -> Child {
     let mut cmd = roam.command();
     for (k, v) in b.env() {
         cmd.env(k, v);
@@ -51,7 +55,7 @@ fn writer(b: &Backend, cache: &Path, sync: &Path, name: &str, me: &str, other: &
         "--",
         "sh",
         "-c",
-        &script,
+        script,
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -128,23 +132,7 @@ fn fresh_reader(b: &Backend, cache: &Path, script: &str) -> Child {
     let roam = Roam::new()
         .env("ROAM_CACHE_DIR", cache)
         .env("ROAM_CONFIG", &config);
-    let mut cmd = roam.command();
-    for (k, v) in b.env() {
-        cmd.env(k, v);
-    }
-    cmd.args([
-        "run",
-        "-m",
-        &format!("/w={}", b.url),
-        "--",
-        "sh",
-        "-c",
-        script,
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap()
+    in_background(b, roam, script)
 }
 
 /// Versions written while three readers read: every read is one of them, whole.
