@@ -351,6 +351,13 @@ impl Vfs {
     /// A program writing `virt` was killed (by `signal`) before it closed the file: the copy
     /// may be half-written, so it is kept, never uploaded.
     pub fn writer_killed(&self, virt: &str, pid: i32, signal: i32) -> Result<()> {
+        if self
+            .work
+            .journal(virt)
+            .is_none_or(|rec| rec.state != ChangeState::Open)
+        {
+            return Ok(()); // closed whole before (sealed, waiting for T_write), or gone
+        }
         let why = format!("its writer (pid {pid}) was killed by signal {signal} before closing it");
         self.keep(virt, libc::EIO, why)
     }

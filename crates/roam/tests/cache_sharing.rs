@@ -378,3 +378,23 @@ fn a_change_whose_writer_was_killed_is_kept_not_uploaded() {
         "{status}"
     );
 }
+
+/// A program killed after it closed what it wrote (the upload waiting for T_write): the
+/// change was whole, so it is delivered as usual.
+#[test]
+fn a_change_closed_before_its_writer_was_killed_is_delivered() {
+    let m = Mount::new("file+cache");
+    let scratch = Scratch::new("closed");
+    let config = scratch.join("roam.toml");
+    std::fs::write(&config, "[cache]\nt_write = 30\n").unwrap();
+    let roam = Roam::new().env("ROAM_CONFIG", &config);
+    let closed =
+        "import os\nf = open('/w/k', 'w')\nf.write('whole')\nf.close()\nos.kill(os.getpid(), 9)";
+    let o = roam.sh(
+        &["-m", &format!("/w={}", m.url)],
+        &format!("python3 -c \"{closed}\"; echo $?"),
+    );
+    assert_eq!(stdout(&o), "137\n", "{}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(m.backend("k")).unwrap(), "whole");
+}
