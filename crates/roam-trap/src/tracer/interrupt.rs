@@ -1,15 +1,16 @@
-//! Signals for threads that wait on roam. A thread whose call a worker serves sits in a
-//! ptrace stop, where no signal reaches it: a `kill` (or roam's forwarded SIGTERM) would
-//! wait for the server, however long it takes. The kernel interrupts a slow call when a
-//! signal arrives that will be handled or will end the process; roam does the same for the
-//! calls it serves: such a thread gets `EINTR` at once (as on an NFS mount with `intr`),
-//! and the worker's late answer is dropped.
+//! Fatal signals for threads that wait on roam. A thread whose call a worker serves sits in
+//! a ptrace stop, where no signal reaches it: a `kill` (or roam's forwarded SIGTERM) would
+//! wait for the server, however long it takes. As for a call on NFS (which sleeps
+//! `TASK_KILLABLE`), a signal that will end the process ends the wait: such a thread's
+//! call is failed with `EINTR` at once, the signal then ends the process, and the worker's
+//! late answer is dropped. A signal the program catches waits for the answer, so no
+//! program sees an `EINTR` that a local file would never give.
 
 use nix::unistd::Pid;
 
 /// Signals whose default action is to be ignored (SIGCHLD, SIGCONT, SIGURG, SIGWINCH) or
-/// to stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): pending uncaught, they interrupt nothing.
-/// A ptraced thread queues even ignored signals, so they must be told apart here.
+/// to stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): they end nothing. A ptraced thread queues
+/// even ignored signals, so they must be told apart here.
 const HARMLESS: u64 = bit(libc::SIGCHLD)
     | bit(libc::SIGCONT)
     | bit(libc::SIGURG)
@@ -23,8 +24,8 @@ const fn bit(sig: i32) -> u64 {
     1 << (sig - 1)
 }
 
-/// Whether `tid` has a signal pending that the kernel would interrupt a slow call for:
-/// not blocked, and either caught or (by default) ending the process.
+/// Whether `tid` has a signal pending that will end its process: not blocked, ignored or
+/// caught, and ending the process by default.
 pub(super) fn interrupted(tid: Pid) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
         return false;
@@ -41,9 +42,8 @@ fn interrupting(status: &str) -> bool {
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
             .unwrap_or(0)
     };
-    let pending = (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") & !mask("SigIgn:");
-    let caught = mask("SigCgt:");
-    pending & (caught | !HARMLESS) != 0
+    let spared = mask("SigBlk:") | mask("SigIgn:") | mask("SigCgt:") | HARMLESS;
+    (mask("SigPnd:") | mask("ShdPnd:")) & !spared != 0
 }
 
 #[cfg(test)]
@@ -57,7 +57,7 @@ mod tests {
     }
 
     #[test]
-    fn fatal_or_caught_signals_interrupt_and_others_do_not() {
+    fn only_signals_that_end_the_process_interrupt() {
         let term = bit(libc::SIGTERM);
         let chld = bit(libc::SIGCHLD);
         assert!(
@@ -75,8 +75,12 @@ mod tests {
             "SIGCHLD, uncaught"
         );
         assert!(
-            interrupting(&status(chld, 0, 0, 0, chld)),
+            !interrupting(&status(chld, 0, 0, 0, chld)),
             "SIGCHLD, caught"
+        );
+        assert!(
+            !interrupting(&status(0, term, 0, 0, term)),
+            "SIGTERM, caught"
         );
         assert!(
             !interrupting(&status(0, bit(libc::SIGTSTP), 0, 0, 0)),

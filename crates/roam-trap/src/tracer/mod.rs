@@ -343,9 +343,9 @@ impl Tracer {
         Ok(())
     }
 
-    /// Lets go of the threads waiting on a worker that have a signal to take: their call
-    /// fails with EINTR now (see `interrupt.rs`). Runs whenever the tracer wakes from a
-    /// sleep: at a signal to roam (SIGTERM is forwarded), at the latest after the backstop.
+    /// Lets go of the threads waiting on a worker that a pending signal will end: their
+    /// call fails with EINTR now, and the signal ends them (see `interrupt.rs`). Runs
+    /// whenever the tracer wakes from a sleep, at the latest after the backstop.
     fn interrupt_signalled(&mut self) {
         let signalled: Vec<Pid> = self
             .waiting
@@ -354,7 +354,7 @@ impl Tracer {
             .filter(|&tid| interrupt::interrupted(tid))
             .collect();
         for tid in signalled {
-            tracing::debug!(%tid, "a signal interrupts the call a worker serves");
+            tracing::debug!(%tid, "a fatal signal interrupts the call a worker serves");
             self.waiting.remove(&tid);
             self.takeovers.serving.remove(&tid);
             if let Err(e) = ptrace::skip_with(tid, -i64::from(libc::EINTR)) {
