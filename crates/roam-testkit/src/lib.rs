@@ -8,6 +8,7 @@ pub mod backend;
 pub mod chirp;
 pub mod dav;
 pub mod ext;
+pub mod fault;
 pub mod ftp;
 pub mod mp3;
 pub mod s3;

@@ -13,6 +13,10 @@ pub enum Error {
     /// A POSIX refusal decided by roam itself (e.g. `ENOTDIR`, `ELOOP`).
     #[error("{message}")]
     Posix { errno: i32, message: String },
+    /// A transfer into a partial copy failed (the server, or the cache disk): told to the
+    /// user, unlike [`Error::Posix`], since neither the program nor roam chose it.
+    #[error("{message}")]
+    Transfer { errno: i32, message: String },
     /// roam's own cache directory failed (full disk, permissions ...).
     #[error("cache {path}: {source}")]
     Cache {
@@ -33,7 +37,7 @@ impl Error {
         match self {
             Error::Remote(e) => e.errno(),
             Error::Absent(_) => libc::ENOENT,
-            Error::Posix { errno, .. } => *errno,
+            Error::Posix { errno, .. } | Error::Transfer { errno, .. } => *errno,
             Error::Cache { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Config(_) => libc::EINVAL,
             Error::Kept { errno, .. } => *errno,

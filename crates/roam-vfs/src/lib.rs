@@ -24,6 +24,7 @@ mod merge;
 mod mounts;
 mod partial;
 pub mod path;
+mod speed;
 mod usage;
 mod work;
 mod write;
@@ -100,6 +101,8 @@ pub struct Vfs {
     /// How long roam waits for another process filling the copy of a name (then it
     /// fetches a private one), or for a stream that brings nothing (then the read fails).
     patience: Duration,
+    /// The window of the low-speed limit on transfers (the read timeout; `speed.rs`).
+    speed_window: Duration,
     mounts: Mounts,
     state: Mutex<State>,
     fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -167,6 +170,7 @@ impl Vfs {
             work,
             locks,
             patience: cfg.http.connect_timeout + cfg.http.read_timeout * 2,
+            speed_window: cfg.http.read_timeout,
             mounts,
             state: Mutex::new(State {
                 dirty,
@@ -721,12 +725,17 @@ impl Vfs {
         d: &cache::Download,
         validator: Option<&Validator>,
     ) -> Result<(Fetched, u64)> {
-        let mut out = Counted {
+        let counted = Counted {
             inner: BufWriter::with_capacity(1 << 20, &d.file),
             n: 0,
             failed: None,
         };
+        let mut out = speed::LowSpeed::new(counted, self.speed_window, r.describe());
         let fetched = r.driver.fetch(&r.path, &mut out, validator);
+        if let Some(e) = out.pace.stalled() {
+            return Err(e);
+        }
+        let out = out.get_mut();
         let flushed = out.inner.flush();
         let local = out.failed.take().or(flushed.err());
         if let Some(e) = local {

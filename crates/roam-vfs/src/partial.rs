@@ -11,8 +11,9 @@
 //! as an ordinary cached copy, by the process that holds the name's lock.
 //!
 //! A transfer that fails is tried again at most once per read; a stream that brings nothing
-//! for longer than the drivers' timeouts allow is given up. Either way the read fails with
-//! the transfer's errno (ETIMEDOUT, EHOSTUNREACH, ENOSPC when the cache disk is full ...).
+//! for longer than the drivers' timeouts allow is given up, and so is any transfer slower
+//! than the low-speed limit (`speed.rs`: a server dripping bytes). Either way the read fails
+//! with the transfer's errno (ETIMEDOUT, EHOSTUNREACH, ENOSPC when the cache disk is full ...).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,6 +28,7 @@ use roam_drivers::{Kind, Meta};
 
 use crate::cache::unix_secs;
 use crate::locks::NameGuard;
+use crate::speed::{LowSpeed, Pace};
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
 /// Files at least this big are opened as partial copies.
@@ -91,6 +93,8 @@ pub(crate) struct Partial {
     cond: Condvar,
     /// Bytes downloaded into the copy so far (for the cache counters).
     fetched: AtomicU64,
+    /// The window of the low-speed limit on its transfers.
+    speed_window: Duration,
 }
 
 pub(crate) type Partials = Mutex<HashMap<String, Arc<Partial>>>;
@@ -152,6 +156,7 @@ impl Vfs {
             }),
             cond: Condvar::new(),
             fetched: AtomicU64::new(0),
+            speed_window: self.speed_window,
         };
         partials.insert(r.virt.clone(), Arc::new(p));
         Ok(Some(copy))
@@ -211,11 +216,11 @@ impl Vfs {
                 }
             }
             if tries == TRIES_PER_READ {
-                let (errno, why) = st.failed.clone().unwrap_or((libc::EIO, "no data".into()));
+                let (errno, message) = st.failed.clone().unwrap_or((libc::EIO, "no data".into()));
                 if errno == libc::ENOSPC {
                     p.give_back_space(&mut st);
                 }
-                return Err(Error::posix(errno, why));
+                return Err(Error::Transfer { errno, message });
             }
             tries += 1;
             st.progress = Instant::now();
@@ -310,40 +315,44 @@ impl Partial {
 
 /// The error of a stream that brought nothing for too long.
 fn stalled(p: &Partial, limit: Duration) -> Error {
-    Error::posix(
-        libc::ETIMEDOUT,
-        format!(
+    Error::Transfer {
+        errno: libc::ETIMEDOUT,
+        message: format!(
             "{}: no data from the server for {} s",
-            p.remote.virt,
+            p.remote.describe(),
             limit.as_secs()
         ),
-    )
+    }
 }
 
 /// Fetches `[a, b)` into the copy; returns how many bytes came.
 fn fetch_chunk(p: &Partial, a: u64, b: u64) -> Result<u64> {
-    let mut at = At {
+    let at = At {
         p,
         pos: a,
         local: None,
     };
+    let mut out = LowSpeed::new(at, p.speed_window, p.remote.describe());
     let got = p
         .remote
         .driver
-        .read_range(&p.remote.path, a, b - a, &mut at);
-    if let Some(e) = at.local {
+        .read_range(&p.remote.path, a, b - a, &mut out);
+    if let Some(e) = out.pace.stalled() {
+        return Err(e);
+    }
+    if let Some(e) = out.get_mut().local.take() {
         return Err(Error::cache(&p.copy, e));
     }
     let n = got?;
     p.fetched.fetch_add(n, Ordering::Relaxed);
     if n < b - a {
-        return Err(Error::posix(
-            libc::EIO,
-            format!(
+        return Err(Error::Transfer {
+            errno: libc::EIO,
+            message: format!(
                 "{}: the file shrank on the server while being read",
-                p.remote.virt
+                p.remote.describe()
             ),
-        ));
+        });
     }
     Ok(n)
 }
@@ -358,17 +367,19 @@ fn stream(p: &Arc<Partial>, start: u64) {
         buf: Vec::with_capacity(PUBLISH as usize),
         local: None,
         idle: false,
+        pace: Pace::new(p.speed_window, remote.describe()),
     };
     let result = remote
         .driver
         .read_range(&remote.path, start, p.size - start, &mut w);
     let flushed = w.flush();
-    let failure = match (w.local.take(), result, flushed) {
-        (Some(e), _, _) => Some(Error::cache(&p.copy, e)),
+    let failure = match (w.pace.stalled(), w.local.take(), result, flushed) {
+        (Some(e), _, _, _) => Some(e),
+        (None, Some(e), _, _) => Some(Error::cache(&p.copy, e)),
         _ if w.idle => None,
-        (None, Err(e), _) => Some(Error::from(e)),
-        (None, Ok(_), Err(e)) => Some(Error::cache(&p.copy, e)),
-        (None, Ok(_), Ok(())) => None,
+        (None, None, Err(e), _) => Some(Error::from(e)),
+        (None, None, Ok(_), Err(e)) => Some(Error::cache(&p.copy, e)),
+        (None, None, Ok(_), Ok(())) => None,
     };
     let mut st = p.state.lock().unwrap();
     st.stream = None;
@@ -397,6 +408,8 @@ struct Streamer<'a> {
     local: Option<std::io::Error>,
     /// Whether it stopped because no reader came for a while (not a failure).
     idle: bool,
+    /// The low-speed limit, which does not count the waits for a reader.
+    pace: Pace,
 }
 
 impl Streamer<'_> {
@@ -429,6 +442,7 @@ impl Streamer<'_> {
             }
             let (next, timeout) = self.p.cond.wait_timeout(st, IDLE_STREAM).unwrap();
             st = next;
+            self.pace.restart();
             if timeout.timed_out() {
                 self.idle = true;
                 return Err(std::io::Error::other("stream idle"));
@@ -439,6 +453,7 @@ impl Streamer<'_> {
 
 impl Write for Streamer<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.pace.count(data.len())?;
         self.buf.extend_from_slice(data);
         self.pos += data.len() as u64;
         self.p.state.lock().unwrap().progress = Instant::now();

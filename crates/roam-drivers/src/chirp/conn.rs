@@ -212,6 +212,25 @@ impl Conn {
     pub(crate) fn read_exact(&mut self, buf: &mut [u8]) -> Reply<()> {
         Ok(self.reader.read_exact(buf)?)
     }
+
+    /// Passes the next `len` bytes of a reply body to `dest` as they arrive, so that a sink
+    /// watching the pace sees a slow server. A refusal of `dest` mid-body leaves the
+    /// connection out of step: it counts as broken and is dropped.
+    pub(crate) fn copy_body(&mut self, mut len: usize, dest: &mut dyn Write) -> Reply<()> {
+        while len > 0 {
+            let piece = self.reader.fill_buf()?;
+            if piece.is_empty() {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+            let n = piece.len().min(len);
+            dest.write_all(&piece[..n]).map_err(|e| {
+                Failure::Broken(io::Error::new(e.kind(), format!("writing the copy: {e}")))
+            })?;
+            self.reader.consume(n);
+            len -= n;
+        }
+        Ok(())
+    }
 }
 
 /// A TCP connection to the first address of `target` that accepts one.

@@ -328,14 +328,10 @@ fn with_open_file<T>(
 
 /// Copies up to `len` bytes of the open `fd` from `offset` into `dest`; returns the count.
 fn copy_range(c: &mut Conn, fd: u64, offset: u64, len: u64, dest: &mut dyn Write) -> Reply<u64> {
-    let mut buf = Vec::new();
     let mut done = 0u64;
     while done < len {
         let want = usize::try_from(len - done).map_or(rpc::READ_CHUNK, |n| n.min(rpc::READ_CHUNK));
-        let got = c.pread(fd, offset + done, want, &mut buf)?;
-        // The chunk has been read whole, so the connection stays in step if this fails.
-        dest.write_all(&buf)
-            .map_err(|e| Failure::Local(Error::from_io("writing the copy", &e)))?;
+        let got = c.pread(fd, offset + done, want, dest)?;
         done += got as u64;
         // A short read is the end of the file.
         if got < want {

@@ -2,7 +2,7 @@
 //! request line, an integer reply, and for some a stat record, names or bytes after it.
 //! Paths here are the server's (prefix included) and decoded; they are escaped on the way.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 
 use super::conn::{broken, Conn, Reply};
 use super::proto::{encode_path, Stat};
@@ -54,19 +54,18 @@ impl Conn {
         Ok((fd, self.read_stat()?))
     }
 
-    /// Reads up to `len` bytes at `offset` into `buf` (replacing its contents); returns
-    /// how many came, 0 at the end of the file.
+    /// Writes up to `len` bytes at `offset` into `dest` as they arrive; returns how many
+    /// came, 0 at the end of the file.
     pub(crate) fn pread(
         &mut self,
         fd: u64,
         offset: u64,
         len: usize,
-        buf: &mut Vec<u8>,
+        dest: &mut dyn Write,
     ) -> Reply<usize> {
-        let got = self.call(&format!("pread {fd} {len} {offset}\n"))?;
-        buf.resize(body_len(got, len)?, 0);
-        self.read_exact(buf)?;
-        Ok(buf.len())
+        let got = body_len(self.call(&format!("pread {fd} {len} {offset}\n"))?, len)?;
+        self.copy_body(got, dest)?;
+        Ok(got)
     }
 
     pub(crate) fn close(&mut self, fd: u64) -> Reply<()> {

@@ -456,6 +456,7 @@ impl Driver for FtpDriver {
                     return Ok(Fetched::NotModified);
                 }
                 let len = conn.retrieve(&format!("RETR {remote}"), dest, u64::MAX)?;
+                stamp.whole(len)?;
                 Ok(Fetched::Body(stamp.meta(len)))
             });
             fetched.map_err(|fault| self.explain(conn, fault, Action::Read, "RETR", &remote))

@@ -2,6 +2,7 @@
 //! server paths: a directory's entries, a path's metadata, a file's size and time. Each
 //! uses the best command the server has: MLSD/MLST where advertised, else LIST, SIZE, MDTM.
 
+use std::io;
 use std::time::SystemTime;
 
 use super::control::{Conn, Fault, Reply};
@@ -165,6 +166,20 @@ impl Stamp {
             (Some(held), _) => self.etag().as_ref() == Some(held),
             (None, Some(held)) => self.mtime.is_some_and(|now| same_second(now, held)),
             (None, None) => false,
+        }
+    }
+
+    /// Whether a transfer of `len` bytes brought the whole file. In stream mode the end of
+    /// the data connection is the end of the file, so a connection cut on the way (the
+    /// server's `226` may already be on the control connection) looks like a shorter
+    /// file: fewer bytes than `SIZE` said is a broken transfer, never a short copy.
+    pub fn whole(&self, len: u64) -> Result<(), Fault> {
+        match self.size {
+            Some(size) if len < size => Err(Fault::Transport(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the data connection ended after {len} of {size} bytes"),
+            ))),
+            _ => Ok(()),
         }
     }
 

@@ -97,6 +97,8 @@ impl HttpClient {
             .timeout_recv_response(Some(cfg.read_timeout))
             // Per read, not per body: a download of many GB may take hours, but never stall.
             .timeout_per_read(Some(cfg.read_timeout))
+            // Likewise per write: an upload to a server that stopped reading fails.
+            .timeout_per_write(Some(cfg.read_timeout))
             // Credentials of a mount URL must survive its own `/dir` → `/dir/` redirects,
             // and must never be sent to another host.
             .redirect_auth_headers(RedirectAuthHeaders::SameHost)

@@ -8,6 +8,7 @@
 //! [`Kernel::serve`]s while the tracer goes on serving other threads.
 
 pub mod afar;
+
 mod close;
 mod dir;
 mod exec;

@@ -26,6 +26,7 @@ use handover::reply_afar;
 use takeover::{listen, Outlets, Takeover, Takeovers};
 
 mod handover;
+mod interrupt;
 mod takeover;
 
 /// How long the tracer polls for the next stop before it sleeps.
@@ -87,6 +88,8 @@ enum Polled {
 
 struct Done {
     tid: Pid,
+    /// The number of the job of a stopped thread's call ([`Tracer::waiting`]).
+    job: Option<u64>,
     sp: u64,
     decision: Decision,
     /// A signal to deliver as the thread resumes.
@@ -102,6 +105,10 @@ pub struct Tracer {
     wake: Arc<EventFd>,
     signals: SignalFd,
     in_flight: usize,
+    /// Threads stopped at a call a worker serves, with the number of its job: a thread
+    /// interrupted by a signal meanwhile leaves, and the job's answer is dropped.
+    waiting: HashMap<Pid, u64>,
+    jobs_sent: u64,
     /// Threads running a call whose result roam finishes at the syscall-exit stop.
     overrides: HashMap<Pid, AfterExit>,
     /// Deliveries started at process exits; the run ends only after them.
@@ -132,7 +139,7 @@ pub struct Tracer {
 /// Work for the worker threads: a call stopped in the tracer, a notified one, or one of a
 /// process handed over to a debugger (answered through its own listener).
 enum Work {
-    Stop(Job),
+    Stop(Job, u64),
     Notice(Notice, Job),
     Afar(Notice, Job, Arc<Listener>),
 }
@@ -213,6 +220,8 @@ impl Tracer {
             wake,
             signals,
             in_flight: 0,
+            waiting: HashMap::new(),
+            jobs_sent: 0,
             overrides: HashMap::new(),
             deliveries: Vec::new(),
             fd_moves: HashMap::new(),
@@ -287,6 +296,12 @@ impl Tracer {
             }
             while let Ok(d) = self.done.try_recv() {
                 self.in_flight -= 1;
+                if let Some(job) = d.job {
+                    if self.waiting.get(&d.tid) != Some(&job) {
+                        continue; // the thread was interrupted: it is no longer there
+                    }
+                    self.waiting.remove(&d.tid);
+                }
                 self.apply(d.tid, d.sp, d.decision, d.sig);
                 worked = true;
             }
@@ -324,7 +339,29 @@ impl Tracer {
         }
         let _ = self.wake.read();
         while let Ok(Some(_)) = self.signals.read_signal() {}
+        self.interrupt_signalled();
         Ok(())
+    }
+
+    /// Lets go of the threads waiting on a worker that a pending signal will end: their
+    /// call fails with EINTR now, and the signal ends them (see `interrupt.rs`). Runs
+    /// whenever the tracer wakes from a sleep, at the latest after the backstop.
+    fn interrupt_signalled(&mut self) {
+        let signalled: Vec<Pid> = self
+            .waiting
+            .keys()
+            .copied()
+            .filter(|&tid| interrupt::interrupted(tid))
+            .collect();
+        for tid in signalled {
+            tracing::debug!(%tid, "a fatal signal interrupts the call a worker serves");
+            self.waiting.remove(&tid);
+            self.takeovers.serving.remove(&tid);
+            if let Err(e) = ptrace::skip_with(tid, -i64::from(libc::EINTR)) {
+                tracing::debug!(%tid, "interrupt: {e}");
+            }
+            resume(tid, 0);
+        }
     }
 
     fn on_status(&mut self, status: WaitStatus) {
@@ -414,6 +451,7 @@ impl Tracer {
                     kernel.complete_copy(&virt);
                     let _ = tx.send(Done {
                         tid: pid,
+                        job: None,
                         sp: 0,
                         decision: Decision::Continue,
                         sig,
@@ -518,8 +556,10 @@ impl Tracer {
             Triage::Done(d) => self.apply(pid, call.sp, d, 0),
             Triage::Later(job) => {
                 self.in_flight += 1;
+                self.jobs_sent += 1;
+                self.waiting.insert(pid, self.jobs_sent);
                 self.jobs
-                    .send(Work::Stop(job))
+                    .send(Work::Stop(job, self.jobs_sent))
                     .expect("workers live as long as the tracer");
             }
         }
@@ -688,10 +728,11 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
             return;
         };
         let going_on = match work {
-            Work::Stop(job) => {
+            Work::Stop(job, number) => {
                 let decision = kernel.serve(&job);
                 let done = Done {
                     tid: job.tid,
+                    job: Some(number),
                     sp: job.call.sp,
                     decision,
                     sig: 0,
