@@ -130,6 +130,9 @@ struct State {
     /// Changes kept from upload (errno, why), known here even when their journal could
     /// not record it (the cache disk that failed the write may refuse the record too).
     kept: HashMap<String, (i32, String)>,
+    /// Names roam itself just put on a server, and when: a listing asked for before that
+    /// (answered while the upload was under way) must not drop them.
+    placed: HashMap<String, (Meta, Instant)>,
 }
 
 #[derive(Clone)]
@@ -556,7 +559,8 @@ impl Vfs {
             return Ok(self.cache.meta_path(&r.virt));
         }
         // A listing saved by an earlier run still within T_read, or a fresh one.
-        let (listing, age) =
+        let asked = Instant::now();
+        let (mut listing, age) =
             match listings::load(self.cache.root(), &r.virt).filter(|(_, age)| *age < t_read) {
                 Some(saved) => saved,
                 None => {
@@ -567,6 +571,7 @@ impl Vfs {
                     (listing, Duration::ZERO)
                 }
             };
+        self.add_placed_since(&r.virt, asked.checked_sub(age).unwrap_or(asked), &mut listing);
         let dir = self.cache.put_dir(&r.virt)?;
         // The mtime the parent's listing gave it, unless its own stat says otherwise.
         let prior = self.cache.dir_mtime(&r.virt);
@@ -601,6 +606,25 @@ impl Vfs {
             ),
         );
         Ok(dir)
+    }
+
+    /// Adds to a listing of `dir` asked for at `asked` the files roam put there since (a
+    /// listing answered during an upload would say they are not there).
+    fn add_placed_since(&self, dir: &str, asked: Instant, listing: &mut roam_drivers::Listing) {
+        let mut st = self.state.lock().unwrap();
+        st.placed
+            .retain(|_, (_, at)| at.elapsed() < Duration::from_secs(600));
+        for (virt, (meta, at)) in &st.placed {
+            let (parent, name) = split_name(virt);
+            if parent != dir || *at < asked {
+                continue;
+            }
+            listing.entries.retain(|e| e.name != name);
+            listing.entries.push(roam_drivers::DirEntry {
+                name: name.to_owned(),
+                meta: meta.clone(),
+            });
+        }
     }
 
     /// The data file of `r`: the cached copy if young enough or still valid, else fetched.

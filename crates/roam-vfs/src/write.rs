@@ -1012,6 +1012,7 @@ impl Vfs {
         let mut st = self.state.lock().unwrap();
         st.attrs.remove(virt);
         st.listings.remove(virt);
+        st.placed.remove(virt);
         if let Some((index, _)) = st.listings.get_mut(parent) {
             let index = std::sync::Arc::make_mut(index);
             index.entries.remove(name);
@@ -1081,8 +1082,9 @@ impl Vfs {
             index.entries.insert(name.to_owned(), meta.clone());
             index.unknown.remove(name);
         }
-        st.attrs
-            .insert(virt.to_owned(), (Ok(meta), std::time::Instant::now()));
+        let now = std::time::Instant::now();
+        st.placed.insert(virt.to_owned(), (meta.clone(), now));
+        st.attrs.insert(virt.to_owned(), (Ok(meta), now));
         drop(st);
         // A later run lists again rather than trust a saved listing roam has since changed.
         crate::listings::drop(self.cache.root(), parent);
