@@ -9,6 +9,7 @@ pub mod chirp;
 pub mod dav;
 pub mod ext;
 pub mod ftp;
+pub mod fuzz;
 pub mod mp3;
 pub mod s3;
 pub mod sftp;
