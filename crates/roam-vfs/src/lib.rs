@@ -732,13 +732,12 @@ struct Counted<W> {
 
 impl<W: Write> Write for Counted<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf).map_err(|e| {
+        let n = self.inner.write(buf).inspect_err(|e| {
             let copy = std::io::Error::new(e.kind(), e.to_string());
             self.failed.get_or_insert(match e.raw_os_error() {
                 Some(code) => std::io::Error::from_raw_os_error(code),
                 None => copy,
             });
-            e
         })?;
         self.n += n as u64;
         Ok(n)

@@ -64,7 +64,7 @@ fn mount_root(r: &Remote) -> String {
         return r.virt.clone();
     }
     let cut = r.virt.len().saturating_sub(r.path.len());
-    match &r.virt[cut..] == r.path {
+    match r.virt[cut..] == r.path {
         true if cut == 0 => "/".to_owned(),
         true => r.virt[..cut].to_owned(),
         // A layer renamed the path (rot13): the virtual name is all there is.
