@@ -118,8 +118,9 @@ proptest! {
     }
 }
 
-/// Found by fuzzing: a `pread` reply announcing a whole chunk reserved it (4 MiB) before a
-/// byte of it came; the body now grows as it arrives, and a short one is a failure.
+/// Found by the allocation bound (issue 14): a `pread` reply announcing a whole chunk reserved
+/// it (4 MiB) before a byte of it came; the body now grows as it arrives, and a short one is a
+/// failure.
 #[test]
 fn an_announced_length_is_not_reserved() {
     let reply = format!("{READ_CHUNK}\nshort");
