@@ -13,4 +13,6 @@ cargo fmt --all -- --check
 cargo fmt --all --manifest-path extensions/Cargo.toml -- --check
 cargo clippy --release -j2 --manifest-path extensions/Cargo.toml --target-dir target/ext-build -- -D warnings
 cargo clippy --workspace --all-targets -j2 -- -D warnings
+# The archive extension's zip and tar parsers, fuzzed natively (proptest; bench/fuzz.sh runs longer).
+cargo test -j2 --manifest-path extensions/Cargo.toml -p archive --target-dir target/ext-build
 cargo test --workspace -j2 -- --test-threads=4

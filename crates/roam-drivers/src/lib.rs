@@ -19,6 +19,11 @@ pub mod s3;
 pub mod sftp;
 mod url;
 
+// Lets the fuzz properties bound what one parse allocates (roam_testkit::fuzz::bounded).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: roam_testkit::fuzz::CountingAlloc = roam_testkit::fuzz::CountingAlloc;
+
 use std::fmt::Debug;
 use std::io::{Read, Write};
 use std::path::PathBuf;

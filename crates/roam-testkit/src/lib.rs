@@ -10,6 +10,7 @@ pub mod dav;
 pub mod ext;
 pub mod fault;
 pub mod ftp;
+pub mod fuzz;
 pub mod mp3;
 pub mod s3;
 pub mod sftp;

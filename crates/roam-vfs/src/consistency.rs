@@ -83,23 +83,49 @@ pub fn glob_matches(glob: &str, path: &str) -> bool {
 }
 
 fn match_components(g: &[&str], p: &[&str]) -> bool {
-    match g.split_first() {
-        None => p.is_empty(),
-        Some((&"**", rest)) => (0..=p.len()).any(|i| match_components(rest, &p[i..])),
-        Some((first, rest)) => {
-            !p.is_empty()
-                && match_component(first.as_bytes(), p[0].as_bytes())
-                && match_components(rest, &p[1..])
-        }
-    }
+    wildcard(
+        g,
+        p,
+        |c| *c == "**",
+        |c, name| match_component(c.as_bytes(), name.as_bytes()),
+    )
 }
 
 fn match_component(g: &[u8], s: &[u8]) -> bool {
-    match g.split_first() {
-        None => s.is_empty(),
-        Some((b'*', rest)) => (0..=s.len()).any(|i| match_component(rest, &s[i..])),
-        Some((c, rest)) => s.first() == Some(c) && match_component(rest, &s[1..]),
+    wildcard(g, s, |b| *b == b'*', |b, c| b == c)
+}
+
+/// Whether `items` match `pattern`, where an item of the pattern that `is_star` matches
+/// any run of items and any other matches the one item `one` accepts. Backtracking to the
+/// last star alone is enough for such patterns: time is at worst the product of the
+/// lengths, where trying every split at every star took time exponential in their number
+/// (a rule `/**/**/**/**/**/**/**/**/x` hung every lookup of a deep path).
+fn wildcard<P, T>(
+    pattern: &[P],
+    items: &[T],
+    is_star: impl Fn(&P) -> bool,
+    one: impl Fn(&P, &T) -> bool,
+) -> bool {
+    let (mut pi, mut ti) = (0, 0);
+    // Where to resume after a mismatch: past the last star, one more item consumed by it.
+    let mut resume: Option<(usize, usize)> = None;
+    while ti < items.len() {
+        match pattern.get(pi) {
+            Some(p) if is_star(p) => {
+                resume = Some((pi + 1, ti));
+                pi += 1;
+            }
+            Some(p) if one(p, &items[ti]) => (pi, ti) = (pi + 1, ti + 1),
+            _ => match resume {
+                Some((after_star, from)) => {
+                    (pi, ti) = (after_star, from + 1);
+                    resume = Some((after_star, from + 1));
+                }
+                None => return false,
+            },
+        }
     }
+    pattern[pi..].iter().all(is_star)
 }
 
 #[cfg(test)]
@@ -120,6 +146,59 @@ mod tests {
         assert!(glob_matches("**/*.c", "/proj/src/main.c"));
         assert!(!glob_matches("**/*.c", "/proj/src/main.h"));
         assert!(glob_matches("/s3/bucket", "/s3/bucket"));
+        assert!(glob_matches("/a/**/b/*.c", "/a/x/b/y/b/z.c"));
+        assert!(glob_matches("/*a*b/**", "/xaab"));
+        assert!(!glob_matches("/*a*b/**", "/xaba"));
+        assert!(glob_matches("/**", "/"));
+        assert!(!glob_matches("/x/**/y", "/x"));
+    }
+
+    /// The definition the matcher must agree with: every split tried at every star.
+    fn by_definition(g: &[u8], s: &[u8]) -> bool {
+        match g.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| by_definition(rest, &s[i..])),
+            Some((c, rest)) => s.first() == Some(c) && by_definition(rest, &s[1..]),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(roam_testkit::fuzz::config())]
+
+        #[test]
+        fn stars_match_by_definition(glob in "[ab*]{0,10}", name in "[ab]{0,12}") {
+            proptest::prop_assert_eq!(
+                match_component(glob.as_bytes(), name.as_bytes()),
+                by_definition(glob.as_bytes(), name.as_bytes())
+            );
+        }
+
+        /// `**` components against the same definition, components spelled as letters.
+        #[test]
+        fn double_stars_match_by_definition(glob in "[ab*]{0,8}", path in "[ab]{0,10}") {
+            let as_path = |s: &str| s.chars().map(|c| match c {
+                '*' => "/**".to_string(),
+                c => format!("/{c}"),
+            }).collect::<String>();
+            proptest::prop_assert_eq!(
+                glob_matches(&as_path(&glob), &as_path(&path)),
+                by_definition(glob.as_bytes(), path.as_bytes())
+            );
+        }
+    }
+
+    /// Found probing roam.toml for hangs (issue 14): globs of many stars took time exponential
+    /// in their number.
+    #[test]
+    fn globs_of_many_stars_answer_quickly() {
+        let start = std::time::Instant::now();
+        let deep = format!("/{}", "a/".repeat(40));
+        assert!(!glob_matches("/**/**/**/**/**/**/**/**/x", &deep));
+        assert!(glob_matches("/**/**/**/**/**/**/**/**/a", &deep));
+        let long = format!("/p/{}", "a".repeat(200));
+        assert!(!glob_matches("/p/*a*a*a*a*a*a*a*a*b", &long));
+        assert!(glob_matches("/p/*a*a*a*a*a*a*a*a*", &long));
+        assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -571,7 +571,11 @@ impl Vfs {
                     (listing, Duration::ZERO)
                 }
             };
-        self.add_placed_since(&r.virt, asked.checked_sub(age).unwrap_or(asked), &mut listing);
+        self.add_placed_since(
+            &r.virt,
+            asked.checked_sub(age).unwrap_or(asked),
+            &mut listing,
+        );
         let dir = self.cache.put_dir(&r.virt)?;
         // The mtime the parent's listing gave it, unless its own stat says otherwise.
         let prior = self.cache.dir_mtime(&r.virt);

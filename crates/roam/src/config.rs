@@ -294,6 +294,8 @@ fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -19,6 +19,11 @@ use roam_vfs::{Vfs, VfsConfig};
 
 use config::Config;
 
+// Lets the fuzz properties bound what one parse allocates (roam_testkit::fuzz::bounded).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: roam_testkit::fuzz::CountingAlloc = roam_testkit::fuzz::CountingAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "roam",

@@ -11,6 +11,8 @@
 //! Names are passed on as the archive spells them (less a leading `./` and a directory's
 //! trailing `/`): roam validates them, so a hostile `../../etc/passwd` is refused there.
 
+#[cfg(test)]
+mod fuzz;
 mod tar;
 mod zip;
 

@@ -33,7 +33,8 @@ pub fn list(files: &Files) -> Result<Reply, String> {
     let mut window = WINDOW;
     loop {
         let Some(h) = files.get(0, off, BLOCK) else {
-            return Ok(match off + BLOCK > size {
+            // Saturating: a hostile member size may have carried `off` to the top of u64.
+            return Ok(match off.saturating_add(BLOCK) > size {
                 true => done(members),
                 false => next(
                     members,
@@ -52,6 +53,12 @@ pub fn list(files: &Files) -> Result<Reply, String> {
         match h[156] {
             b'L' | b'K' | b'x' => match files.get(0, data, len) {
                 Some(body) => extended(h[156], body, &mut pending)?,
+                // Asking for a body past the end would ask for the same window forever.
+                None if data.saturating_add(len) > size => {
+                    return Err(format!(
+                        "truncated tar: the header at {off} announces {len} bytes past the end"
+                    ))
+                }
                 None => {
                     return Ok(next(
                         members,

@@ -14,6 +14,8 @@
 mod auth;
 mod codes;
 mod conn;
+#[cfg(test)]
+mod fuzz;
 mod pool;
 mod proto;
 mod rpc;

@@ -29,8 +29,8 @@ impl Conn {
 
     pub(crate) fn readlink(&mut self, path: &str) -> Reply<String> {
         let len = self.call(&format!("readlink {} {LINK_MAX}\n", encode_path(path)))?;
-        let mut target = vec![0; body_len(len, LINK_MAX as usize)?];
-        self.read_exact(&mut target)?;
+        let mut target = Vec::new();
+        self.read_body(body_len(len, LINK_MAX as usize)?, &mut target)?;
         // As the local driver does: a target that is not UTF-8 is shown, not refused.
         Ok(String::from_utf8_lossy(&target).into_owned())
     }

@@ -19,6 +19,8 @@
 //!   (nginx hides dot files) defeat that look: such a directory seems empty.
 
 mod errors;
+#[cfg(test)]
+mod fuzz;
 mod members;
 pub(crate) mod multistatus;
 

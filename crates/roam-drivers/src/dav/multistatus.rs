@@ -9,7 +9,7 @@
 use std::time::SystemTime;
 
 use quick_xml::escape::resolve_predefined_entity;
-use quick_xml::events::{BytesRef, Event};
+use quick_xml::events::{BytesRef, BytesStart, Event};
 use quick_xml::name::{Namespace, ResolveResult};
 use quick_xml::NsReader;
 
@@ -36,9 +36,15 @@ pub(super) fn parse(xml: &str) -> Result<Vec<Resource>, String> {
     // `<D:collection/>` then arrives as a start and an end, like every other element.
     reader.config_mut().expand_empty_elements = true;
     let mut parser = Parser::default();
+    let mut scope = Scope::default();
     loop {
         let (ns, event) = reader.read_resolved_event().map_err(|e| e.to_string())?;
         let dav = matches!(ns, ResolveResult::Bound(Namespace(b"DAV:")));
+        match &event {
+            Event::Start(e) => scope.open(e)?,
+            Event::End(_) => scope.close(),
+            _ => {}
+        }
         match event {
             Event::Start(e) if dav => parser.start(e.local_name().as_ref()),
             Event::End(e) if dav => parser.end(e.local_name().as_ref()),
@@ -53,6 +59,43 @@ pub(super) fn parse(xml: &str) -> Result<Vec<Resource>, String> {
         Ok(parser.resources)
     } else {
         Err("not a DAV:multistatus document".to_owned())
+    }
+}
+
+/// Deepest nesting accepted: a multistatus nests about eight deep. quick-xml counts levels
+/// in a `u16`, which hostile nesting overflows (a panic in debug builds).
+const MAX_DEPTH: usize = 256;
+/// Most namespace declarations in scope at once: quick-xml resolves each element's prefix
+/// by scanning them, so a hostile number of them makes a parse take quadratic time.
+const MAX_DECLARATIONS: usize = 1024;
+
+/// The open elements and the namespace declarations they make, checked against the limits.
+#[derive(Default)]
+struct Scope {
+    declared: Vec<usize>,
+    total: usize,
+}
+
+impl Scope {
+    fn open(&mut self, e: &BytesStart) -> Result<(), String> {
+        let declared = e
+            .attributes()
+            .with_checks(false)
+            .flatten()
+            .filter(|a| a.key.as_namespace_binding().is_some())
+            .count();
+        self.declared.push(declared);
+        self.total += declared;
+        if self.declared.len() > MAX_DEPTH || self.total > MAX_DECLARATIONS {
+            return Err(format!(
+                "more than {MAX_DEPTH} nested elements or {MAX_DECLARATIONS} namespaces"
+            ));
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        self.total -= self.declared.pop().unwrap_or(0);
     }
 }
 
@@ -348,6 +391,25 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Found probing for deep nesting (issue 14): past 65 535 levels quick-xml's depth counter
+    /// overflowed (a panic), and 20 000 nested namespace declarations took 30 s.
+    #[test]
+    fn deep_nesting_and_many_namespaces_are_refused_quickly() {
+        let start = std::time::Instant::now();
+        for element in ["<D:prop>", "<x:a xmlns:p=\"u\">"] {
+            let depth = 70_000;
+            let xml = format!(
+                "<D:multistatus xmlns:D=\"DAV:\" xmlns:x=\"X:\">{}",
+                element.repeat(depth)
+            );
+            assert!(parse(&xml).unwrap_err().contains("nested elements"));
+        }
+        let many: String = (0..20_000).map(|i| format!(" xmlns:p{i}=\"u\"")).collect();
+        let xml = format!("<D:multistatus xmlns:D=\"DAV:\"><D:response{many}>");
+        assert!(parse(&xml).unwrap_err().contains("namespaces"));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

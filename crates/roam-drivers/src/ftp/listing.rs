@@ -282,7 +282,8 @@ fn dos_line(line: &str) -> Option<(String, Meta)> {
         70..=99 => 1900 + year,
         _ => year,
     };
-    let (clock, half) = time.split_at(time.len().checked_sub(2)?);
+    // Checked: the last two bytes of a hostile time may cut a character (`06:0€`).
+    let (clock, half) = time.split_at_checked(time.len().checked_sub(2)?)?;
     let (h, m) = clock.split_once(':')?;
     let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
     let h = match half.to_ascii_uppercase().as_str() {
@@ -412,6 +413,14 @@ mod tests {
         assert!(listing.complete);
         let list = "-rw-r--r-- 1 u g 1 Nov 22 06:02 ../x\r\n-rw-r--r-- 1 u g 1 Nov 22 06:02 ..\r\n";
         assert!(entries(list, Format::List).entries.is_empty());
+    }
+
+    /// Found by fuzzing: splitting `AM`/`PM` off a time by bytes panicked inside a character.
+    #[test]
+    fn a_dos_time_ending_inside_a_character_is_unknown() {
+        let listing = entries("11-22-26  854:9Ko€  12 x\r\n", Format::List);
+        assert!(listing.entries.is_empty());
+        assert!(!listing.complete);
     }
 
     #[test]

@@ -18,6 +18,8 @@
 
 mod control;
 mod errors;
+#[cfg(test)]
+mod fuzz;
 mod interview;
 mod listing;
 mod netrc;

@@ -402,4 +402,6 @@ fn reference(body: &str) -> Option<char> {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

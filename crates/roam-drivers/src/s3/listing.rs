@@ -86,7 +86,7 @@ fn list_page(
 }
 
 /// Adds the entries of one page, keeping only safe names.
-fn add_page(listed: &mut Listed, prefix: &str, page: &ListPage) {
+pub(super) fn add_page(listed: &mut Listed, prefix: &str, page: &ListPage) {
     for dir in &page.prefixes {
         let name = dir
             .strip_prefix(prefix)
@@ -127,7 +127,7 @@ fn file_meta(object: &Object) -> Meta {
 }
 
 /// Drops a directory entry that has a file of the same name (see the module comment).
-fn drop_shadowed_dirs(entries: &mut Vec<DirEntry>) {
+pub(super) fn drop_shadowed_dirs(entries: &mut Vec<DirEntry>) {
     let files: HashSet<String> = entries
         .iter()
         .filter(|e| e.meta.kind == Kind::File)

@@ -33,6 +33,8 @@ mod client;
 mod config;
 mod endpoint;
 mod errors;
+#[cfg(test)]
+mod fuzz;
 mod listing;
 mod sign;
 mod time;

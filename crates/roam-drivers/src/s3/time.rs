@@ -36,7 +36,9 @@ pub(super) fn parse_iso8601(text: &str) -> Option<SystemTime> {
     let whole = time.split('.').next()?;
     let mut hms = whole.splitn(3, ':').map(|part| part.parse::<u64>().ok());
     let (hh, mm, ss) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+    // Four-digit years only: a hostile huge year overflows the calendar arithmetic.
+    let valid_date = (0..=9999).contains(&y) && (1..=12).contains(&m) && (1..=31).contains(&d);
+    if !valid_date || hh > 23 || mm > 59 || ss > 60 {
         return None;
     }
     let days = u64::try_from(days_from_civil(y, m, d)).ok()?;
@@ -72,6 +74,9 @@ mod tests {
             "2013-05-24",
             "2013-13-01T00:00:00Z",
             "x-05-24T01:02:03Z",
+            // Found by fuzzing: a year this large overflowed `days_from_civil` (a panic).
+            "9223372036854775807-03-01T00:00:00Z",
+            "10000-01-01T00:00:00Z",
         ] {
             assert_eq!(parse_iso8601(bad), None, "{bad}");
         }

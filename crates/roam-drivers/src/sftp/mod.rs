@@ -20,6 +20,8 @@
 mod auth;
 mod connect;
 mod errors;
+#[cfg(test)]
+mod fuzz;
 mod known_hosts;
 mod link;
 mod meta;
