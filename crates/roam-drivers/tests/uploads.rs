@@ -483,12 +483,23 @@ fn webdav_uploads_cost_what_they_must() {
         };
         let client = common::http_client(Duration::from_secs(10));
         let d = DavDriver::new(client, &server.url()).unwrap();
+        // nginx logs a request once its reply is sent, a moment after the client has it:
+        // the log, once it has stopped growing (the requests before included).
+        let settled_log = || {
+            let mut log = server.access_log();
+            loop {
+                thread::sleep(Duration::from_millis(200));
+                let now = server.access_log();
+                if now == log {
+                    return log;
+                }
+                log = now;
+            }
+        };
         let methods = |upload: &dyn Fn()| {
-            let before = server.access_log().lines().count();
+            let before = settled_log().lines().count();
             upload();
-            // nginx logs a request once its reply is sent, a moment after the client has it.
-            thread::sleep(Duration::from_millis(200));
-            let log = server.access_log();
+            let log = settled_log();
             let new = log.lines().skip(before);
             new.map(|l| {
                 l.split('"')
