@@ -307,7 +307,7 @@ impl Vfs {
     pub fn meta_path(&self, node: &Node) -> Result<PathBuf> {
         match node {
             Node::SchemeRoot { virt } => self.cache.put_dir(virt),
-            Node::Remote(r) if self.is_dirty(&r.virt) => Ok(self.work.copy_path(&r.virt)),
+            Node::Remote(r) if self.is_dirty(&r.virt) => Ok(self.dirty_meta_path(&r.virt)),
             Node::Remote(r) => match r.driver.local_path(&r.path) {
                 Some(p) => Ok(p),
                 None => {
@@ -356,6 +356,24 @@ impl Vfs {
                 libc::ENOTDIR,
                 format!("{}: not a directory", n.virt()),
             )),
+        }
+    }
+
+    /// The skeleton entry of `virt`, being written, made a link of its copy: unlike the
+    /// copy's own path, it stays valid when the copy is published (renamed into `data/`)
+    /// while a program's `stat` is on its way to the kernel. The copy's path where the
+    /// entry cannot be made.
+    fn dirty_meta_path(&self, virt: &str) -> PathBuf {
+        let copy = self.work.copy_path(virt);
+        let stub = self.cache.meta_path(virt);
+        if cache::same_file(&copy, &stub) {
+            return stub;
+        }
+        match self.cache.link_into_skeleton(virt, &copy) {
+            Ok(()) => stub,
+            // Published meanwhile: the entry is the published copy now.
+            Err(_) if !copy.exists() => stub,
+            Err(_) => copy,
         }
     }
 
