@@ -331,7 +331,7 @@ impl Vfs {
                 return Ok(p);
             }
             if self.is_dirty(&r.virt) {
-                return Ok(self.work.copy_path(&r.virt));
+                return Ok(self.dirty_meta_path(&r.virt));
             }
         }
         match self.follow(node.clone())? {
@@ -361,8 +361,8 @@ impl Vfs {
 
     /// The skeleton entry of `virt`, being written, made a link of its copy: unlike the
     /// copy's own path, it stays valid when the copy is published (renamed into `data/`)
-    /// while a program's `stat` is on its way to the kernel. The copy's path where the
-    /// entry cannot be made.
+    /// while a program's `stat` or `open` is on its way to the kernel. The copy's path
+    /// where the entry cannot be made.
     fn dirty_meta_path(&self, virt: &str) -> PathBuf {
         let copy = self.work.copy_path(virt);
         let stub = self.cache.meta_path(virt);
