@@ -168,8 +168,11 @@ fn s3_site() -> Site {
     let lister = server.clone();
     Site {
         multipart: Some(Box::new(move || s3::multipart_uploads(&lister, BUCKET))),
+        // S3 checks `If-Match`/`If-None-Match` and stores in one step, but moto checks and
+        // then stores on its threaded server: under load two conditional PUTs can both
+        // pass (seen in full runs). The rounds are counted, not asserted, against moto.
         ..Site::new("s3", connect, server.port, None)
-            .atomic(true, true)
+            .atomic(false, false)
             .keeping(vec![Box::new(server), Box::new(scratch)])
     }
 }
