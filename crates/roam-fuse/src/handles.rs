@@ -110,10 +110,11 @@ impl OpenFile {
         }
     }
 
-    /// Notes a write (`true`) or a flush (`false`).
-    pub fn set_unflushed(&self, pending: bool) {
+    /// Notes a write (`true`) or a flush (`false`); returns whether it was written since
+    /// its last flush before.
+    pub fn set_unflushed(&self, pending: bool) -> bool {
         self.unflushed
-            .store(pending, std::sync::atomic::Ordering::SeqCst);
+            .swap(pending, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether it was written since its last `flush`.

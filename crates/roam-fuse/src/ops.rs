@@ -370,15 +370,16 @@ impl Filesystem for Served {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         self.counts.add(Op::Flush);
+        let pid = req.pid();
         self.serve(self.uploads(fh), move |fs| {
-            reply_empty(reply, fs.flush(fh.0))
+            reply_empty(reply, fs.flush(fh.0, pid))
         });
     }
 

@@ -95,12 +95,21 @@ impl Roamfs {
         if kill_suid {
             f.data.kill_suid().map_err(io_errno)?;
         }
-        f.set_unflushed(true);
+        self.written(&f)?;
         if let Err(e) = f.data.write_all_at(data, offset) {
             self.copy_write_failed(&f, &e);
             return Err(io_errno(e));
         }
         Ok(data.len() as u32)
+    }
+
+    /// Notes a write (or truncation) of `f`. The first since a `close` makes its change
+    /// one being written again (not a whole version: a writer killed now leaves it kept).
+    fn written(&self, f: &OpenFile) -> Res<()> {
+        if !f.set_unflushed(true) && f.uploads() {
+            self.vfs.writing_again(&f.virt).map_err(vfs_errno)?;
+        }
+        Ok(())
     }
 
     /// A write (or truncation) of a copy being written failed (the cache disk is full ...):
@@ -114,15 +123,29 @@ impl Roamfs {
         }
     }
 
-    /// `close` of one fd: uploads when no other writer holds the copy.
-    pub(crate) fn flush(&self, fh: u64) -> Res<()> {
+    /// `close` of one fd by process `pid`: uploads when no other writer holds the copy.
+    /// The kernel flushes the fds of a process killed by a signal as it closes any: that
+    /// writer may have left the copy half-written, so its change is kept, not uploaded.
+    pub(crate) fn flush(&self, fh: u64, pid: u32) -> Res<()> {
         let Some(f) = self.handles.file(fh) else {
             return Ok(());
         };
-        f.set_unflushed(false);
-        if !f.uploads() || self.handles.unflushed_writers(&f.virt, fh) > 0 {
+        let _ = f.set_unflushed(false);
+        if !f.uploads() {
             return Ok(());
         }
+        if let Some(signal) = killed_by_signal(pid) {
+            if let Err(e) = self.vfs.writer_killed(&f.virt, pid as i32, signal) {
+                tracing::warn!("{}: {e}", f.virt);
+            }
+            return Ok(());
+        }
+        if self.handles.unflushed_writers(&f.virt, fh) > 0 {
+            return Ok(());
+        }
+        // A whole version from here on, whatever becomes of this upload: one that fails
+        // stays due for `roam sync` even if roam ends before the release.
+        self.vfs.seal(&f.virt, true).map_err(vfs_errno)?;
         // The handle stays open until its release (a dup of the fd may write more): the
         // upload is `close`'s, the change stays this process's until then.
         self.upload(&f, fh, true)
@@ -330,7 +353,7 @@ impl Roamfs {
             match writing {
                 // ftruncate of a file being written: its copy, uploaded at close.
                 Some(f) => {
-                    f.set_unflushed(true);
+                    self.written(f)?;
                     if let Err(e) = f.data.set_len(size) {
                         self.copy_write_failed(f, &e);
                         return Err(io_errno(e));
@@ -414,4 +437,19 @@ fn set_times(p: &Path, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> 
         return Err(io_errno(std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// The signal that is ending process `pid`, if it is exiting for one (its fds are being
+/// closed by the kernel): `/proc/PID/stat` shows PF_EXITING in its flags and the signal in
+/// its exit code (readable by the process's own user; otherwise `None`, a close).
+fn killed_by_signal(pid: u32) -> Option<i32> {
+    const PF_EXITING: u64 = 0x4;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses): the state is
+    // field 3, flags field 9, exit_code field 52.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let flags: u64 = fields.get(9 - 3)?.parse().ok()?;
+    let exit_code: i32 = fields.get(52 - 3)?.parse().ok()?;
+    let signal = exit_code & 0x7f;
+    (flags & PF_EXITING != 0 && signal != 0).then_some(signal)
 }

@@ -77,7 +77,9 @@ pub fn serve(kind: &str, srv: &Path, run: &Path) -> Served {
             served
         }
         "sftp" => serve_sftp(srv, run),
-        "s3" => serve_s3(srv, run),
+        "s3" => serve_s3(srv, s3::moto(run)),
+        // One request at a time, for races of conditional writes (see `s3::moto_serial`).
+        "s3-serial" => serve_s3(srv, s3::moto_serial(run)),
         "file" | "file+cache" => Served::plain(format!("{kind}://{}", srv.display()), None),
         other => panic!("no fixture serves {other:?} (kinds: {KINDS:?}, file, file+cache)"),
     }
@@ -116,8 +118,7 @@ fn serve_sftp(srv: &Path, run: &Path) -> Served {
 /// moto with bucket [`S3_BUCKET`] holding the tree of `srv` (directories as prefixes,
 /// empty ones as markers), checking signatures from then on; roam finds endpoint and
 /// credentials as the AWS tools would.
-fn serve_s3(srv: &Path, run: &Path) -> Served {
-    let server = s3::moto(run);
+fn serve_s3(srv: &Path, server: Server) -> Served {
     s3::create_bucket(&server, S3_BUCKET);
     for entry in walk(srv) {
         let key = entry.strip_prefix(srv).unwrap().to_string_lossy();

@@ -30,6 +30,12 @@ pub enum Fault {
     /// The server's bytes reach the client `bytes` at a time, one batch every `every`
     /// (a slow-drip server, or a throttled link); the client's pass as they come.
     Drip { bytes: usize, every: Duration },
+    /// The server takes the client's bytes `bytes` at a time, one batch every `every` (a
+    /// server slow to read an upload); its own pass as they come.
+    DripUp { bytes: usize, every: Duration },
+    /// A slow link: bytes pass both ways `bytes` at a time, one batch every `every` (a
+    /// transfer the test can catch in the middle).
+    Slow { bytes: usize, every: Duration },
     /// New connections are accepted and what they send is swallowed; nothing reaches the
     /// server, nothing is answered (a black hole behind the connect). Open connections go on.
     BlackHole,
@@ -141,6 +147,11 @@ impl Proxy {
     /// Bytes the server sent through the proxy so far.
     pub fn served(&self) -> u64 {
         self.shared.state.lock().unwrap().served
+    }
+
+    /// Bytes the clients sent through the proxy so far.
+    pub fn sent(&self) -> u64 {
+        self.shared.state.lock().unwrap().sent
     }
 }
 
@@ -340,7 +351,11 @@ fn deliver<'a>(
         match st.fault {
             Fault::Kill => return Err(std::io::ErrorKind::ConnectionAborted.into()),
             Fault::Freeze => st = shared.changed.wait(st).unwrap(),
-            Fault::Drip { bytes, every } if dir == Direction::Down => {
+            Fault::Drip { bytes, every }
+            | Fault::DripUp { bytes, every }
+            | Fault::Slow { bytes, every }
+                if drips(st.fault, dir) =>
+            {
                 let n = bytes.min(chunk.len());
                 drop(st);
                 to.write_all(&chunk[..n])?;
@@ -355,6 +370,15 @@ fn deliver<'a>(
         }
     }
     Ok(())
+}
+
+/// Whether `fault` slows the bytes going `dir`.
+fn drips(fault: Fault, dir: Direction) -> bool {
+    match fault {
+        Fault::Drip { .. } => dir == Direction::Down,
+        Fault::DripUp { .. } => dir == Direction::Up,
+        _ => matches!(fault, Fault::Slow { .. }),
+    }
 }
 
 /// A server reply with its passive data port replaced by a new proxy's (of the same

@@ -39,11 +39,14 @@ pub struct Credentials {
 /// as sent (`/b/%C3%BC?prefix=d%2F`), as every client signs it. Without the fix, moto
 /// refuses every correctly signed request for a non-ASCII key or with a `/` in its query
 /// (every delimited listing).
+///
+/// With `--serial` first, werkzeug serves one request at a time (see [`moto_serial`]).
 const MOTO_SERVER: &str = r#"
 import sys
 import flask
+import moto.server
 from moto.iam import access_control
-from moto.server import main
+from werkzeug.serving import run_simple
 
 create = access_control.IAMRequestBase._create_aws_request
 
@@ -52,7 +55,11 @@ def create_from_raw_uri(self):
     return create(self)
 
 access_control.IAMRequestBase._create_aws_request = create_from_raw_uri
-main(sys.argv[1:])
+args = sys.argv[1:]
+if args[:1] == ["--serial"]:
+    args = args[1:]
+    moto.server.run_simple = lambda *a, **k: run_simple(*a, **{**k, "threaded": False})
+moto.server.main(args)
 "#;
 
 /// `moto_server` on 127.0.0.1, open to any request. It is started on port 0, so that it
@@ -61,6 +68,19 @@ main(sys.argv[1:])
 /// `AWS_CA_BUNDLE` is removed from its environment: this image exports it, and TESTING.md
 /// notes that it breaks S3 tooling against a plain-http endpoint.
 pub fn moto(run: &Path) -> Server {
+    start_moto(run, false)
+}
+
+/// [`moto`] serving one request at a time. moto checks `If-Match`/`If-None-Match` and then
+/// stores, in two steps, so on its threaded server two conditional PUTs can both pass; S3
+/// (and MinIO) check and store in one. One request at a time makes moto's two steps one,
+/// for the tests of races between conditional writes. A request that stalls stalls every
+/// other: not for fault tests.
+pub fn moto_serial(run: &Path) -> Server {
+    start_moto(run, true)
+}
+
+fn start_moto(run: &Path, serial: bool) -> Server {
     // The command proves the package is installed; the server runs from its Python.
     required(
         "moto_server",
@@ -69,8 +89,11 @@ pub fn moto(run: &Path) -> Server {
     let python = required("python3", "python3");
     mkdir(run);
     let log = run.join("error.log");
+    let serial = serial.then_some("--serial");
     let mut child = Command::new(python)
-        .args(["-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", "0"])
+        .args(["-c", MOTO_SERVER])
+        .args(serial)
+        .args(["-H", "127.0.0.1", "-p", "0"])
         .env_remove("AWS_CA_BUNDLE")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -102,13 +125,18 @@ fn announced_port(log: &str) -> Option<u16> {
     port.trim().parse().ok()
 }
 
+/// Whether `reply` has status `code` (HTTP/1.1, or 1.0 from a [`moto_serial`]).
+fn status_is(reply: &str, code: &str) -> bool {
+    let status = reply
+        .strip_prefix("HTTP/1.1 ")
+        .or(reply.strip_prefix("HTTP/1.0 "));
+    status.is_some_and(|s| s.starts_with(code))
+}
+
 /// Creates `bucket` (before [`enforce_auth`]).
 pub fn create_bucket(server: &Server, bucket: &str) {
     let reply = request(server, "PUT", &format!("/{bucket}"), "s3", b"");
-    assert!(
-        reply.starts_with("HTTP/1.1 200"),
-        "creating {bucket}: {reply}"
-    );
+    assert!(status_is(&reply, "200"), "creating {bucket}: {reply}");
 }
 
 /// Stores `data` as object `key` of `bucket` (before [`enforce_auth`]), whatever the key:
@@ -116,17 +144,14 @@ pub fn create_bucket(server: &Server, bucket: &str) {
 pub fn put_object(server: &Server, bucket: &str, key: &str, data: &[u8]) {
     let path = format!("/{bucket}/{}", percent_encode(key));
     let reply = request(server, "PUT", &path, "s3", data);
-    assert!(reply.starts_with("HTTP/1.1 200"), "storing {key}: {reply}");
+    assert!(status_is(&reply, "200"), "storing {key}: {reply}");
 }
 
 /// The ids of the multipart uploads of `bucket` neither completed nor aborted (before
 /// [`enforce_auth`]): what interrupted uploads leave behind.
 pub fn multipart_uploads(server: &Server, bucket: &str) -> Vec<String> {
     let reply = request(server, "GET", &format!("/{bucket}?uploads"), "s3", b"");
-    assert!(
-        reply.starts_with("HTTP/1.1 200"),
-        "listing uploads: {reply}"
-    );
+    assert!(status_is(&reply, "200"), "listing uploads: {reply}");
     reply
         .split("<UploadId>")
         .skip(1)
@@ -150,7 +175,7 @@ pub fn enforce_auth(server: &Server) -> Credentials {
     };
     // moto's switch: the number of requests it still lets through unchecked.
     let reply = request(server, "POST", "/moto-api/reset-auth", "s3", b"0");
-    assert!(reply.starts_with("HTTP/1.1 200"), "enabling auth: {reply}");
+    assert!(status_is(&reply, "200"), "enabling auth: {reply}");
     credentials
 }
 
@@ -158,7 +183,7 @@ pub fn enforce_auth(server: &Server) -> Credentials {
 fn iam(server: &Server, form: &str) -> String {
     let body = format!("{form}&Version=2010-05-08");
     let reply = request(server, "POST", "/", "iam", body.as_bytes());
-    assert!(reply.starts_with("HTTP/1.1 200"), "IAM {form}: {reply}");
+    assert!(status_is(&reply, "200"), "IAM {form}: {reply}");
     reply
 }
 

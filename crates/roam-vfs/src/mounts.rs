@@ -32,6 +32,7 @@ use roam_drivers::Driver;
 
 use crate::ext_layer::ExtLayer;
 use crate::path::{normalize, strip_dir_prefix};
+use crate::work::MountRecord;
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
@@ -81,6 +82,7 @@ impl Remote {
 
 struct Explicit {
     prefix: String,
+    url: String,
     driver: Arc<dyn Driver>,
 }
 
@@ -232,6 +234,7 @@ impl Mounts {
             let driver = protocols.driver(url)?;
             explicit.push(Explicit {
                 prefix: normalize(local),
+                url: url.clone(),
                 driver,
             });
         }
@@ -277,14 +280,40 @@ impl Mounts {
         Ok(None)
     }
 
+    /// The explicit mount `virt` is under, as a change records it.
+    pub fn origin(&self, virt: &str) -> Option<MountRecord> {
+        let m = self
+            .explicit
+            .iter()
+            .find(|m| strip_dir_prefix(virt, &m.prefix).is_some())?;
+        Some(MountRecord {
+            prefix: m.prefix.clone(),
+            url: m.url.clone(),
+        })
+    }
+
+    /// `virt` under a mount of `prefix` to `url` that this table need not have (one a
+    /// change recorded); `None` if `virt` is not under `prefix`.
+    pub fn under(&self, prefix: &str, url: &str, virt: &str) -> Result<Option<Node>> {
+        let Some(rest) = strip_dir_prefix(virt, prefix) else {
+            return Ok(None);
+        };
+        let driver = self.cached_driver(url)?;
+        Ok(Some(remote(virt, rest, &driver)))
+    }
+
     fn host_driver(&self, scheme: &str, host: &str) -> Result<Arc<dyn Driver>> {
-        let key = format!("{scheme}://{host}");
+        self.cached_driver(&format!("{scheme}://{host}"))
+    }
+
+    /// The driver of `key` (a host's or a recorded mount's URL), made once.
+    fn cached_driver(&self, key: &str) -> Result<Arc<dyn Driver>> {
         let mut hosts = self.hosts.lock().unwrap();
-        if let Some(d) = hosts.get(&key) {
+        if let Some(d) = hosts.get(key) {
             return Ok(d.clone());
         }
-        let driver = self.protocols.driver(&key)?;
-        hosts.insert(key, driver.clone());
+        let driver = self.protocols.driver(key)?;
+        hosts.insert(key.to_owned(), driver.clone());
         Ok(driver)
     }
 }

@@ -39,12 +39,15 @@ pub enum ChangeState {
     Kept { errno: i32, why: String },
 }
 
-/// A change in progress: where it goes, the remote version it started from (`None` for a
-/// new file, to detect a conflicting change made behind roam's back), its state, and what
-/// its uploads may have left on the server.
+/// A change in progress: where it goes (`source`, and the explicit mount it was written
+/// under), the remote version it started from (`None` for a new file, to detect a
+/// conflicting change made behind roam's back), its state, and what its uploads may have
+/// left on the server.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Journal {
     pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<MountRecord>,
     pub base: Option<Info>,
     #[serde(default)]
     pub state: ChangeState,
@@ -52,11 +55,20 @@ pub struct Journal {
     pub leftovers: Vec<Litter>,
 }
 
+/// The explicit mount (`-m LOCAL=URL`, `roam.toml`) a change was written under: a later
+/// `roam sync` without that mount still knows where the change goes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MountRecord {
+    pub prefix: String,
+    pub url: String,
+}
+
 impl Journal {
-    /// A change of `source` starting from `base`, open for writing.
-    pub fn new(source: String, base: Option<Info>) -> Journal {
+    /// A change of `source` (under `mount`) starting from `base`, open for writing.
+    pub fn new(source: String, mount: Option<MountRecord>, base: Option<Info>) -> Journal {
         Journal {
             source,
+            mount,
             base,
             state: ChangeState::Open,
             leftovers: Vec::new(),

@@ -289,8 +289,10 @@ impl Vfs {
     }
 
     fn journal(&self, r: &Remote, base: Option<Info>) -> Result<()> {
-        self.work
-            .put_journal(&r.virt, &Journal::new(r.describe(), base))?;
+        self.work.put_journal(
+            &r.virt,
+            &Journal::new(r.describe(), self.mounts.origin(&r.virt), base),
+        )?;
         self.state.lock().unwrap().dirty.insert(r.virt.clone());
         Ok(())
     }
@@ -308,6 +310,12 @@ impl Vfs {
         Ok(())
     }
 
+    /// A frontend that sees writes: `virt`, sealed at a close, is written again (through
+    /// an fd that outlived that close): no whole version until the next close.
+    pub fn writing_again(&self, virt: &str) -> Result<()> {
+        self.reopen_change(virt, false)
+    }
+
     /// Another writer opens a change: it is not whole any more; one that truncates starts
     /// it over, so what made it kept is gone.
     fn reopen_change(&self, virt: &str, truncate: bool) -> Result<()> {
@@ -321,9 +329,11 @@ impl Vfs {
     }
 
     /// The last writer of `virt` closed it: its copy is a whole version, due for upload
-    /// (now, or after T_write). Frontends call this at that close.
-    pub fn seal(&self, virt: &str) -> Result<()> {
-        if crate::usage::cache_disk_full(self.cache.root()) {
+    /// (now, or after T_write). Frontends call this at that close. `writes_seen`: the
+    /// frontend sees every write to the copy (and reports one that fails); one that does
+    /// not cannot tell a write lost to a full cache disk, so a full disk keeps the change.
+    pub fn seal(&self, virt: &str, writes_seen: bool) -> Result<()> {
+        if !writes_seen && crate::usage::cache_disk_full(self.cache.root()) {
             // A frontend that does not see the program's writes (`roam run`) cannot tell
             // whether one failed for want of room: the copy may lack bytes.
             let why = "the cache disk was full when it was closed: a write to roam's copy may have failed";
@@ -471,6 +481,29 @@ impl Vfs {
         })
     }
 
+    /// Where the change `rec` of `virt` goes: the name in today's mount table if that is
+    /// the place it was written for, else under the mount it was written under (the `-m`
+    /// of a run that ended). Never somewhere else that now has its name.
+    fn destination(&self, virt: &str, rec: &Journal) -> Result<Node> {
+        let same =
+            |n: &Option<Node>| matches!(n, Some(Node::Remote(r)) if r.describe() == rec.source);
+        let now = self.lookup(virt)?;
+        if same(&now) {
+            return Ok(now.expect("matched"));
+        }
+        if let Some(m) = &rec.mount {
+            let then = self.mounts.under(&m.prefix, &m.url, virt)?;
+            if same(&then) {
+                return Ok(then.expect("matched"));
+            }
+        }
+        let why = match now {
+            None => format!("no longer mounted (the change is for {})", rec.source),
+            Some(_) => format!("mounted elsewhere now (the change is for {})", rec.source),
+        };
+        Err(posix(libc::ENOENT, virt, &why))
+    }
+
     /// Uploads the change of `virt`. `still_written` tells whether some program still
     /// holds the copy open for writing (an fsync, or a writer that shares the copy): the
     /// change then stays journaled after the upload. A change nobody writes any more is
@@ -495,19 +528,19 @@ impl Vfs {
                 ),
             });
         }
-        let node = self
-            .lookup(virt)?
-            .ok_or_else(|| posix(libc::ENOENT, virt, "no longer mounted"))?;
+        // Sealed before anything is asked of the server: an upload that fails leaves a
+        // whole version due for `roam sync`, not one whose writer seems still at work.
+        if rec.state == ChangeState::Open && !still_written() {
+            rec.state = ChangeState::Sealed;
+            self.work.put_journal(virt, &rec)?;
+        }
+        let node = self.destination(virt, &rec)?;
         let r = writable_remote(&node)?;
         self.clear_leftovers(r, &mut rec)?;
         if stamp(&copy).is_none() {
             // The copy is gone (the file was removed meanwhile): nothing left to deliver.
             self.forget_change(virt)?;
             return Ok(Flushed::Clean);
-        }
-        if rec.state == ChangeState::Open && !still_written() {
-            rec.state = ChangeState::Sealed;
-            self.work.put_journal(virt, &rec)?;
         }
         if rec.base.as_ref().and_then(uploaded_stamp) == stamp(&copy) {
             // Uploaded as it is already (at an earlier close of a writer still open then).
@@ -565,9 +598,12 @@ impl Vfs {
             self.remember(virt, now);
             self.publish(virt, &copy, &info)?;
         } else {
-            // Written again meanwhile: the next close delivers that, from this new base.
+            // Written again meanwhile (or still open to writers): the next close delivers
+            // what comes, from this new base. A sealed copy unchanged stays sealed.
             rec.base = Some(info);
-            rec.state = ChangeState::Open;
+            if stamp(&copy) != Some(before) {
+                rec.state = ChangeState::Open;
+            }
             self.work.put_journal(virt, &rec)?;
             // What roam knows must be the new version before a reader asks.
             self.cache.link_into_skeleton(virt, &copy)?;
@@ -641,7 +677,7 @@ impl Vfs {
         let _name = self.locks.lock(virt, self.patience).ok()??;
         std::fs::rename(&published, &copy).ok()?;
         self.cache.forget_copy(virt);
-        let rec = Journal::new(info.source.clone(), Some(info));
+        let rec = Journal::new(info.source.clone(), self.mounts.origin(virt), Some(info));
         self.work.put_journal(virt, &rec).ok()?;
         self.state.lock().unwrap().dirty.insert(virt.to_owned());
         Some(rec)

@@ -349,9 +349,16 @@ fn what_an_upload_cut_by_kill_9_left_is_listed_then_removed_by_sync() {
 
 /// A program killed by a signal while it writes a remote file: the kernel closes its fd,
 /// but what it wrote is no whole version, so the change is kept, never uploaded over the
-/// server's file, and `roam run` says so in its exit status.
+/// server's file, and `roam run` says so in its exit status. Under `roam run --fuse` the
+/// kernel flushes the dead program's fd like any close; roam tells the two apart.
 #[test]
 fn a_change_whose_writer_was_killed_is_kept_not_uploaded() {
+    for fuse in [false, true] {
+        killed_writer_kept(fuse);
+    }
+}
+
+fn killed_writer_kept(fuse: bool) {
     let m = Mount::serving("file+cache", |srv| {
         std::fs::write(srv.join("k"), "server's\n").unwrap()
     });
@@ -361,21 +368,29 @@ fn a_change_whose_writer_was_killed_is_kept_not_uploaded() {
     let roam = Roam::new().env("ROAM_CACHE_DIR", &cache);
     let killed =
         "import os\nf = open('/w/k', 'w')\nf.write('half')\nf.flush()\nos.kill(os.getpid(), 9)";
-    let o = roam.sh(
-        &["-m", &format!("/w={}", m.url)],
-        &format!("python3 -c \"{killed}\"; echo $?"),
+    let mount = format!("/w={}", m.url);
+    let args = match fuse {
+        true => vec!["--fuse", "-m", &mount],
+        false => vec!["-m", &mount],
+    };
+    let o = roam.sh(&args, &format!("python3 -c \"{killed}\"; echo $?"));
+    assert_eq!(stdout(&o), "137\n", "fuse {fuse}: {}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(EXIT_PENDING),
+        "fuse {fuse}: {}",
+        stderr(&o)
     );
-    assert_eq!(stdout(&o), "137\n", "{}", stderr(&o));
-    assert_eq!(o.status.code(), Some(EXIT_PENDING), "{}", stderr(&o));
     assert_eq!(
         std::fs::read_to_string(m.backend("k")).unwrap(),
-        "server's\n"
+        "server's\n",
+        "fuse {fuse}"
     );
     let status = stdout(&roam_cli(&cache, &config, &["status"]));
     assert!(
         status.contains("/w/k  KEPT, not uploaded: its writer (pid")
             && status.contains("was killed by signal 9 before closing it"),
-        "{status}"
+        "fuse {fuse}: {status}"
     );
 }
 

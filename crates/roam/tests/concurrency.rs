@@ -2,9 +2,9 @@
 //! - writers racing: two roam processes (each with its own cache, or sharing one) open the
 //!   same file, both from the same server version, and close it at the same moment. Neither
 //!   version may vanish: the name ends up holding one of them and a `NAME.roam-conflict-TIME`
-//!   file beside it the other, on every writable backend but moto's S3 (see `races!`),
-//!   whichever of the two uploads reaches the server first (the late one is refused by the
-//!   protocol's precondition, or seen changed before);
+//!   file beside it the other, on every writable backend (S3: see `races!`), whichever of
+//!   the two uploads reaches the server first (the late one is refused by the protocol's
+//!   precondition, or seen changed before);
 //! - readers during writes: while one roam replaces a file with whole versions, readers in
 //!   other roam processes (their own caches, and one shared cache) only ever read one of
 //!   those versions whole, never a mix or a part.
@@ -203,14 +203,15 @@ macro_rules! readers {
     };
 }
 
-// Not S3 here: moto, the S3 server of the tests, checks `If-Match` and then stores on its
-// threaded server, so two conditional PUTs can both pass under load (a real S3 or MinIO
-// does both in one step); roam-drivers' `uploads` counts S3's races.
+// S3 on a moto serving one request at a time: moto checks `If-Match` and then stores, so
+// on its threaded server two conditional PUTs can both pass (S3 and MinIO check and store
+// in one step).
 races! {
     file_cache => "file+cache",
     dav => "dav",
     ftp => "ftp",
     sftp => "sftp",
+    s3 => "s3-serial",
     chirp => "chirp",
 }
 

@@ -12,8 +12,15 @@
 //! (a prefix of it), that it ended within a bound derived from the timeouts, and that
 //! `roam status` shows nothing pending and no copy of a file that failed. SIGTERM to a
 //! `roam run` whose program waits on a frozen server ends the run at once. The write side
-//! for comparison: a server frozen mid-upload makes the writer's `close` fail with
-//! ETIMEDOUT, and the change stays pending (for `roam sync`).
+//! for comparison: a server frozen mid-upload, or taking 1 byte every 2 s, makes the
+//! writer's `close` fail with ETIMEDOUT, and the change stays pending (for `roam sync`).
+//!
+//! Network partitions (`partition_*`): the test thread makes a network namespace of its
+//! own, where the servers, proxies and roam run, and its firewall drops every packet of
+//! a transfer in the middle (of a read, and of an upload over a file the server has). The
+//! read fails as for a frozen server; the writer's `close` fails with ETIMEDOUT, the
+//! server keeps its old version whole, and once the network heals, `roam sync` (without
+//! the run's `-m`) delivers the change and leaves nothing behind on the server.
 
 mod common;
 
@@ -380,16 +387,34 @@ fn check(site: &Site, frontend: Frontend, case: &Case, o: &Outcome) -> Result<()
 /// while the server is frozen.
 const UPLOAD: usize = 16 << 20;
 
-/// `probe put /w/up.bin` of [`UPLOAD`] bytes under `frontend`, the server frozen once
-/// 1 MiB of it went through: what the writer's `close` says, and what stays pending.
-fn upload_case(site: &Site, frontend: Frontend) -> (String, Duration, String) {
-    let dir = site.scratch.join(&format!("upload-{frontend:?}"));
+/// The upload faults: the server frozen, and a server that takes 1 byte every 2 s (on
+/// every connection: a retry's commands crawl too).
+const UPLOAD_FAULTS: [(&str, Fault); 2] = [
+    ("frozen mid-upload", Fault::Freeze),
+    (
+        "drip mid-upload",
+        Fault::DripUp {
+            bytes: 1,
+            every: Duration::from_secs(2),
+        },
+    ),
+];
+
+/// `probe put /w/NAME` of [`UPLOAD`] bytes under `frontend`, `fault` beginning once 1 MiB
+/// of it went through: what the writer's `close` says, and what stays pending.
+fn upload_case(site: &Site, frontend: Frontend, fault: Fault) -> (String, Duration, String) {
+    let case = match fault {
+        Fault::Freeze => "frozen",
+        _ => "drip",
+    };
+    let dir = site.scratch.join(&format!("upload-{frontend:?}-{case}"));
     let proxy = site.proxy();
     let src = dir.join("src");
     write_file(&src, &noise(UPLOAD, 23), 0o644);
-    proxy.after_sent(1 << 20, Fault::Freeze);
+    proxy.after_sent(1 << 20, fault);
+    let name = format!("up-{frontend:?}-{case}.bin");
     let script = format!(
-        "{} put /w/up.bin < {}",
+        "{} put /w/{name} < {}",
         fixture().probe.display(),
         src.display()
     );
@@ -420,10 +445,11 @@ fn faults(kind: &'static str) {
             .collect();
         let uploads: Vec<_> = frontends
             .into_iter()
+            .flat_map(|f| UPLOAD_FAULTS.iter().map(move |u| (f, u)))
             .filter(|_| kind != "http")
-            .map(|f| {
+            .map(|(f, (name, fault))| {
                 let site = &site;
-                s.spawn(move || (f, upload_case(site, f)))
+                s.spawn(move || (f, *name, upload_case(site, f, *fault)))
             })
             .collect();
         (
@@ -432,10 +458,10 @@ fn faults(kind: &'static str) {
         )
     });
     let mut failures = Vec::new();
-    for (frontend, (said, took, status)) in &uploads {
+    for (frontend, case, (said, took, status)) in &uploads {
         let pending = status.lines().find(|l| l.starts_with("pending:"));
         eprintln!(
-            "| {kind} | {frontend:?} | frozen mid-upload | {said} | {:.1} s | {} |",
+            "| {kind} | {frontend:?} | {case} | {said} | {:.1} s | {} |",
             took.as_secs_f64(),
             pending.unwrap_or("?")
         );
@@ -446,7 +472,7 @@ fn faults(kind: &'static str) {
             && pending.is_some_and(|p| p.starts_with("pending:  1 change(s)"));
         if !ok {
             failures.push(format!(
-                "{kind} {frontend:?} frozen mid-upload: {said} after {took:?}; {status}"
+                "{kind} {frontend:?} {case}: {said} after {took:?}; {status}"
             ));
         }
     }
@@ -544,4 +570,227 @@ fn sigterm_while_frozen(site: &Site, frontend: Frontend) {
         "| http | {frontend:?} | SIGTERM while frozen | ended | {:.1} s |",
         sent.elapsed().as_secs_f64()
     );
+}
+
+/// A slow link (1.25 MiB/s both ways), so that a test can partition a transfer in the
+/// middle.
+const SLOW: Fault = Fault::Slow {
+    bytes: 64 << 10,
+    every: Duration::from_millis(50),
+};
+
+/// Puts this thread, and every thread and process it starts, in a network namespace of its
+/// own with only a loopback: its firewall rules partition nothing else. Each test runs on
+/// a thread of its own, and a network namespace is a thread's.
+fn own_network() {
+    // SAFETY: unshare(2) of this thread's network namespace; touches no memory.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(
+        rc,
+        0,
+        "a network namespace of the test's own needs CAP_SYS_ADMIN (run the tests as root): {}",
+        std::io::Error::last_os_error()
+    );
+    command_ok("ip", &["link", "set", "lo", "up"]);
+}
+
+fn command_ok(program: &str, args: &[&str]) {
+    let o = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e} (.ci/run installs it)"));
+    assert!(o.status.success(), "{program} {args:?}: {}", stderr(&o));
+}
+
+/// Drops every packet to and from `port` (both ends of each connection through it): a
+/// partition, as a pulled cable or a dead router makes one; nothing is refused or reset.
+fn partition(port: u16) {
+    drop_rules(port, "-A");
+}
+
+/// Ends the partition of `port` (only: other cases' partitions go on).
+fn heal(port: u16) {
+    drop_rules(port, "-D");
+}
+
+fn drop_rules(port: u16, action: &str) {
+    let port = port.to_string();
+    for way in ["--dport", "--sport"] {
+        let rule = ["INPUT", "-p", "tcp", way, &port, "-j", "DROP"];
+        command_ok("iptables", &[&[action][..], &rule].concat());
+    }
+}
+
+/// Waits until `moved()` reaches `bytes` (a transfer is under way), for at most 20 s.
+fn wait_for(bytes: u64, moved: impl Fn() -> u64, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while moved() < bytes {
+        if Instant::now() > deadline {
+            return Err(format!("{what} never began ({} bytes)", moved()));
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// `probe cat /w/big.bin` over a slow link, partitioned once 1 MiB came through: the
+/// program fails with ETIMEDOUT within the bound, having read only the file's own bytes.
+fn partition_read(site: &Site, frontend: Frontend) -> Result<(), String> {
+    let case = Case {
+        name: "partition mid-read",
+        file: "big.bin",
+        after: None,
+        fault: SLOW,
+        errno: "ETIMEDOUT",
+        errno_streamed: "ETIMEDOUT",
+    };
+    let dir = site.scratch.join(&format!("partition-read-{frontend:?}"));
+    let proxy = site.proxy();
+    proxy.set(SLOW);
+    let (out, err) = (dir.join("out"), dir.join("err"));
+    let script = format!(
+        "{} cat /w/big.bin > {} 2> {}",
+        fixture().probe.display(),
+        out.display(),
+        err.display()
+    );
+    let (roam, mut cmd) = roam_through(site, &proxy, &dir, READ, frontend, &script);
+    let start = Instant::now();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let began = wait_for(1 << 20, || proxy.served(), "the read");
+    partition(proxy.port);
+    let o = child.wait_with_output().unwrap();
+    began?;
+    let outcome = Outcome {
+        errno: (!o.status.success()).then(|| {
+            let said = fs::read_to_string(&err).unwrap_or_else(|_| roam_errno(&stderr(&o)));
+            said.trim().to_owned()
+        }),
+        bytes: fs::read(&out).unwrap_or_default(),
+        took: start.elapsed(),
+        status: status_of(roam.command()),
+        roam_stderr: stderr(&o),
+        fired: true,
+        served: proxy.served(),
+    };
+    eprintln!(
+        "| {} | {frontend:?} | partition mid-read | {} | {:.1} s |",
+        site.kind,
+        outcome.errno.as_deref().unwrap_or("exact bytes"),
+        outcome.took.as_secs_f64()
+    );
+    check(site, frontend, &case, &outcome).map_err(|why| format!("{frontend:?} mid-read: {why}"))
+}
+
+/// `probe put` of [`UPLOAD`] bytes over a file the server has, over a slow link
+/// partitioned once 1 MiB of the upload went out: the writer's `close` fails with
+/// ETIMEDOUT, the server keeps its old version whole, and the change stays pending; once
+/// the network heals, `roam sync` delivers it and leaves nothing behind.
+fn partition_upload(site: &Site, frontend: Frontend) -> Result<(), String> {
+    let dir = site.scratch.join(&format!("partition-up-{frontend:?}"));
+    // A directory of the case's own: its leftovers are its own.
+    let name = format!("up-{frontend:?}/f.bin");
+    let served = site.scratch.join("srv").join(&name);
+    let (old, new) = (noise(1 << 20, 24), noise(UPLOAD, 25));
+    write_file(&served, &old, 0o644);
+    // Made after the server started: writable by its workers too (nginx's).
+    let perms = std::os::unix::fs::PermissionsExt::from_mode(0o777);
+    fs::set_permissions(served.parent().unwrap(), perms).unwrap();
+    let src = dir.join("src");
+    write_file(&src, &new, 0o644);
+    let proxy = site.proxy();
+    proxy.set(SLOW);
+    let script = format!(
+        "{} put /w/{name} < {}",
+        fixture().probe.display(),
+        src.display()
+    );
+    let (roam, mut cmd) = roam_through(site, &proxy, &dir, READ, frontend, &script);
+    let start = Instant::now();
+    let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let began = wait_for((1 << 20) + proxy.sent(), || proxy.sent(), "the upload");
+    partition(proxy.port);
+    let o = child.wait_with_output().unwrap();
+    let took = start.elapsed();
+    began?;
+    let said = stdout(&o).trim().to_owned();
+    let status = status_of(roam.command());
+    eprintln!(
+        "| {} | {frontend:?} | partition mid-upload | {said} | {:.1} s |",
+        site.kind,
+        took.as_secs_f64()
+    );
+    if said != "ETIMEDOUT" || took > bound() * 2 {
+        return Err(format!("{frontend:?} mid-upload: {said} after {took:?}"));
+    }
+    if fs::read(&served).ok().as_deref() != Some(&old[..]) {
+        let there = fs::read(&served).map(|b| b.len());
+        return Err(format!(
+            "{frontend:?} mid-upload: the server's old version is gone: {there:?} bytes there"
+        ));
+    }
+    if !status.contains("pending:  1 change(s)") {
+        return Err(format!("{frontend:?} mid-upload: roam status: {status}"));
+    }
+    heal(proxy.port);
+    proxy.set(Fault::None);
+    let o = roam.command().arg("sync").output().unwrap();
+    let status = status_of(roam.command());
+    let litter: Vec<_> = fs::read_dir(served.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".roam-"))
+        .collect();
+    match () {
+        _ if !o.status.success() => Err(format!("{frontend:?} roam sync: {}", stderr(&o))),
+        _ if fs::read(&served).ok().as_deref() != Some(&new[..]) => Err(format!(
+            "{frontend:?} after sync: the server does not have the new version"
+        )),
+        _ if !status.contains("pending:  0 change(s)") => {
+            Err(format!("{frontend:?} after sync: {status}"))
+        }
+        _ if !litter.is_empty() => Err(format!(
+            "{frontend:?} after sync: left on the server: {litter:?}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A network partition (every packet dropped by the firewall of a network namespace the
+/// test made) mid-read, and mid-upload where the protocol writes, under both frontends.
+fn partitions(kind: &'static str) {
+    own_network();
+    let site = Site::start(kind);
+    let failures: Vec<String> = thread::scope(|s| {
+        let mut cases = Vec::new();
+        for frontend in [Frontend::Trap, Frontend::Fuse] {
+            let site = &site;
+            cases.push(s.spawn(move || partition_read(site, frontend)));
+            if kind != "http" {
+                cases.push(s.spawn(move || partition_upload(site, frontend)));
+            }
+        }
+        let results = cases.into_iter().map(|h| h.join().unwrap());
+        results.filter_map(Result::err).collect()
+    });
+    assert!(failures.is_empty(), "{kind}: {failures:#?}");
+}
+
+#[test]
+fn partition_http() {
+    partitions("http");
+}
+
+#[test]
+fn partition_webdav() {
+    partitions("dav");
+}
+
+#[test]
+fn partition_sftp() {
+    partitions("sftp");
 }

@@ -32,7 +32,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     warn_if_cache_full(k);
     if !syncing {
         // The last writer closed it: a whole version, whenever it is uploaded.
-        k.vfs().seal(node.virt()).map_err(|e| (node.clone(), e))?;
+        k.vfs()
+            .seal(node.virt(), false)
+            .map_err(|e| (node.clone(), e))?;
     }
     if !syncing && !k.t_write.is_zero() {
         // T_write > 0: saves within T_write of each other become one upload.

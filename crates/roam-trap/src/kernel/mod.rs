@@ -268,7 +268,7 @@ impl Kernel {
                 continue;
             }
             // Its writers are gone (an exit closes without `close(2)`): a whole version.
-            if let Err(e) = self.vfs().seal(&virt) {
+            if let Err(e) = self.vfs().seal(&virt, false) {
                 self.report.once(format!("seal {virt}"), e.to_string());
             }
             if !at_end && !self.t_write.is_zero() {
