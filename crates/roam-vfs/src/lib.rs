@@ -347,6 +347,18 @@ impl Vfs {
         }
     }
 
+    /// Makes the skeleton of `dir` show the explicit mounts `inner` inside it, as
+    /// directories (a mount's root is one).
+    fn show_mount_points(&self, dir: &str, inner: &[String]) -> Result<()> {
+        for name in inner {
+            let virt = crate::path::join(dir, name);
+            if !self.cache.meta_path(&virt).is_dir() {
+                self.cache.put_dir(&virt)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A directory to make the real cwd when a program changes into `node`.
     pub fn dir_path(&self, node: &Node) -> Result<PathBuf> {
         match self.follow(node.clone())? {
@@ -470,6 +482,9 @@ impl Vfs {
     /// Answers a stat from the parent's fresh listing when it says enough: the entry with an
     /// exact size, or its absence from a complete listing.
     fn lookup_in_listing(&self, virt: &str) -> Option<Result<Meta>> {
+        if self.mounts.is_mount_point(virt) {
+            return None;
+        }
         let (parent, name) = split_name(virt);
         let t_read = self.t_read_dir(parent);
         let st = self.state.lock().unwrap();
@@ -597,13 +612,17 @@ impl Vfs {
         let dir = self.cache.put_dir(&r.virt)?;
         // The mtime the parent's listing gave it, unless its own stat says otherwise.
         let prior = self.cache.dir_mtime(&r.virt);
-        for e in &listing.entries {
+        // A mount inside this directory is its own root, whatever this server has there.
+        let inner = self.mounts.mount_points_in(&r.virt);
+        for e in listing.entries.iter().filter(|e| !inner.contains(&e.name)) {
             self.put_stub(&r.child(&e.name), &e.meta)?;
         }
         if listing.complete {
-            let keep: HashSet<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+            let names = listing.entries.iter().map(|e| e.name.as_str());
+            let keep: HashSet<&str> = names.chain(inner.iter().map(String::as_str)).collect();
             self.cache.prune_dir(&r.virt, &keep)?;
         }
+        self.show_mount_points(&r.virt, &inner)?;
         let dir_mtime = self
             .fresh_attr(&r.virt)
             .and_then(|m| m.ok())

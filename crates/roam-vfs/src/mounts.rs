@@ -280,6 +280,22 @@ impl Mounts {
         Ok(None)
     }
 
+    /// Whether `virt` is the root of an explicit mount: its parent's listing (another
+    /// mount's, or a local directory) does not say whether it exists.
+    pub fn is_mount_point(&self, virt: &str) -> bool {
+        self.explicit.iter().any(|m| m.prefix == virt)
+    }
+
+    /// The names of the explicit mounts right inside `dir` (`-m /proj=A -m /proj/m=B`:
+    /// `m` in `/proj`), which its listing shows as directories.
+    pub fn mount_points_in(&self, dir: &str) -> Vec<String> {
+        self.explicit
+            .iter()
+            .filter(|m| m.prefix != "/" && crate::path::split_name(&m.prefix).0 == dir)
+            .map(|m| crate::path::split_name(&m.prefix).1.to_owned())
+            .collect()
+    }
+
     /// The explicit mount `virt` is under, as a change records it.
     pub fn origin(&self, virt: &str) -> Option<MountRecord> {
         let m = self
