@@ -222,6 +222,7 @@ impl Vfs {
     /// This process is done with the cache: its partial copies and temporaries go, and
     /// its work directory too unless changes wait in it (for `roam sync`).
     pub fn finish(&self) {
+        self.drop_unfinished();
         self.work.tidy();
     }
 

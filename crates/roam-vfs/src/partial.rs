@@ -170,6 +170,12 @@ impl Vfs {
         let end = off.saturating_add(len).min(p.size);
         let mut st = p.state.lock().unwrap();
         let missing = !st.have.covers(off.min(end), end);
+        if !missing && st.have.covers(0, p.size) {
+            // Every byte came (a stream ahead of its reader): a cached copy from now on.
+            drop(st);
+            self.complete_if_whole(&p);
+            return false;
+        }
         // A reader moving through bytes already here pulls the stream's window along, so the
         // stream never stops and restarts (which would halve its speed).
         if let Some((pos, limit)) = st.stream {
@@ -250,6 +256,16 @@ impl Vfs {
                 Err(e) => st.failed = Some((e.errno(), e.to_string())),
             }
             p.cond.notify_all();
+        }
+    }
+
+    /// The process ends: the bytes of copies that never became whole are given back (the
+    /// skeleton stub a partial copy fills in place would otherwise keep them, outside
+    /// what the cache counts and evicts).
+    pub(crate) fn drop_unfinished(&self) {
+        for (_, p) in self.partials.lock().unwrap().drain() {
+            crate::cache::free_bytes_of(&p.file, p.size);
+            self.work.drop_part(&p.copy);
         }
     }
 

@@ -137,3 +137,46 @@ fn a_streamed_copy_becomes_an_ordinary_cached_copy() {
     let sent = big.bytes_sent("forty.bin");
     assert!(sent <= (40 << 20) + (2 << 20), "fetched once: {sent}");
 }
+
+/// A large file read to its end by plain reads (the stream ahead of the reader brings the
+/// last bytes before the reader asks for them) is a cached copy like any other: `roam
+/// status` counts it, a second run reads it without fetching, and `roam cache clean`
+/// drops it. One read only in part leaves none of its bytes in the cache.
+#[test]
+fn a_copy_read_to_its_end_is_counted_and_one_read_in_part_leaves_nothing() {
+    let big = Big::new();
+    let scratch = Scratch::new("large-cache");
+    let cache = scratch.join("c");
+    let roam = || Roam::new().env("ROAM_CACHE_DIR", &cache);
+    let cat = format!("cat {} | md5sum", big.path("forty.bin"));
+    let want = native(&format!("md5sum < {}", big.local("forty.bin")));
+    for _ in 0..2 {
+        let o = roam().sh(&[], &cat);
+        assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    }
+    let sent = big.bytes_sent("forty.bin");
+    assert!(sent <= (40 << 20) + (2 << 20), "fetched once: {sent}");
+    let status = stdout(&roam().cli(&["status"]));
+    assert!(status.contains("copies:   1 files, 40.0 MiB"), "{status}");
+    let o = roam().sh(
+        &[],
+        &format!("head -c 1000 {} | wc -c", big.path("gib.bin")),
+    );
+    assert_eq!(stdout(&o), "1000\n", "{}", stderr(&o));
+    let clean = roam().cli(&["cache", "clean"]);
+    assert!(clean.status.success(), "{}", stderr(&clean));
+    let du = std::process::Command::new("du")
+        .args(["-sk", &cache.display().to_string()])
+        .output()
+        .unwrap();
+    let kib: u64 = stdout(&du)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        kib < 1024,
+        "{kib} KiB left in the cache after `roam cache clean`"
+    );
+}
