@@ -141,6 +141,8 @@ impl OpenFile {
 pub enum Opened {
     /// A fetched copy, read only.
     Copy,
+    /// A large file's partial copy, read only: its ranges arrive as they are read.
+    Stream,
     /// The journaled copy of a file being written.
     Uploads,
     /// The file of a local mount itself.

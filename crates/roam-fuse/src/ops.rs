@@ -342,10 +342,16 @@ impl Filesystem for Served {
         reply: ReplyData,
     ) {
         self.counts.add(Op::Read);
-        match self.fs.read(fh.0, offset, size) {
+        // A range still on its way waits for the server: not on a channel thread.
+        let streams = self
+            .fs
+            .handles
+            .file(fh.0)
+            .is_some_and(|f| f.how == Opened::Stream);
+        self.serve(streams, move |fs| match fs.read(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn write(

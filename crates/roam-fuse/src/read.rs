@@ -119,7 +119,7 @@ impl Roamfs {
     /// to the server, and a program still holding the fd must see them.
     fn answers_for_itself(&self, f: &OpenFile) -> bool {
         match f.how {
-            Opened::Copy => false,
+            Opened::Copy | Opened::Stream => false,
             Opened::Uploads => f.is_unflushed() || self.vfs.is_dirty(&f.virt),
             Opened::InPlace | Opened::Memory => true,
         }
@@ -258,7 +258,10 @@ impl Roamfs {
                     .map_err(vfs_errno)?,
                 Opened::Uploads,
             ),
-            Place::Remote(node) => (self.vfs.open_path(&node).map_err(vfs_errno)?, Opened::Copy),
+            Place::Remote(node) => match self.vfs.open_streaming(&node).map_err(vfs_errno)? {
+                Some(part) => (part, Opened::Stream),
+                None => (self.vfs.open_path(&node).map_err(vfs_errno)?, Opened::Copy),
+            },
         };
         let file = open_local(&path, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
         Ok(self.add_file(Data::File(file), ino, virt, how))
@@ -282,6 +285,12 @@ impl Roamfs {
 
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Res<Vec<u8>> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        let len = u64::from(size);
+        if f.how == Opened::Stream && self.vfs.range_missing(&f.virt, offset, len) {
+            self.vfs
+                .ensure_range(&f.virt, offset, len)
+                .map_err(vfs_errno)?;
+        }
         let mut buf = vec![0u8; size as usize];
         let mut n = 0;
         while n < buf.len() {

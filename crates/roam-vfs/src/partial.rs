@@ -41,6 +41,8 @@ const WINDOW: u64 = 32 << 20;
 const IDLE_STREAM: Duration = Duration::from_secs(20);
 /// Transfers one read may start: the first, and one more after a failure.
 const TRIES_PER_READ: u32 = 2;
+/// How long a failed transfer answers the reads that come after it (`failed_just_before`).
+const FAILED_JUST_NOW: Duration = Duration::from_secs(1);
 
 /// Byte ranges present in a partial copy: sorted, disjoint, merged.
 #[derive(Default, Debug)]
@@ -72,12 +74,24 @@ struct State {
     have: Ranges,
     /// The next byte an active stream will write, and how far it may go.
     stream: Option<(u64, u64)>,
-    /// Why the last transfer failed (errno, message), until one succeeds.
-    failed: Option<(i32, String)>,
+    /// Why transfers fail (errno, message: the first failure since the last success, which
+    /// says what happened; a retry that cannot even connect says less) and when the last
+    /// one did.
+    failed: Option<(i32, String, Instant)>,
     /// When bytes last arrived (or a transfer started).
     progress: Instant,
     /// Chunk fetches under way (they write the copy outside this lock).
     fetching: u32,
+}
+
+impl State {
+    fn note_failure(&mut self, e: &Error) {
+        let now = Instant::now();
+        match &mut self.failed {
+            Some((_, _, at)) => *at = now,
+            None => self.failed = Some((e.errno(), e.to_string(), now)),
+        }
+    }
 }
 
 pub(crate) struct Partial {
@@ -196,6 +210,7 @@ impl Vfs {
         let Some(p) = self.partials.lock().unwrap().get(virt).cloned() else {
             return Ok(());
         };
+        let began = Instant::now();
         let end = off.saturating_add(len).min(p.size);
         let off = off.min(end);
         let mut tries = 0;
@@ -221,8 +236,11 @@ impl Vfs {
                     continue;
                 }
             }
-            if tries == TRIES_PER_READ {
-                let (errno, message) = st.failed.clone().unwrap_or((libc::EIO, "no data".into()));
+            if tries == TRIES_PER_READ || (tries == 0 && failed_just_before(&st, began)) {
+                let (errno, message, _) =
+                    st.failed
+                        .clone()
+                        .unwrap_or((libc::EIO, "no data".into(), Instant::now()));
                 if errno == libc::ENOSPC {
                     p.give_back_space(&mut st);
                 }
@@ -253,7 +271,7 @@ impl Vfs {
                     st.have.insert(a, a + n);
                     st.failed = None;
                 }
-                Err(e) => st.failed = Some((e.errno(), e.to_string())),
+                Err(e) => st.note_failure(&e),
             }
             p.cond.notify_all();
         }
@@ -329,6 +347,17 @@ impl Partial {
     }
 }
 
+/// Whether the server failed a transfer a moment before a read that `began` then: that
+/// read (the one the kernel's failed read-ahead stood for; a program's retry) gets the
+/// failure rather than waiting for another transfer to fail the same way. A read that
+/// waited on the transfer itself still tries once more, and so does one after a full
+/// cache disk (which gave its bytes back).
+fn failed_just_before(st: &State, began: Instant) -> bool {
+    st.failed.as_ref().is_some_and(|(errno, _, at)| {
+        *errno != libc::ENOSPC && *at <= began && began.duration_since(*at) < FAILED_JUST_NOW
+    })
+}
+
 /// The error of a stream that brought nothing for too long.
 fn stalled(p: &Partial, limit: Duration) -> Error {
     Error::Transfer {
@@ -402,7 +431,7 @@ fn stream(p: &Arc<Partial>, start: u64) {
     match failure {
         Some(e) => {
             tracing::debug!("{}: stream stopped: {e}", remote.virt);
-            st.failed = Some((e.errno(), e.to_string()));
+            st.note_failure(&e);
         }
         None => st.failed = None,
     }

@@ -4,7 +4,7 @@
 //! Each protocol's real server sits behind roam-testkit's fault proxy (one proxy per case;
 //! FTP's passive data connections go through it too), and roam runs with short timeouts
 //! ([`CONNECT`], [`READ`]). Cases: the server killed mid-read of a large file (12 MiB,
-//! streamed under `roam run`) and of a small one (2 MiB, fetched whole); the server frozen
+//! streamed) and of a small one (2 MiB, fetched whole); the server frozen
 //! mid-read; a server dripping one byte every 2 s mid-read (each byte beats the per-read
 //! timeout: the low-speed limit must end it); a black hole at connect. Each case asserts
 //! that the program got the server's exact bytes or failed with the case's errno
@@ -60,10 +60,8 @@ struct Case {
     /// When the fault begins: after this many bytes served, or (`None`) from the start.
     after: Option<u64>,
     fault: Fault,
-    /// The errno the read fails with when it fails: a whole-file fetch, and a large file
-    /// streamed under `roam run` (which tries once more: a dead server refuses that).
+    /// The errno the read fails with when it fails.
     errno: &'static str,
-    errno_streamed: &'static str,
 }
 
 const DRIP: Fault = Fault::Drip {
@@ -78,7 +76,6 @@ const CASES: [Case; 6] = [
         after: Some(MID_BIG),
         fault: Fault::Kill,
         errno: "EIO",
-        errno_streamed: "EHOSTUNREACH",
     },
     Case {
         name: "killed mid-read, small",
@@ -86,7 +83,6 @@ const CASES: [Case; 6] = [
         after: Some(MID_SMALL),
         fault: Fault::Kill,
         errno: "EIO",
-        errno_streamed: "EHOSTUNREACH",
     },
     Case {
         name: "frozen mid-read",
@@ -94,7 +90,6 @@ const CASES: [Case; 6] = [
         after: Some(MID_BIG),
         fault: Fault::Freeze,
         errno: "ETIMEDOUT",
-        errno_streamed: "ETIMEDOUT",
     },
     Case {
         name: "drip mid-read, large",
@@ -102,7 +97,6 @@ const CASES: [Case; 6] = [
         after: Some(MID_BIG),
         fault: DRIP,
         errno: "ETIMEDOUT",
-        errno_streamed: "ETIMEDOUT",
     },
     Case {
         name: "drip mid-read, small",
@@ -110,7 +104,6 @@ const CASES: [Case; 6] = [
         after: Some(MID_SMALL),
         fault: DRIP,
         errno: "ETIMEDOUT",
-        errno_streamed: "ETIMEDOUT",
     },
     Case {
         name: "black hole at connect",
@@ -118,7 +111,6 @@ const CASES: [Case; 6] = [
         after: None,
         fault: Fault::BlackHole,
         errno: "ETIMEDOUT",
-        errno_streamed: "ETIMEDOUT",
     },
 ];
 
@@ -185,12 +177,6 @@ impl Site {
             env.push(("HOME".into(), home.display().to_string()));
         }
         (self.served.url.replace(&from, &to), env)
-    }
-
-    /// Whether `roam run` streams its large files (the driver reads ranges; the SFTP
-    /// driver does not, so they are fetched whole at open).
-    fn streams(&self) -> bool {
-        self.kind != "sftp"
     }
 
     fn bytes(&self, file: &str) -> &[u8] {
@@ -348,13 +334,8 @@ fn status_of(mut cmd: std::process::Command) -> String {
 }
 
 /// Checks one outcome against its case; `Err` says what is wrong.
-fn check(site: &Site, frontend: Frontend, case: &Case, o: &Outcome) -> Result<(), String> {
+fn check(site: &Site, case: &Case, o: &Outcome) -> Result<(), String> {
     let want = site.bytes(case.file);
-    let streamed = frontend == Frontend::Trap && case.file == "big.bin" && site.streams();
-    let errno = match streamed {
-        true => case.errno_streamed,
-        false => case.errno,
-    };
     if !o.fired {
         return Err(format!("the fault never began ({} bytes served)", o.served));
     }
@@ -368,7 +349,9 @@ fn check(site: &Site, frontend: Frontend, case: &Case, o: &Outcome) -> Result<()
         None if o.bytes.len() != want.len() => {
             return Err(format!("succeeded with {} bytes", o.bytes.len()))
         }
-        Some(got) if got != errno => return Err(format!("{got}, not {errno}: {}", o.roam_stderr)),
+        Some(got) if got != case.errno => {
+            return Err(format!("{got}, not {}: {}", case.errno, o.roam_stderr))
+        }
         _ => {}
     }
     if o.took > bound() {
@@ -477,7 +460,7 @@ fn faults(kind: &'static str) {
         }
     }
     for (frontend, case, o) in &runs {
-        let verdict = check(&site, *frontend, case, o);
+        let verdict = check(&site, case, o);
         eprintln!(
             "| {kind} | {frontend:?} | {} | {} | {:.1} s | {} |",
             case.name,
@@ -642,7 +625,6 @@ fn partition_read(site: &Site, frontend: Frontend) -> Result<(), String> {
         after: None,
         fault: SLOW,
         errno: "ETIMEDOUT",
-        errno_streamed: "ETIMEDOUT",
     };
     let dir = site.scratch.join(&format!("partition-read-{frontend:?}"));
     let proxy = site.proxy();
@@ -683,7 +665,7 @@ fn partition_read(site: &Site, frontend: Frontend) -> Result<(), String> {
         outcome.errno.as_deref().unwrap_or("exact bytes"),
         outcome.took.as_secs_f64()
     );
-    check(site, frontend, &case, &outcome).map_err(|why| format!("{frontend:?} mid-read: {why}"))
+    check(site, &case, &outcome).map_err(|why| format!("{frontend:?} mid-read: {why}"))
 }
 
 /// `probe put` of [`UPLOAD`] bytes over a file the server has, over a slow link
