@@ -416,7 +416,43 @@ impl Vfs {
         ))
     }
 
+    /// [`Vfs::stat`] of a remote name. A name that is not there is `ENOENT` only where its
+    /// directory is one, as in the kernel's path walk: under a file it is `ENOTDIR`, under
+    /// a symlink loop `ELOOP`.
     fn stat_remote(&self, r: &Remote) -> Result<Meta> {
+        match self.stat_remote_name(r) {
+            Err(e) if e.errno() == libc::ENOENT => Err(self.why_absent(r).unwrap_or(e)),
+            other => other,
+        }
+    }
+
+    /// Why `r` is not there, when its directory is not one (see [`Vfs::stat_remote`]);
+    /// `None` when `ENOENT` is right. Asks about the directory, which a listing made to
+    /// find `r` has usually answered already.
+    pub(crate) fn why_absent(&self, r: &Remote) -> Option<Error> {
+        if r.path == "/" {
+            return None;
+        }
+        let parent = Remote {
+            virt: split_name(&r.virt).0.to_owned(),
+            path: split_name(&r.path).0.to_owned(),
+            driver: r.driver.clone(),
+        };
+        let not_a_dir = || Error::posix(libc::ENOTDIR, format!("{}: not a directory", parent.virt));
+        match self.stat_remote(&parent) {
+            Ok(m) if m.kind == Kind::Dir => None,
+            Ok(m) if m.kind == Kind::File => Some(not_a_dir()),
+            Ok(_) => match self.follow(Node::Remote(parent.clone())) {
+                Ok(Resolved::Node(_, m)) if m.kind != Kind::Dir => Some(not_a_dir()),
+                Err(e) if e.errno() != libc::ENOENT => Some(e),
+                _ => None,
+            },
+            Err(e) if e.errno() == libc::ENOENT => None,
+            Err(e) => Some(e),
+        }
+    }
+
+    fn stat_remote_name(&self, r: &Remote) -> Result<Meta> {
         if let Some(local) = self.dirty_meta(&r.virt) {
             return local;
         }

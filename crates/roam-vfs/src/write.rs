@@ -821,6 +821,11 @@ impl Vfs {
     }
 
     pub fn mkdir(&self, node: &Node) -> Result<()> {
+        let done = self.mkdir_here(node);
+        self.in_its_directory(node, done)
+    }
+
+    fn mkdir_here(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         // Where a fresh listing shows the name absent, its parent exists and it does not.
         let made = match self.listed(&r.virt) {
@@ -850,6 +855,11 @@ impl Vfs {
     }
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {
+        let done = self.remove_file_here(node);
+        self.in_its_directory(node, done)
+    }
+
+    fn remove_file_here(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         // Not while the file's upload runs (a T_write delivery on its own thread): removed
         // meanwhile, a new file's copy vanished under the upload, which then put it on the
@@ -923,6 +933,11 @@ impl Vfs {
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
+        let done = self.remove_dir_here(node);
+        self.in_its_directory(node, done)
+    }
+
+    fn remove_dir_here(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         match self.listed(&r.virt) {
             Some((Some(meta), siblings)) if meta.kind == Kind::Dir => r.driver.remove_known_dir(
@@ -940,6 +955,11 @@ impl Vfs {
 
     /// Renames within one mount (EXDEV across mounts, as between file systems).
     pub fn rename(&self, from: &Node, to: &Node) -> Result<()> {
+        let done = self.rename_here(from, to);
+        self.in_its_directory(from, done)
+    }
+
+    fn rename_here(&self, from: &Node, to: &Node) -> Result<()> {
         let (a, b) = (writable_remote(from)?, writable_remote(to)?);
         if !std::sync::Arc::ptr_eq(&a.driver, &b.driver) {
             return Err(posix(libc::EXDEV, &a.virt, "rename across mounts"));
@@ -954,6 +974,11 @@ impl Vfs {
     }
 
     pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {
+        let done = self.symlink_here(target, node);
+        self.in_its_directory(node, done)
+    }
+
+    fn symlink_here(&self, target: &str, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         r.driver.symlink(target, &r.path)?;
         self.invalidate(&r.virt);
@@ -963,6 +988,11 @@ impl Vfs {
     /// chmod. A backend without permission bits (WebDAV) keeps them in roam's copy only,
     /// so `chmod +x` of a program built there works as long as the copy is cached.
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
+        let done = self.set_mode_here(node, mode);
+        self.in_its_directory(node, done)
+    }
+
+    fn set_mode_here(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
         if self.is_new_here(&r.virt) {
             // Not on the server yet: the copy's mode goes with its upload (`tar` and
@@ -997,6 +1027,11 @@ impl Vfs {
     }
 
     pub fn set_mtime(&self, node: &Node, mtime: SystemTime) -> Result<()> {
+        let done = self.set_mtime_here(node, mtime);
+        self.in_its_directory(node, done)
+    }
+
+    fn set_mtime_here(&self, node: &Node, mtime: SystemTime) -> Result<()> {
         let r = writable_remote(node)?;
         if self.is_dirty(&r.virt) {
             self.flush(&r.virt, &|| true)?;
@@ -1023,6 +1058,11 @@ impl Vfs {
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
     pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
+        let done = self.truncate_here(node, len);
+        self.in_its_directory(node, done)
+    }
+
+    fn truncate_here(&self, node: &Node, len: u64) -> Result<()> {
         // To zero, nothing of the old contents is needed (and a kept change starts over).
         let flags = if len == 0 { libc::O_TRUNC } else { 0 };
         let data = self.open_for_write(node, flags, 0o644)?;
@@ -1124,6 +1164,19 @@ impl Vfs {
         drop(st);
         // A later run lists again rather than trust a saved listing roam has since changed.
         crate::listings::drop(self.cache.root(), parent);
+    }
+}
+
+impl Vfs {
+    /// A name operation's result, with `ENOENT` refined as the kernel's path walk would:
+    /// `ENOTDIR` under a file, `ELOOP` under a symlink loop (see [`Vfs::stat_remote`]).
+    fn in_its_directory(&self, node: &Node, done: Result<()>) -> Result<()> {
+        match (done, node) {
+            (Err(e), Node::Remote(r)) if e.errno() == libc::ENOENT => {
+                Err(self.why_absent(r).unwrap_or(e))
+            }
+            (done, _) => done,
+        }
     }
 }
 
