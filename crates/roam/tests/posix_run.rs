@@ -1,0 +1,117 @@
+//! POSIX behaviour of `roam run` that programs depend on, each case checked against a
+//! native run of the same script on a local copy of the tree:
+//! - one identity per remote file: `stat`, `lstat`, `fstat` (`stat -L /dev/stdin`) agree
+//!   on device, inode, size and mtime before and after the file is fetched and across runs
+//!   sharing a cache, so `cp`, `cp -r` and `cp -a` of files and trees work cold and warm,
+//!   over HTTP (nginx, whose index gives mtimes to the minute) and writable backends.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{fixture, stderr, stdout, Backend, Roam};
+use roam_testkit::{write_file, Scratch};
+
+/// A cache directory shared by the runs of one case (cold, then warm).
+fn sharing(cache: &Path) -> Roam {
+    Roam::new().env("ROAM_CACHE_DIR", cache)
+}
+
+/// What a run showed: exit code, stdout and stderr with `base` and `out` written back as
+/// `{}` and `{out}`.
+fn shown(o: &Output, base: &str, out: &Path) -> (i32, String, String) {
+    let text = |s: String| s.replace(&out.display().to_string(), "{out}").replace(base, "{}");
+    (
+        o.status.code().unwrap_or(-1),
+        text(stdout(o)),
+        text(stderr(o)),
+    )
+}
+
+/// Copies with `cp`, `cp -r` and `cp -a` from `{}` into `{out}` and shows what arrived,
+/// and checks each file's identity: `stat` before reading, `fstat` of an open fd, and
+/// `stat` after must agree on device, inode, size and mtime (printed as `same` or both).
+const COPY_SCRIPT: &str = r#"
+set -e
+id() { stat -c '%d %i %s %Y' "$1"; }
+same() {
+    a=$(id "$1"); b=$(stat -L -c '%d %i %s %Y' /dev/stdin < "$1"); c=$(id "$1")
+    l=$(stat -c '%d %i %s %Y' --dereference "$1")
+    if [ "$a" = "$b" ] && [ "$b" = "$c" ] && [ "$c" = "$l" ]; then echo "same $2"; else echo "differ $2: $a / $b / $c / $l"; fi
+}
+same {}/proj/util.h util.h
+cp {}/proj/main.c {out}/one.c
+cp -r {}/dir {out}/tree
+cp -a {}/proj {out}/arch
+for f in main.c util.c util.h; do
+    [ "$(stat -c %Y {}/proj/$f)" = "$(stat -c %Y {out}/arch/$f)" ] && echo "mtime kept $f"
+    [ "$(stat -c %a {}/proj/$f)" = "$(stat -c %a {out}/arch/$f)" ] && echo "mode kept $f"
+    same {}/proj/$f $f
+done
+same {}/dir/sub/deep.txt deep.txt
+cd {out} && find . | sort && find . -type f -print0 | sort -z | xargs -0 md5sum
+"#;
+
+/// Runs [`COPY_SCRIPT`] natively with `{}` = `local`, then under `roam` with `{}` =
+/// `remote`, each into a fresh directory, and asserts the two showed the same.
+fn copies_as_natively(roam: Roam, run_args: &[&str], local: &Path, remote: &str) {
+    let scratch = Scratch::new("posix-cp");
+    let (out_n, out_r) = (scratch.join("native"), scratch.join("roam"));
+    for d in [&out_n, &out_r] {
+        roam_testkit::mkdir(d);
+    }
+    let local = local.display().to_string();
+    let script = |base: &str, out: &Path| {
+        COPY_SCRIPT
+            .replace("{}", base)
+            .replace("{out}", &out.display().to_string())
+    };
+    let native = Command::new("sh")
+        .args(["-c", &script(&local, &out_n)])
+        .output()
+        .unwrap();
+    let roamed = roam.sh(run_args, &script(remote, &out_r));
+    let native = shown(&native, &local, &out_n);
+    assert_eq!(native.0, 0, "native run failed: {native:?}");
+    assert_eq!(shown(&roamed, remote, &out_r), native);
+}
+
+/// The served fixture tree over HTTP, cold then warm (the second run's listings and copies
+/// come from the first run's cache).
+#[test]
+fn cp_of_http_files_and_trees_cold_and_warm() {
+    let fx = fixture();
+    let cache = Scratch::new("posix-cache");
+    for _run in ["cold", "warm"] {
+        copies_as_natively(sharing(&cache.join("c")), &[], &fx.www, &fx.remote());
+    }
+}
+
+/// The same on writable backends mounted at `/w`, cold then warm.
+#[test]
+fn cp_of_writable_backend_files_and_trees_cold_and_warm() {
+    for kind in ["file+cache", "sftp"] {
+        let b = Backend::serving(kind, populate);
+        let cache = Scratch::new("posix-cache");
+        let mount = format!("/w={}", b.url);
+        for _run in ["cold", "warm"] {
+            let mut roam = sharing(&cache.join("c"));
+            for (k, v) in b.env() {
+                roam = roam.env(k, v);
+            }
+            copies_as_natively(roam, &["-m", &mount], &b.backend(""), "/w");
+        }
+    }
+}
+
+/// The part of the fixture tree [`COPY_SCRIPT`] reads.
+fn populate(srv: &Path) {
+    let f = |rel: &str, data: &[u8]| write_file(&srv.join(rel), data, 0o644);
+    f("proj/main.c", b"int main(void) { return 0; }\n");
+    f("proj/util.c", b"int twice(int x) { return 2 * x; }\n");
+    f("proj/util.h", b"int twice(int x);\n");
+    f("dir/a b.txt", b"a name with a space\n");
+    f("dir/sub/deep.txt", b"deep down\n");
+    f("dir/sub/other.txt", b"nothing to see\n");
+}
