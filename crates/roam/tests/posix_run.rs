@@ -3,7 +3,10 @@
 //! - one identity per remote file: `stat`, `lstat`, `fstat` (`stat -L /dev/stdin`) agree
 //!   on device, inode, size and mtime before and after the file is fetched and across runs
 //!   sharing a cache, so `cp`, `cp -r` and `cp -a` of files and trees work cold and warm,
-//!   over HTTP (nginx, whose index gives mtimes to the minute) and writable backends.
+//!   over HTTP (nginx, whose index gives mtimes to the minute) and writable backends;
+//! - names at the root: a URL of every scheme roam mounts, used as a path, names the file
+//!   (`cat sftp://host/f`); a mount that cannot be looked up (a bad host) fails with the
+//!   driver's errno and roam's message on stderr, not ENOENT.
 
 mod common;
 
@@ -11,6 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{fixture, stderr, stdout, Backend, Roam};
+use roam_testkit::backend::KINDS;
 use roam_testkit::{write_file, Scratch};
 
 /// A cache directory shared by the runs of one case (cold, then warm).
@@ -114,4 +118,47 @@ fn populate(srv: &Path) {
     f("dir/a b.txt", b"a name with a space\n");
     f("dir/sub/deep.txt", b"deep down\n");
     f("dir/sub/other.txt", b"nothing to see\n");
+}
+
+/// `cat URL/FILE` and `ls URL/DIR` for a URL of each server kind, as `cat` and `ls` of the
+/// served tree show natively.
+#[test]
+fn urls_of_every_scheme_are_paths() {
+    for kind in KINDS {
+        let b = Backend::serving(kind, populate);
+        let script = |base: &str| format!("cat '{base}/dir/sub/deep.txt' && ls '{base}/dir/sub'");
+        let native = Command::new("sh")
+            .args(["-c", &script(&b.backend("").display().to_string())])
+            .output()
+            .unwrap();
+        let mut roam = Roam::new();
+        for (k, v) in b.env() {
+            roam = roam.env(k, v);
+        }
+        let roamed = roam.sh(&[], &script(&b.url));
+        assert_eq!(
+            (roamed.status.code(), stdout(&roamed)),
+            (Some(0), stdout(&native)),
+            "{kind} ({}): {}",
+            b.url,
+            stderr(&roamed)
+        );
+    }
+}
+
+/// A name whose mount cannot be made (a host no URL can hold, a bucket name S3 refuses)
+/// fails with the driver's errno (EINVAL), told on stderr, for a static program (`probe`)
+/// and for coreutils.
+#[test]
+fn a_mount_lookup_error_reaches_the_program() {
+    let probe = fixture().probe.display().to_string();
+    for name in ["/http/bad host/f", "/s3/Not_A_Bucket!/f", "http://bad host/f"] {
+        let o = Roam::new().run(&[&probe, "stat", name]);
+        assert_eq!(stdout(&o), "EINVAL\n", "{name}: {}", stderr(&o));
+        let line = stderr(&o);
+        assert!(line.starts_with("roam: ") && line.contains("(EINVAL)"), "{name}: {line}");
+        let o = Roam::new().run(&["cat", name]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr(&o).contains("Invalid argument"), "{}", stderr(&o));
+    }
 }

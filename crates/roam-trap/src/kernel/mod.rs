@@ -346,6 +346,9 @@ impl Kernel {
 
     /// Triage of a call whose names are resolved.
     fn decide(&self, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
+        if let Some(d) = places.iter().find_map(|p| self.lookup_failed(tid, spec, p)) {
+            return Triage::Done(d);
+        }
         if places.iter().all(Place::is_native) {
             if spec.family == Family::Exec {
                 if exec::has_roam_interpreter(self, tid, &call) {
@@ -467,6 +470,20 @@ impl Kernel {
             places.push(self.resolver.resolve(tid, dirfd, &raw, follow));
         }
         Ok(places)
+    }
+
+    /// A call on a name whose mount lookup failed fails with its errno, told as any other
+    /// failure on a roam name.
+    fn lookup_failed(&self, tid: Pid, spec: &Spec, place: &Place) -> Option<Decision> {
+        let Place::Failed { virt, errno, why } = place else {
+            return None;
+        };
+        if is_ordinary(*errno) {
+            tracing::info!("{} {virt}: {why}", spec.name.trim_start_matches("SYS_"));
+        } else {
+            self.report.error(tid, spec.name, virt, *errno, why);
+        }
+        Some(Decision::fail(*errno))
     }
 
     /// Tells the user why a call on a roam name failed (once per message) and fails it.

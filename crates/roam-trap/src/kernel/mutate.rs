@@ -63,8 +63,9 @@ fn local_spelling(k: &Kernel, place: &Place) -> Option<Option<std::path::PathBuf
         Place::Native => Some(None),
         Place::Local(p) => Some(Some(p.into())),
         Place::Roam(n) => k.vfs().in_place(n).map(Some),
-        // Settled before mutations are decided (see `Kernel::serve`).
-        Place::RoamFd(_) | Place::Deferred { .. } => None,
+        // Settled before mutations are decided (see `Kernel::serve`); failed lookups
+        // fail the call before.
+        Place::RoamFd(_) | Place::Deferred { .. } | Place::Failed { .. } => None,
     }
 }
 
