@@ -6,7 +6,10 @@
 //!   over HTTP (nginx, whose index gives mtimes to the minute) and writable backends;
 //! - names at the root: a URL of every scheme roam mounts, used as a path, names the file
 //!   (`cat sftp://host/f`); a mount that cannot be looked up (a bad host) fails with the
-//!   driver's errno and roam's message on stderr, not ENOENT.
+//!   driver's errno and roam's message on stderr, not ENOENT;
+//! - path-taking calls newer than most programs (`getxattrat`, `listxattrat`,
+//!   `file_getattr`) see roam names as native calls see local ones; one roam does not
+//!   serve (`file_setattr`) fails with ENOSYS and a line naming it.
 
 mod common;
 
@@ -25,7 +28,10 @@ fn sharing(cache: &Path) -> Roam {
 /// What a run showed: exit code, stdout and stderr with `base` and `out` written back as
 /// `{}` and `{out}`.
 fn shown(o: &Output, base: &str, out: &Path) -> (i32, String, String) {
-    let text = |s: String| s.replace(&out.display().to_string(), "{out}").replace(base, "{}");
+    let text = |s: String| {
+        s.replace(&out.display().to_string(), "{out}")
+            .replace(base, "{}")
+    };
     (
         o.status.code().unwrap_or(-1),
         text(stdout(o)),
@@ -152,13 +158,86 @@ fn urls_of_every_scheme_are_paths() {
 #[test]
 fn a_mount_lookup_error_reaches_the_program() {
     let probe = fixture().probe.display().to_string();
-    for name in ["/http/bad host/f", "/s3/Not_A_Bucket!/f", "http://bad host/f"] {
+    for name in [
+        "/http/bad host/f",
+        "/s3/Not_A_Bucket!/f",
+        "http://bad host/f",
+    ] {
         let o = Roam::new().run(&[&probe, "stat", name]);
         assert_eq!(stdout(&o), "EINVAL\n", "{name}: {}", stderr(&o));
         let line = stderr(&o);
-        assert!(line.starts_with("roam: ") && line.contains("(EINVAL)"), "{name}: {line}");
+        assert!(
+            line.starts_with("roam: ") && line.contains("(EINVAL)"),
+            "{name}: {line}"
+        );
         let o = Roam::new().run(&["cat", name]);
         assert_eq!(o.status.code(), Some(1));
         assert!(stderr(&o).contains("Invalid argument"), "{}", stderr(&o));
     }
+}
+
+/// Makes the raw calls `getxattrat`, `listxattrat` and `file_getattr` (Linux 6.13, 6.17;
+/// no libc wraps them yet) on `argv[1]` and prints each outcome (`ok N` or the errno).
+const NEW_CALLS: &str = r#"
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+path = sys.argv[1].encode()
+AT_FDCWD = -100
+def show(name, nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, ctypes.c_long(AT_FDCWD), ctypes.c_char_p(path), *args)
+    print(name, 'ok %d' % r if r >= 0 else errno.errorcode[ctypes.get_errno()])
+value = ctypes.create_string_buffer(64)
+xargs = (ctypes.c_uint64 * 2)(ctypes.addressof(value), 64)
+show('getxattrat', 464, ctypes.c_uint(0), ctypes.c_char_p(b'user.roam'), xargs, ctypes.c_size_t(16))
+names = ctypes.create_string_buffer(1024)
+show('listxattrat', 465, ctypes.c_uint(0), names, ctypes.c_size_t(1024))
+attr = ctypes.create_string_buffer(24)
+show('file_getattr', 468, attr, ctypes.c_size_t(24), ctypes.c_uint(0))
+if len(sys.argv) > 2:
+    show('file_setattr', 469, attr, ctypes.c_size_t(24), ctypes.c_uint(0))
+"#;
+
+/// The new xattr and attribute calls on a remote file answer as on its local copy.
+#[test]
+fn new_path_calls_see_roam_names() {
+    let fx = fixture();
+    let native = Command::new("python3")
+        .args(["-c", NEW_CALLS])
+        .arg(fx.www.join("hello.txt"))
+        .output()
+        .unwrap();
+    let remote = format!("{}/hello.txt", fx.remote());
+    let roamed = Roam::new().run(&["python3", "-c", NEW_CALLS, &remote]);
+    assert!(native.status.success(), "{}", stderr(&native));
+    assert_eq!(stdout(&roamed), stdout(&native), "{}", stderr(&roamed));
+}
+
+/// A path-taking call roam does not serve fails with ENOSYS on a roam name, and roam says
+/// which call it was; on a local name it is the kernel's.
+#[test]
+fn an_unserved_path_call_is_enosys_with_its_name() {
+    let fx = fixture();
+    let remote = format!("{}/hello.txt", fx.remote());
+    let o = Roam::new().run(&["python3", "-c", NEW_CALLS, &remote, "set"]);
+    assert!(
+        stdout(&o).ends_with("file_setattr ENOSYS\n"),
+        "{}",
+        stdout(&o)
+    );
+    let line = format!("roam: file_setattr {remote}: ");
+    assert!(
+        stderr(&o).contains(&line) && stderr(&o).contains("(ENOSYS)"),
+        "{}",
+        stderr(&o)
+    );
+    let local = fx.www.join("hello.txt");
+    let native = Command::new("python3")
+        .args(["-c", NEW_CALLS])
+        .arg(&local)
+        .arg("set")
+        .output()
+        .unwrap();
+    let o = Roam::new().run(&["python3", "-c", NEW_CALLS, local.to_str().unwrap(), "set"]);
+    assert_eq!(stdout(&o), stdout(&native));
 }

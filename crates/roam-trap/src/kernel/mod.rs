@@ -20,6 +20,7 @@ mod open;
 mod read;
 mod report;
 pub mod resolve;
+mod syscalls;
 pub mod table;
 
 use std::sync::Arc;
@@ -372,6 +373,7 @@ impl Kernel {
             _ if !has_roam => Triage::Done(rewrite_locals(spec, &places)),
             Family::Mutate => mutate::triage(self, tid, spec, call, places),
             Family::Unsupported => Triage::Done(mutate::unsupported(self, tid, spec, &places)),
+            Family::Unserved => Triage::Done(mutate::unserved(self, tid, spec, &places)),
             _ => Triage::Later(Job {
                 tid,
                 call,
