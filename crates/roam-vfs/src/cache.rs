@@ -701,7 +701,8 @@ fn stub_matches(p: &Path, meta: &Meta) -> bool {
 /// Whether two mtimes (in seconds) describe one version: equal, or one is a whole minute
 /// (a listing that gives minutes, as nginx's and FTP's do) and the other falls in it.
 fn same_mtime(a: u64, b: u64) -> bool {
-    let within = |minute: u64, t: u64| minute % 60 == 0 && (minute..minute + 60).contains(&t);
+    let within =
+        |minute: u64, t: u64| minute.is_multiple_of(60) && (minute..minute + 60).contains(&t);
     a == b || within(a, b) || within(b, a)
 }
 

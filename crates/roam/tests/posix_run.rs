@@ -4,7 +4,9 @@
 //!   on device, inode, size and mtime before and after the file is fetched and across runs
 //!   sharing a cache, so `cp`, `cp -r` and `cp -a` of files and trees work cold and warm,
 //!   over HTTP (nginx, whose index gives mtimes to the minute) and writable backends;
-//! - names at the root: a URL of every scheme roam mounts, used as a path, names the file
+//! - names at the root: a listing of `/` shows the scheme roots (`/http`, `/s3` ...) and a
+//!   listing of a mount point's local parent shows it, as the kernel's mount points show;
+//!   a URL of every scheme roam mounts, used as a path, names the file
 //!   (`cat sftp://host/f`); a mount that cannot be looked up (a bad host) fails with the
 //!   driver's errno and roam's message on stderr, not ENOENT;
 //! - path-taking calls newer than most programs (`getxattrat`, `listxattrat`,
@@ -240,4 +242,52 @@ fn an_unserved_path_call_is_enosys_with_its_name() {
         .unwrap();
     let o = Roam::new().run(&["python3", "-c", NEW_CALLS, local.to_str().unwrap(), "set"]);
     assert_eq!(stdout(&o), stdout(&native));
+}
+
+/// The implicit mounts at `/`: every scheme roam mounts (docs/SEMANTICS.md).
+const SCHEMES: [&str; 8] = ["http", "https", "dav", "davs", "ftp", "sftp", "chirp", "s3"];
+
+/// The sorted lines of `out`.
+fn sorted_lines(out: &str) -> Vec<String> {
+    let mut v: Vec<String> = out.lines().map(str::to_owned).collect();
+    v.sort();
+    v
+}
+
+/// `ls -a /` (absolute, and as `.` from `/`), Python's `os.listdir('/')` and `ls` of a
+/// mount point's parent show the local names and roam's mount points, each once.
+#[test]
+fn listings_of_mount_parents_show_the_mount_points() {
+    let scratch = Scratch::new("posix-root");
+    let parent = scratch.join("parent");
+    roam_testkit::mkdir(&parent.join("local"));
+    let mount = format!("{}/mp=mem:", parent.display());
+    let script = format!(
+        "ls -a /; echo --; cd / && ls -a; echo --; python3 -c \"import os; print('\\n'.join(os.listdir('/')))\"; echo --; ls {}",
+        parent.display()
+    );
+    let native = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let roamed = Roam::new().sh(&["-m", &mount], &script);
+    assert!(roamed.status.success(), "{}", stderr(&roamed));
+    let parts = |o: &Output| {
+        stdout(o)
+            .split("--\n")
+            .map(sorted_lines)
+            .collect::<Vec<_>>()
+    };
+    let (native, roamed) = (parts(&native), parts(&roamed));
+    for (i, (n, r)) in native.iter().zip(&roamed).enumerate() {
+        let mut expected = n.clone();
+        match i {
+            3 => expected.push("mp".to_owned()),
+            _ => expected.extend(
+                SCHEMES
+                    .iter()
+                    .filter(|s| !Path::new("/").join(s).exists())
+                    .map(|s| s.to_string()),
+            ),
+        }
+        expected.sort();
+        assert_eq!(r, &expected, "listing {i}");
+    }
 }

@@ -13,6 +13,7 @@ mod close;
 mod dir;
 mod exec;
 mod inspect;
+mod junction;
 mod later;
 mod mutate;
 mod native_names;
@@ -100,6 +101,9 @@ pub enum AfterExit {
         statx: bool,
         link: Option<u64>,
     },
+    /// `data` after the `ret` bytes a call wrote to `buf` (of `room` bytes), if it fits:
+    /// the mount points a listing of their local parent shows (see `junction`).
+    Append { buf: u64, room: u64, data: Vec<u8> },
 }
 
 impl AfterExit {
@@ -109,6 +113,11 @@ impl AfterExit {
             AfterExit::RemoteStat { buf, statx, link } => {
                 inspect::as_remote_stat(tid, buf, statx, link)
             }
+            AfterExit::Append {
+                buf,
+                room,
+                ref data,
+            } => junction::append(tid, buf, room, data),
         }
     }
 }
@@ -316,6 +325,7 @@ impl Kernel {
                 return Triage::Done(Decision::Continue)
             }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
+            Family::Dents => return junction::triage(self, tid, &call),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::Ptrace => return Triage::Done(self.pass_ptrace(tid, &call)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
@@ -361,6 +371,11 @@ impl Kernel {
                     });
                 }
                 if let Some(d) = exec::privileged(self, tid, &call) {
+                    return Triage::Done(d);
+                }
+            }
+            if spec.family == Family::Open {
+                if let Some(d) = junction::open(self, tid, spec, &call) {
                     return Triage::Done(d);
                 }
             }

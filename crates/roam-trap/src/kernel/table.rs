@@ -41,6 +41,8 @@ pub enum Family {
     Close,
     /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
     Sync,
+    /// getdents64 of a watched fd: a local directory holding mount points lists them.
+    Dents,
     /// Reads from a watched fd (a large file arriving in ranges): wait for the bytes.
     /// Trapped only when the fd is one roam watches (see `Spec::fd_gate`).
     Read,
@@ -210,6 +212,8 @@ pub static TABLE: &[Spec] = &[
     gated!(SYS_dup2, Read, 0),
     gated!(SYS_dup3, Read, 0),
     gated!(SYS_fcntl, Read, 0),
+    // A local directory holding mount points is opened at a watched number too.
+    gated!(SYS_getdents64, Dents, 0),
 ];
 
 /// The spec of a trapped call number.
