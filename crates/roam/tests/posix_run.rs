@@ -11,7 +11,9 @@
 //!   driver's errno and roam's message on stderr, not ENOENT;
 //! - path-taking calls newer than most programs (`getxattrat`, `listxattrat`,
 //!   `file_getattr`) see roam names as native calls see local ones; one roam does not
-//!   serve (`file_setattr`) fails with ENOSYS and a line naming it.
+//!   serve (`file_setattr`) fails with ENOSYS and a line naming it;
+//! - a shell's redirect of a builtin (`echo x > /w/f`) uploads when the shell puts its
+//!   stdout back (a `dup2` over the file's fd), not when the shell exits.
 
 mod common;
 
@@ -289,5 +291,39 @@ fn listings_of_mount_parents_show_the_mount_points() {
         }
         expected.sort();
         assert_eq!(r, &expected, "listing {i}");
+    }
+}
+
+/// `echo x > /w/f` then reading the file behind roam's back, in a shell that goes on:
+/// the bytes are on the server, as natively in the backend's own directory.
+#[test]
+fn a_builtin_redirect_uploads_when_the_shell_puts_stdout_back() {
+    let script = r#"echo one > "$W/f"; cat "$B/f"; printf 'two\n' >> "$W/f" && cat "$B/f"; { echo three; } > "$W/g"; cat "$B/g""#;
+    for kind in ["file+cache", "sftp"] {
+        for shell in ["dash", "bash"] {
+            let b = Backend::new(kind);
+            let srv = b.backend("");
+            let native = Command::new(shell)
+                .args(["-c", script])
+                .env("W", &srv)
+                .env("B", &srv)
+                .output()
+                .unwrap();
+            for f in ["f", "g"] {
+                std::fs::remove_file(srv.join(f)).unwrap();
+            }
+            let mut roam = Roam::new().env("W", "/w").env("B", &srv);
+            for (k, v) in b.env() {
+                roam = roam.env(k, v);
+            }
+            let mount = format!("/w={}", b.url);
+            let roamed = roam.run_args(&["-m", &mount], &[shell, "-c", script]);
+            assert_eq!(
+                (roamed.status.code(), stdout(&roamed)),
+                (native.status.code(), stdout(&native)),
+                "{kind}, {shell}: {}",
+                stderr(&roamed)
+            );
+        }
     }
 }

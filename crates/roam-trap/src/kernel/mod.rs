@@ -321,6 +321,7 @@ impl Kernel {
         match spec.family {
             Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
             Family::Read => return read::triage(self, tid, spec, call),
+            Family::Dup => return close::triage_dup(self, tid, spec, call),
             _ if self.detached.load(std::sync::atomic::Ordering::Relaxed) => {
                 return Triage::Done(Decision::Continue)
             }
@@ -415,6 +416,7 @@ impl Kernel {
             Family::Mutate | Family::MutateFd => mutate::serve(self, job),
             Family::Close | Family::Sync => close::serve(self, job),
             Family::Read => read::serve(self, job),
+            Family::Dup => close::serve_dup(self, job),
             // Triage answers every other family itself.
             _ => Ok(Decision::Continue),
         };

@@ -41,6 +41,10 @@ pub enum Family {
     Close,
     /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
     Sync,
+    /// dup2/dup3: as `Read` for the fd copied (register 0); replacing an fd that holds a
+    /// changed copy (register 1) closes it, as `Close` does (a shell puts its redirected
+    /// stdout back this way).
+    Dup,
     /// getdents64 of a watched fd: a local directory holding mount points lists them.
     Dents,
     /// Reads from a watched fd (a large file arriving in ranges): wait for the bytes.
@@ -209,9 +213,10 @@ pub static TABLE: &[Spec] = &[
     gated!(SYS_splice, Read, 0),
     // A copy of a watched fd at an unwatched number would read holes: these need the whole file.
     gated!(SYS_dup, Read, 0),
-    gated!(SYS_dup2, Read, 0),
-    gated!(SYS_dup3, Read, 0),
     gated!(SYS_fcntl, Read, 0),
+    // Always trapped: the fd they replace may be a changed copy at an unwatched number.
+    spec!(SYS_dup2, Dup, []),
+    spec!(SYS_dup3, Dup, []),
     // A local directory holding mount points is opened at a watched number too.
     gated!(SYS_getdents64, Dents, 0),
 ];
