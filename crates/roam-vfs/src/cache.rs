@@ -486,6 +486,16 @@ impl DiskCache {
         self.install(&tmp, &self.meta_path(virt))
     }
 
+    /// Makes the skeleton entry of `virt` (a file) its published copy, unless it is.
+    pub fn show_copy(&self, virt: &str) -> Result<()> {
+        let (entry, data) = (self.meta_path(virt), self.data_path(virt));
+        let is_file = fs::symlink_metadata(&entry).is_ok_and(|m| m.is_file());
+        if !is_file || same_file(&entry, &data) {
+            return Ok(());
+        }
+        self.link_into_skeleton(virt, &data)
+    }
+
     /// Every copy in `data/`: virtual name, size, and when it was last fetched or
     /// revalidated (its sidecar's mtime).
     pub fn copies(&self) -> Vec<(String, u64, SystemTime)> {
@@ -890,6 +900,9 @@ mod tests {
         // Changed on the server: a new entry.
         c.put_stub(virt, &at(minute + 60)).unwrap();
         assert_ne!(id(&stub), shown);
+        // Until the copy is used again as that version: the name shows the copy.
+        c.show_copy(virt).unwrap();
+        assert_eq!(id(&stub), shown);
         fs::remove_dir_all(root).unwrap();
     }
 }

@@ -737,9 +737,7 @@ impl Vfs {
                 if guard.is_some() {
                     self.cache.put_info(&r.virt, &info)?;
                 }
-                usage::Usage::add(&self.usage.hits, 1);
-                self.touch_copy(&r.virt);
-                Ok(self.cache.data_path(&r.virt))
+                Ok(self.copy_hit(&r.virt))
             }
             (Fetched::Body(mut fresh), size) => {
                 fresh.size = Some(size);
@@ -783,9 +781,20 @@ impl Vfs {
         if !info.younger_than(self.t_read(&r.virt, mtime)) {
             return None;
         }
+        Some(self.copy_hit(&r.virt))
+    }
+
+    /// The published copy of `virt`, used again. Its name shows that copy: a listing may
+    /// have put a stub there for a version the copy is (to the listing's precision), and
+    /// `cp` compares the `stat` of the name with the `fstat` of what it opened.
+    fn copy_hit(&self, virt: &str) -> PathBuf {
         usage::Usage::add(&self.usage.hits, 1);
-        self.touch_copy(&r.virt);
-        Some(self.cache.data_path(&r.virt))
+        self.touch_copy(virt);
+        let data = self.cache.data_path(virt);
+        if let Err(e) = self.cache.show_copy(virt) {
+            tracing::debug!("{virt}: the skeleton entry stays a stub: {e}");
+        }
+        data
     }
 
     /// The record of the published copy of `r`, if it is the version `meta` describes.
