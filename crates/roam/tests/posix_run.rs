@@ -45,7 +45,8 @@ fn shown(o: &Output, base: &str, out: &Path) -> (i32, String, String) {
 
 /// Copies with `cp`, `cp -r` and `cp -a` from `{}` into `{out}` and shows what arrived,
 /// and checks each file's identity: `stat` before reading, `fstat` of an open fd, and
-/// `stat` after must agree on device, inode, size and mtime (printed as `same` or both).
+/// `stat` after must agree on device, inode, size and mtime (printed as `same` or both),
+/// through coreutils (`statx`) and Python (`newfstatat`, `fstat`).
 const COPY_SCRIPT: &str = r#"
 set -e
 id() { stat -c '%d %i %s %Y' "$1"; }
@@ -64,6 +65,14 @@ for f in main.c util.c util.h; do
     same {}/proj/$f $f
 done
 same {}/dir/sub/deep.txt deep.txt
+python3 -c '
+import os, sys
+def ident(st): return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+for p in sys.argv[1:]:
+    a, l = ident(os.stat(p)), ident(os.lstat(p))
+    with open(p, "rb") as f: b = ident(os.fstat(f.fileno()))
+    print("python", "same" if a == l == b == ident(os.stat(p)) else "differ %s %s %s" % (a, l, b), os.path.basename(p))
+' {}/proj/util.c {}/dir/sub/other.txt
 cd {out} && find . | sort && find . -type f -print0 | sort -z | xargs -0 md5sum
 "#;
 
