@@ -83,10 +83,11 @@ enum Target {
     Temp(PathBuf),
     /// A copy that stays this process's own (not published).
     Private(PathBuf),
-    /// The skeleton stub, and the size it had.
+    /// The skeleton stub, and the size and mtime it had.
     Stub {
         path: PathBuf,
         len: u64,
+        mtime: Option<SystemTime>,
     },
 }
 
@@ -275,8 +276,14 @@ impl DiskCache {
         if first && is_plain_stub(&stub) {
             // The stub keeps its size while being filled: stat never sees it shrink.
             if let Ok(file) = OpenOptions::new().write(true).open(&stub) {
-                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                let target = Target::Stub { path: stub, len };
+                let md = file.metadata().ok();
+                let len = md.as_ref().map_or(0, |m| m.len());
+                let mtime = md.and_then(|m| m.modified().ok());
+                let target = Target::Stub {
+                    path: stub,
+                    len,
+                    mtime,
+                };
                 return Ok(Download { file, target });
             }
         }
@@ -330,8 +337,15 @@ impl DiskCache {
     ) -> Result<PathBuf> {
         match &d.target {
             Target::Temp(tmp) | Target::Private(tmp) => self.commit_download(tmp, virt, meta, info),
-            Target::Stub { path, .. } => {
+            Target::Stub {
+                path,
+                len,
+                mtime: shown,
+            } => {
                 d.file.set_len(size).map_err(|e| Error::cache(path, e))?;
+                // The name keeps the mtime it showed when the fetched version is the one
+                // it described: one identity before and after the fetch.
+                let meta = &keep_shown_mtime(meta, size == *len, *shown);
                 // A listing may have put a fresh stub in this one's place meanwhile (the
                 // filling changed its mtime): link whatever stands there, and keep it only
                 // if it is the inode we filled; else the bytes are copied from our fd.
@@ -470,6 +484,16 @@ impl DiskCache {
         let tmp = self.tmp_name();
         fs::hard_link(copy, &tmp).map_err(|e| Error::cache(&tmp, e))?;
         self.install(&tmp, &self.meta_path(virt))
+    }
+
+    /// Makes the skeleton entry of `virt` (a file) its published copy, unless it is.
+    pub fn show_copy(&self, virt: &str) -> Result<()> {
+        let (entry, data) = (self.meta_path(virt), self.data_path(virt));
+        let is_file = fs::symlink_metadata(&entry).is_ok_and(|m| m.is_file());
+        if !is_file || same_file(&entry, &data) {
+            return Ok(());
+        }
+        self.link_into_skeleton(virt, &data)
     }
 
     /// Every copy in `data/`: virtual name, size, and when it was last fetched or
@@ -669,17 +693,40 @@ fn same_inode(p: &Path, file: &File) -> bool {
     }
 }
 
-/// A stub is still right when its size, mtime (to the second) and kind agree.
+/// A stub is still right when its size, mtime and kind agree: a file's entry (maybe its
+/// fetched copy) keeps its inode and mtime while the file is unchanged, whichever source
+/// (a listing to the minute, a `HEAD` to the second) describes it next.
 fn stub_matches(p: &Path, meta: &Meta) -> bool {
     let Ok(md) = fs::symlink_metadata(p) else {
         return false;
     };
     let mtime_ok = match (meta.mtime, md.modified().ok()) {
-        (Some(a), Some(b)) => unix_secs(a) == unix_secs(b),
+        (Some(a), Some(b)) => same_mtime(unix_secs(a), unix_secs(b)),
         (None, _) => true,
         _ => false,
     };
     md.is_file() && meta.size.is_none_or(|s| s == md.len()) && mtime_ok
+}
+
+/// Whether two mtimes (in seconds) describe one version: equal, or one is a whole minute
+/// (a listing that gives minutes, as nginx's and FTP's do) and the other falls in it.
+fn same_mtime(a: u64, b: u64) -> bool {
+    let within =
+        |minute: u64, t: u64| minute.is_multiple_of(60) && (minute..minute + 60).contains(&t);
+    a == b || within(a, b) || within(b, a)
+}
+
+/// `meta` with the mtime `shown` by the entry being filled, when the fetched version
+/// (`same_size`, and an mtime [`same_mtime`] as it) is the one that entry described.
+fn keep_shown_mtime(meta: &Meta, same_size: bool, shown: Option<SystemTime>) -> Meta {
+    let same = |a: SystemTime, b: SystemTime| same_mtime(unix_secs(a), unix_secs(b));
+    match (meta.mtime, shown) {
+        (Some(fetched), Some(shown)) if same_size && same(fetched, shown) => Meta {
+            mtime: Some(shown),
+            ..meta.clone()
+        },
+        _ => meta.clone(),
+    }
 }
 
 /// Keeps an up-to-date entry (maybe a fetched copy) but gives it the remote mode.
@@ -817,6 +864,45 @@ mod tests {
         let data = c.commit(&d, virt, 32, &file_meta(32), &info).unwrap();
         assert_eq!(fs::read(&data).unwrap(), [b'x'; 32]);
         assert_eq!(fs::read(c.meta_path(virt)).unwrap(), [b'x'; 32]);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    /// One identity per file: a listing gives the minute (nginx), the fetch the second;
+    /// the entry keeps its inode and the mtime it first showed until the file changes.
+    #[test]
+    fn a_file_keeps_its_inode_and_mtime_across_sources_of_different_precision() {
+        let (c, root) = cache();
+        let virt = "/http/h/d/main.c";
+        let at = |s: u64| Meta {
+            mtime: Some(UNIX_EPOCH + Duration::from_secs(s)),
+            ..file_meta(4)
+        };
+        let (minute, second) = (1_699_999_980, 1_699_999_995);
+        let stub = c.put_stub(virt, &at(minute)).unwrap();
+        let id = |p: &Path| fs::metadata(p).map(|m| (m.ino(), m.mtime())).unwrap();
+        let shown = id(&stub);
+        let d = c.begin_download(virt, true).unwrap();
+        (&d.file).write_all(b"abcd").unwrap();
+        let info = Info {
+            source: "x".into(),
+            etag: None,
+            mtime: Some(second),
+            size: 4,
+            fetched_at: 0,
+            copy_mtime_ns: None,
+        };
+        let data = c.commit(&d, virt, 4, &at(second), &info).unwrap();
+        assert_eq!((id(&data), id(&stub)), (shown, shown));
+        for s in [second, minute] {
+            c.put_stub(virt, &at(s)).unwrap();
+            assert_eq!(id(&stub), shown, "described again at {s}");
+        }
+        // Changed on the server: a new entry.
+        c.put_stub(virt, &at(minute + 60)).unwrap();
+        assert_ne!(id(&stub), shown);
+        // Until the copy is used again as that version: the name shows the copy.
+        c.show_copy(virt).unwrap();
+        assert_eq!(id(&stub), shown);
         fs::remove_dir_all(root).unwrap();
     }
 }

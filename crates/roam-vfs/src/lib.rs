@@ -219,6 +219,40 @@ impl Vfs {
         prefixes
     }
 
+    /// The local directories that hold roam's mount points (`/` holds `/http` ...).
+    pub fn mount_parents(&self) -> Vec<String> {
+        let mut dirs: Vec<String> = Vec::new();
+        for prefix in self.mounts.prefixes() {
+            let parent = split_name(&prefix).0;
+            if prefix != "/" && !dirs.iter().any(|d| d == parent) {
+                dirs.push(parent.to_owned());
+            }
+        }
+        dirs
+    }
+
+    /// The names of roam's mounts directly under the local directory `dir` that are not
+    /// local names there (`http`, `s3` ... under `/`; `b` under `/a` for a mount at
+    /// `/a/b`), each with the inode of its skeleton directory: what a listing of `dir`
+    /// must add to show them, as a mount point shows in its parent's listing.
+    pub fn mount_names_under(&self, dir: &str) -> Vec<(String, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let local = Path::new(dir);
+        self.mounts
+            .prefixes()
+            .iter()
+            .filter(|p| p.as_str() != "/" && split_name(p).0 == dir)
+            .filter(|p| std::fs::symlink_metadata(local.join(split_name(p).1)).is_err())
+            .filter_map(|p| {
+                let md = match std::fs::metadata(self.cache.meta_path(p)) {
+                    Ok(md) => md,
+                    Err(_) => std::fs::metadata(self.cache.put_dir(p).ok()?).ok()?,
+                };
+                Some((split_name(p).1.to_owned(), md.ino()))
+            })
+            .collect()
+    }
+
     /// This process is done with the cache: its partial copies and temporaries go, and
     /// its work directory too unless changes wait in it (for `roam sync`).
     pub fn finish(&self) {
@@ -759,9 +793,7 @@ impl Vfs {
                 if guard.is_some() {
                     self.cache.put_info(&r.virt, &info)?;
                 }
-                usage::Usage::add(&self.usage.hits, 1);
-                self.touch_copy(&r.virt);
-                Ok(self.cache.data_path(&r.virt))
+                Ok(self.copy_hit(&r.virt))
             }
             (Fetched::Body(mut fresh), size) => {
                 fresh.size = Some(size);
@@ -805,9 +837,20 @@ impl Vfs {
         if !info.younger_than(self.t_read(&r.virt, mtime)) {
             return None;
         }
+        Some(self.copy_hit(&r.virt))
+    }
+
+    /// The published copy of `virt`, used again. Its name shows that copy: a listing may
+    /// have put a stub there for a version the copy is (to the listing's precision), and
+    /// `cp` compares the `stat` of the name with the `fstat` of what it opened.
+    fn copy_hit(&self, virt: &str) -> PathBuf {
         usage::Usage::add(&self.usage.hits, 1);
-        self.touch_copy(&r.virt);
-        Some(self.cache.data_path(&r.virt))
+        self.touch_copy(virt);
+        let data = self.cache.data_path(virt);
+        if let Err(e) = self.cache.show_copy(virt) {
+            tracing::debug!("{virt}: the skeleton entry stays a stub: {e}");
+        }
+        data
     }
 
     /// The record of the published copy of `r`, if it is the version `meta` describes.

@@ -1,12 +1,12 @@
 //! Lexical path arithmetic on the virtual namespace: normalising `.`/`..`/`//`, joining a
 //! relative name to a base, and turning a URL that a program passed as a path
-//! (`http://host:8080/f`) into its namespace name (`/http/host:8080/f`).
+//! (`http://host:8080/f`, `sftp://host/f`: every scheme with an implicit mount) into its
+//! namespace name (`/http/host:8080/f`, `/sftp/host/f`).
 //!
 //! Remote names are resolved lexically, as Ufo and Parrot do: a remote tree has no local
 //! symlinks that `..` could cross.
 
-/// URL schemes that programs may pass as paths, and the implicit mount they map to.
-const URL_SCHEMES: [(&str, &str); 2] = [("http://", "/http/"), ("https://", "/https/")];
+use crate::mounts::IMPLICIT_SCHEMES;
 
 /// Normalises an absolute path: collapses `//`, drops `.`, resolves `..` (never above `/`).
 pub fn normalize(path: &str) -> String {
@@ -41,12 +41,13 @@ pub fn join(base: &str, rel: &str) -> String {
     }
 }
 
-/// `http://host:port/p` → `/http/host:port/p`; `None` when `s` is not such a URL.
+/// `SCHEME://host:port/p` → `/SCHEME/host:port/p` for a scheme with an implicit mount;
+/// `None` when `s` is not such a URL.
 pub fn url_to_virtual(s: &str) -> Option<String> {
-    URL_SCHEMES.iter().find_map(|(scheme, root)| {
-        let rest = s.strip_prefix(scheme)?;
-        (!rest.is_empty() && !rest.starts_with('/')).then(|| normalize(&format!("{root}{rest}")))
-    })
+    let (scheme, rest) = s.split_once("://")?;
+    let known = IMPLICIT_SCHEMES.contains(&scheme);
+    (known && !rest.is_empty() && !rest.starts_with('/'))
+        .then(|| normalize(&format!("/{scheme}/{rest}")))
 }
 
 /// The relative path from the directory `from` to `to` (both normalised and absolute):
@@ -71,9 +72,10 @@ pub fn relative(from: &str, to: &str) -> String {
 
 /// True when `s` starts like a URL that [`url_to_virtual`] understands.
 pub fn looks_like_url(s: &[u8]) -> bool {
-    URL_SCHEMES
-        .iter()
-        .any(|(scheme, _)| s.starts_with(scheme.as_bytes()))
+    IMPLICIT_SCHEMES.iter().any(|scheme| {
+        s.strip_prefix(scheme.as_bytes())
+            .is_some_and(|rest| rest.starts_with(b"://"))
+    })
 }
 
 /// The part of `path` below `prefix` (`/a/b` under `/a` is `/b`; `/a` under `/a` is `/`),
@@ -126,8 +128,13 @@ mod tests {
         );
         assert_eq!(url_to_virtual("https://h/").unwrap(), "/https/h");
         assert_eq!(url_to_virtual("http:///x"), None);
-        assert_eq!(url_to_virtual("ftp://h/x"), None);
+        assert_eq!(url_to_virtual("ftp://h/x").unwrap(), "/ftp/h/x");
+        assert_eq!(url_to_virtual("s3://bucket/k").unwrap(), "/s3/bucket/k");
+        assert_eq!(url_to_virtual("sftp://h/a/../b").unwrap(), "/sftp/h/b");
+        assert_eq!(url_to_virtual("gopher://h/x"), None);
         assert!(looks_like_url(b"http://h"));
+        assert!(looks_like_url(b"dav://h"));
+        assert!(!looks_like_url(b"s3:/x"));
         assert!(!looks_like_url(b"/http/h"));
     }
 

@@ -71,6 +71,11 @@ impl Kernel {
             // A debugger inside the debugger's process: the kernel decides.
             Decision::HandOver { .. } => Reply::Run,
             Decision::Rewrite(args) => self.make_call(tid, call, spec, &args, None),
+            // A listing of a directory holding mount points reads the program's own fd.
+            Decision::RewriteThen {
+                after: AfterExit::Append { .. },
+                ..
+            } => Reply::Run,
             Decision::RewriteThen { args, after } => {
                 self.make_call(tid, call, spec, &args, Some(after))
             }

@@ -2,7 +2,10 @@
 //! before `close` returns, and an upload failure is `close`'s error (Ufo's T_write = 0). The
 //! fd is closed either way, as POSIX requires. Closes of every other fd cost one `readlink`.
 //! fsync/fdatasync on a changed remote file are durability points: they upload first, and
-//! fail with the upload's error.
+//! fail with the upload's error. A `dup2`/`dup3` over an fd that holds a changed copy
+//! closes that fd: for its last writer, the change is uploaded first, as at `close` (a
+//! shell's `echo x > f` points stdout at the file, then puts it back with `dup2`); the
+//! `dup2` itself succeeds, an upload failure is told on stderr.
 
 use nix::unistd::Pid;
 use roam_vfs::Flushed;
@@ -20,12 +23,45 @@ pub(super) fn triage(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -
     }
 }
 
+/// dup2/dup3: the fd it replaces (register 1) may be a changed copy's last writer.
+pub(super) fn triage_dup(k: &Kernel, tid: Pid, spec: &'static Spec, call: Syscall) -> Triage {
+    match replaced_copy(k, tid, &call) {
+        Some(node) => later_on(tid, call, spec, node),
+        None => super::read::triage(k, tid, spec, call),
+    }
+}
+
+pub(super) fn serve_dup(k: &Kernel, job: &Job) -> Served {
+    if replaced_copy(k, job.tid, &job.call).is_none() {
+        return super::read::serve(k, job);
+    }
+    // Told already; a dup2 that ran cannot fail.
+    match serve_closing(k, job, job.call.args[1] as i32)? {
+        Decision::RunThenReturn(_) => Ok(Decision::Continue),
+        d => Ok(d),
+    }
+}
+
+/// The changed copy open for writing at the fd a `dup2(old, new)` replaces.
+fn replaced_copy(k: &Kernel, tid: Pid, call: &Syscall) -> Option<roam_vfs::Node> {
+    let (old, new) = (call.args[0] as i32, call.args[1] as i32);
+    if old == new || !fd_writable(tid, new) {
+        return None;
+    }
+    copy_behind(k, tid, new)
+}
+
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
+    serve_closing(k, job, job.call.args[0] as i32)
+}
+
+/// A close (or fsync) of `fd`, one of the program's fds on a copy.
+fn serve_closing(k: &Kernel, job: &Job, fd: i32) -> Served {
     let Some((_, node)) = single_node(job) else {
         return Ok(Decision::Continue);
     };
     let syncing = job.spec.family == Family::Sync;
-    let closing = (job.tid, job.call.args[0] as i32);
+    let closing = (job.tid, fd);
     if !syncing && !writers(k, node.virt(), Some(closing)).is_empty() {
         return Ok(Decision::Continue);
     }

@@ -13,6 +13,7 @@ mod close;
 mod dir;
 mod exec;
 mod inspect;
+mod junction;
 mod later;
 mod mutate;
 mod native_names;
@@ -20,6 +21,7 @@ mod open;
 mod read;
 mod report;
 pub mod resolve;
+mod syscalls;
 pub mod table;
 
 use std::sync::Arc;
@@ -99,6 +101,9 @@ pub enum AfterExit {
         statx: bool,
         link: Option<u64>,
     },
+    /// `data` after the `ret` bytes a call wrote to `buf` (of `room` bytes), if it fits:
+    /// the mount points a listing of their local parent shows (see `junction`).
+    Append { buf: u64, room: u64, data: Vec<u8> },
 }
 
 impl AfterExit {
@@ -108,6 +113,11 @@ impl AfterExit {
             AfterExit::RemoteStat { buf, statx, link } => {
                 inspect::as_remote_stat(tid, buf, statx, link)
             }
+            AfterExit::Append {
+                buf,
+                room,
+                ref data,
+            } => junction::append(tid, buf, room, data),
         }
     }
 }
@@ -311,10 +321,12 @@ impl Kernel {
         match spec.family {
             Family::Close | Family::Sync => return close::triage(self, tid, spec, call),
             Family::Read => return read::triage(self, tid, spec, call),
+            Family::Dup => return close::triage_dup(self, tid, spec, call),
             _ if self.detached.load(std::sync::atomic::Ordering::Relaxed) => {
                 return Triage::Done(Decision::Continue)
             }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
+            Family::Dents => return junction::triage(self, tid, &call),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::Ptrace => return Triage::Done(self.pass_ptrace(tid, &call)),
             Family::MutateFd => return mutate::on_fd(self, tid, spec, call),
@@ -346,6 +358,9 @@ impl Kernel {
 
     /// Triage of a call whose names are resolved.
     fn decide(&self, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
+        if let Some(d) = places.iter().find_map(|p| self.lookup_failed(tid, spec, p)) {
+            return Triage::Done(d);
+        }
         if places.iter().all(Place::is_native) {
             if spec.family == Family::Exec {
                 if exec::has_roam_interpreter(self, tid, &call) {
@@ -360,6 +375,11 @@ impl Kernel {
                     return Triage::Done(d);
                 }
             }
+            if spec.family == Family::Open {
+                if let Some(d) = junction::open(self, tid, spec, &call) {
+                    return Triage::Done(d);
+                }
+            }
             return Triage::Done(Decision::Continue);
         }
         let has_roam = places
@@ -369,6 +389,7 @@ impl Kernel {
             _ if !has_roam => Triage::Done(rewrite_locals(spec, &places)),
             Family::Mutate => mutate::triage(self, tid, spec, call, places),
             Family::Unsupported => Triage::Done(mutate::unsupported(self, tid, spec, &places)),
+            Family::Unserved => Triage::Done(mutate::unserved(self, tid, spec, &places)),
             _ => Triage::Later(Job {
                 tid,
                 call,
@@ -395,6 +416,7 @@ impl Kernel {
             Family::Mutate | Family::MutateFd => mutate::serve(self, job),
             Family::Close | Family::Sync => close::serve(self, job),
             Family::Read => read::serve(self, job),
+            Family::Dup => close::serve_dup(self, job),
             // Triage answers every other family itself.
             _ => Ok(Decision::Continue),
         };
@@ -467,6 +489,20 @@ impl Kernel {
             places.push(self.resolver.resolve(tid, dirfd, &raw, follow));
         }
         Ok(places)
+    }
+
+    /// A call on a name whose mount lookup failed fails with its errno, told as any other
+    /// failure on a roam name.
+    fn lookup_failed(&self, tid: Pid, spec: &Spec, place: &Place) -> Option<Decision> {
+        let Place::Failed { virt, errno, why } = place else {
+            return None;
+        };
+        if is_ordinary(*errno) {
+            tracing::info!("{} {virt}: {why}", spec.name.trim_start_matches("SYS_"));
+        } else {
+            self.report.error(tid, spec.name, virt, *errno, why);
+        }
+        Some(Decision::fail(*errno))
     }
 
     /// Tells the user why a call on a roam name failed (once per message) and fails it.

@@ -63,8 +63,9 @@ fn local_spelling(k: &Kernel, place: &Place) -> Option<Option<std::path::PathBuf
         Place::Native => Some(None),
         Place::Local(p) => Some(Some(p.into())),
         Place::Roam(n) => k.vfs().in_place(n).map(Some),
-        // Settled before mutations are decided (see `Kernel::serve`).
-        Place::RoamFd(_) | Place::Deferred { .. } => None,
+        // Settled before mutations are decided (see `Kernel::serve`); failed lookups
+        // fail the call before.
+        Place::RoamFd(_) | Place::Deferred { .. } | Place::Failed { .. } => None,
     }
 }
 
@@ -241,16 +242,41 @@ fn requested_mtime(job: &Job) -> Result<Option<SystemTime>, i32> {
 }
 
 pub(super) fn unsupported(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
+    refuse_told(
+        k,
+        tid,
+        spec,
+        places,
+        libc::ENOTSUP,
+        "not supported on roam names",
+    )
+}
+
+/// A path-taking call roam does not serve: ENOSYS, named on stderr.
+pub(super) fn unserved(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
+    refuse_told(
+        k,
+        tid,
+        spec,
+        places,
+        libc::ENOSYS,
+        "roam does not serve this call on its names",
+    )
+}
+
+/// Fails a call on roam names with `errno`, saying `why` once.
+fn refuse_told(
+    k: &Kernel,
+    tid: Pid,
+    spec: &Spec,
+    places: &[Place],
+    errno: i32,
+    why: &str,
+) -> Decision {
     if let Some(node) = places.iter().find_map(node_of) {
-        k.report.error(
-            tid,
-            spec.name,
-            node.virt(),
-            libc::ENOTSUP,
-            "not supported on roam names",
-        );
+        k.report.error(tid, spec.name, node.virt(), errno, why);
     }
-    Decision::fail(libc::ENOTSUP)
+    Decision::fail(errno)
 }
 
 /// fchmod/fchown/fsetxattr/fremovexattr on an fd of one of roam's copies.

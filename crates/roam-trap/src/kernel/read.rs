@@ -67,7 +67,7 @@ fn wanted(tid: Pid, fd: i32, call: &Syscall) -> Option<(u64, u64)> {
 }
 
 /// The file position of an fd (`pos:` in `/proc/TID/fdinfo/FD`).
-fn fd_pos(tid: Pid, fd: i32) -> Option<u64> {
+pub(super) fn fd_pos(tid: Pid, fd: i32) -> Option<u64> {
     let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("pos:"))

@@ -28,6 +28,13 @@ pub enum Place {
     Roam(Node),
     /// An empty name meaning the dirfd itself, which is a roam object.
     RoamFd(Node),
+    /// A roam name whose mount could not be looked up (a bad host, an unsupported URL):
+    /// the call fails with the driver's errno, and roam says why.
+    Failed {
+        virt: String,
+        errno: i32,
+        why: String,
+    },
     /// A name through an archive file (or, with `root`, an archive file named with a
     /// trailing slash): finding what it names may ask the server, so a worker does it
     /// ([`Resolver::settle`]), not the tracer.
@@ -41,6 +48,15 @@ pub enum Place {
 impl Place {
     pub fn is_native(&self) -> bool {
         matches!(self, Place::Native)
+    }
+}
+
+/// The place of a roam name whose lookup failed with `e`.
+fn failed(virt: &str, e: &roam_vfs::Error) -> Place {
+    Place::Failed {
+        virt: virt.to_owned(),
+        errno: e.errno(),
+        why: e.to_string(),
     }
 }
 
@@ -236,6 +252,7 @@ impl Resolver {
     fn looked_up(&self, virt: &str, spelled: bool) -> Place {
         match self.vfs.lookup(virt) {
             Ok(Some(node)) => Place::Roam(node),
+            Err(e) => failed(virt, &e),
             _ if spelled => Place::Local(virt.to_owned()),
             _ => Place::Native,
         }
@@ -257,7 +274,8 @@ impl Resolver {
             // What the server holds decides: not a verdict to keep.
             Some(virt) => match self.vfs.lookup(&virt) {
                 Ok(Some(node)) => Place::Roam(node),
-                _ => Place::Native,
+                Err(e) => failed(&virt, &e),
+                Ok(None) => Place::Native,
             },
             // No link on the way leads into roam (gcc's `-I.` probes for `./bits/types.h`
             // end here): local files alone said so.

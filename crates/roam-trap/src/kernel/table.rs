@@ -1,6 +1,12 @@
 //! The table of system calls roam traps (x86_64): for each, the family that gives it its
 //! meaning and where its path arguments are. Everything not in this table runs natively.
-//! The seccomp filter is built from this table, so the two can never disagree.
+//! The seccomp filter is built from this table, so the two can never disagree. Every call
+//! of the kernel that takes a path (`syscalls.rs`) is here.
+
+use super::syscalls::{
+    SYS_FILE_GETATTR, SYS_FILE_SETATTR, SYS_GETXATTRAT, SYS_LISTXATTRAT, SYS_REMOVEXATTRAT,
+    SYS_SETXATTRAT,
+};
 
 /// What a call does with its names, which decides how a roam name is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +29,9 @@ pub enum Family {
     MutateFd,
     /// Meaningless on a remote name (chroot, mount ...): refused with a message.
     Unsupported,
+    /// A path-taking call roam does not serve on its names (yet): ENOSYS, with a message
+    /// naming the call, rather than the kernel's ENOENT for a name it cannot see.
+    Unserved,
     /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
     NoUring,
     /// ptrace: roam is every tracee's tracer, so a debugger's request to trace one of them
@@ -32,6 +41,12 @@ pub enum Family {
     Close,
     /// fsync/fdatasync: a durability point; a changed remote file is uploaded first.
     Sync,
+    /// dup2/dup3: as `Read` for the fd copied (register 0); replacing an fd that holds a
+    /// changed copy (register 1) closes it, as `Close` does (a shell puts its redirected
+    /// stdout back this way).
+    Dup,
+    /// getdents64 of a watched fd: a local directory holding mount points lists them.
+    Dents,
     /// Reads from a watched fd (a large file arriving in ranges): wait for the bytes.
     /// Trapped only when the fd is one roam watches (see `Spec::fd_gate`).
     Read,
@@ -72,6 +87,10 @@ pub struct Spec {
 }
 
 macro_rules! spec {
+    // A call newer than the `libc` crate: its number from `syscalls.rs`.
+    ($nr:ident = $name:literal, $fam:ident, [$($pa:expr),*]) => {
+        Spec { nr: super::syscalls::$nr, name: $name, family: Family::$fam, paths: &[$($pa),*], aux: 0, gate: None }
+    };
     ($nr:ident, $fam:ident, [$($pa:expr),*]) => { spec!($nr, $fam, [$($pa),*], 0) };
     ($nr:ident, $fam:ident, [$($pa:expr),*], $aux:expr) => {
         Spec { nr: libc::$nr, name: stringify!($nr), family: Family::$fam, paths: &[$($pa),*], aux: $aux, gate: None }
@@ -108,6 +127,9 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_listxattr, Inspect, [p(0)]),
     spec!(SYS_llistxattr, Inspect, [p(0)]),
     spec!(SYS_inotify_add_watch, Inspect, [p(1)]),
+    spec!(SYS_GETXATTRAT = "getxattrat", Inspect, [at(0, 1)]),
+    spec!(SYS_LISTXATTRAT = "listxattrat", Inspect, [at(0, 1)]),
+    spec!(SYS_FILE_GETATTR = "file_getattr", Inspect, [at(0, 1)]),
     spec!(SYS_access, Access, [p(0)], 1),
     spec!(SYS_faccessat, Access, [at(0, 1)], 2),
     spec!(SYS_faccessat2, Access, [at(0, 1)], 2),
@@ -144,6 +166,8 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_lsetxattr, Mutate, [p(0)]),
     spec!(SYS_removexattr, Mutate, [p(0)]),
     spec!(SYS_lremovexattr, Mutate, [p(0)]),
+    spec!(SYS_SETXATTRAT = "setxattrat", Mutate, [at(0, 1)]),
+    spec!(SYS_REMOVEXATTRAT = "removexattrat", Mutate, [at(0, 1)]),
     spec!(SYS_mknod, Mutate, [p(0)]),
     spec!(SYS_mknodat, Mutate, [at(0, 1)]),
     spec!(SYS_fchmod, MutateFd, []),
@@ -156,13 +180,21 @@ pub static TABLE: &[Spec] = &[
     spec!(SYS_acct, Unsupported, [p(0)]),
     spec!(SYS_swapon, Unsupported, [p(0)]),
     spec!(SYS_swapoff, Unsupported, [p(0)]),
-    spec!(SYS_mount, Unsupported, [p(1)]),
+    spec!(SYS_mount, Unsupported, [p(0), p(1)]),
     spec!(SYS_umount2, Unsupported, [p(0)]),
     spec!(SYS_pivot_root, Unsupported, [p(0), p(1)]),
     spec!(SYS_fanotify_mark, Unsupported, [at(3, 4)]),
     spec!(SYS_open_tree, Unsupported, [at(0, 1)]),
     spec!(SYS_fspick, Unsupported, [at(0, 1)]),
     spec!(SYS_mount_setattr, Unsupported, [at(0, 1)]),
+    spec!(SYS_move_mount, Unsupported, [at(0, 1), at(2, 3)]),
+    spec!(
+        SYS_OPEN_TREE_ATTR = "open_tree_attr",
+        Unsupported,
+        [at(0, 1)]
+    ),
+    spec!(SYS_quotactl, Unsupported, [p(1)]),
+    spec!(SYS_FILE_SETATTR = "file_setattr", Unserved, [at(0, 1)]),
     spec!(SYS_io_uring_setup, NoUring, []),
     spec!(SYS_ptrace, Ptrace, []),
     // Roam's copies (files being written, large files arriving in ranges) are opened at
@@ -181,9 +213,12 @@ pub static TABLE: &[Spec] = &[
     gated!(SYS_splice, Read, 0),
     // A copy of a watched fd at an unwatched number would read holes: these need the whole file.
     gated!(SYS_dup, Read, 0),
-    gated!(SYS_dup2, Read, 0),
-    gated!(SYS_dup3, Read, 0),
     gated!(SYS_fcntl, Read, 0),
+    // Always trapped: the fd they replace may be a changed copy at an unwatched number.
+    spec!(SYS_dup2, Dup, []),
+    spec!(SYS_dup3, Dup, []),
+    // A local directory holding mount points is opened at a watched number too.
+    gated!(SYS_getdents64, Dents, 0),
 ];
 
 /// The spec of a trapped call number.
@@ -239,6 +274,10 @@ pub fn follows_last(spec: &Spec, args: &[u64; 6]) -> bool {
             !has(3, libc::AT_SYMLINK_NOFOLLOW)
         }
         libc::SYS_statx => !has(2, libc::AT_SYMLINK_NOFOLLOW),
+        SYS_SETXATTRAT | SYS_GETXATTRAT | SYS_LISTXATTRAT | SYS_REMOVEXATTRAT => {
+            !has(2, libc::AT_SYMLINK_NOFOLLOW)
+        }
+        SYS_FILE_GETATTR | SYS_FILE_SETATTR => !has(4, libc::AT_SYMLINK_NOFOLLOW),
         libc::SYS_fchownat => !has(4, libc::AT_SYMLINK_NOFOLLOW),
         libc::SYS_open => open_follows(args[1]),
         libc::SYS_openat => open_follows(args[2]),
@@ -280,5 +319,27 @@ mod tests {
             "reads are gated, never always trapped"
         );
         assert!(gated_numbers().contains(&(libc::SYS_mmap, 4)));
+    }
+
+    /// A call of the kernel that takes a path and is missing here would hand roam names
+    /// to the kernel, which fails them with ENOENT: each must be served (or refused with a
+    /// message), with its names where the kernel has them.
+    #[test]
+    fn every_path_taking_call_of_the_kernel_is_served() {
+        for call in super::super::syscalls::PATH_CALLS {
+            let spec = lookup(call.nr).unwrap_or_else(|| {
+                panic!(
+                    "{} ({}) takes a path but is not in the table",
+                    call.name, call.nr
+                )
+            });
+            assert_eq!(
+                spec.name.trim_start_matches("SYS_"),
+                call.name,
+                "number {}",
+                call.nr
+            );
+            assert_eq!(spec.paths, call.paths, "the names of {}", call.name);
+        }
     }
 }

@@ -177,8 +177,13 @@ impl Roam {
     }
 
     /// `roam run -- PROGRAM ARGS...`.
-    pub fn run(mut self, argv: &[&str]) -> Output {
-        self.cmd.arg("run").arg("--").args(argv);
+    pub fn run(self, argv: &[&str]) -> Output {
+        self.run_args(&[], argv)
+    }
+
+    /// `roam run [ARGS...] -- PROGRAM ARGS...`.
+    pub fn run_args(mut self, run_args: &[&str], argv: &[&str]) -> Output {
+        self.cmd.arg("run").args(run_args).arg("--").args(argv);
         self.cmd.output().expect("running roam")
     }
 }
