@@ -149,11 +149,12 @@ impl Vfs {
             Err(e) if e.errno() == libc::ENOENT => None,
             Err(e) => return Err(e),
         };
+        // O_EXCL is asked first: any name there, a directory too, is EEXIST (open(2)).
         match existing {
-            Some(m) if m.kind == Kind::Dir => Err(posix(libc::EISDIR, &r.virt, "is a directory")),
             Some(_) if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 => {
                 Err(posix(libc::EEXIST, &r.virt, "exists"))
             }
+            Some(m) if m.kind == Kind::Dir => Err(posix(libc::EISDIR, &r.virt, "is a directory")),
             Some(m) => self.start_change(r, &m, flags & libc::O_TRUNC != 0),
             None if flags & libc::O_CREAT == 0 => Err(Error::Absent(r.virt.clone())),
             None => self.start_new(r, flags, mode),
