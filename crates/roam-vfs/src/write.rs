@@ -965,6 +965,7 @@ impl Vfs {
         if !std::sync::Arc::ptr_eq(&a.driver, &b.driver) {
             return Err(posix(libc::EXDEV, &a.virt, "rename across mounts"));
         }
+        self.may_rename(a, b)?;
         if self.is_dirty(&a.virt) {
             // Upload first, so the rename moves the program's latest bytes.
             self.flush(&a.virt, &|| true)?;
@@ -972,6 +973,35 @@ impl Vfs {
         a.driver.rename(&a.path, &b.path)?;
         self.forget_all(&a.virt)?;
         self.forget_all(&b.virt)
+    }
+
+    /// rename(2)'s checks, in the kernel's order, before a server is asked (servers refuse
+    /// some of these moves with errors of their own, or allow them): the source and the
+    /// target's directory exist (ENOENT, ENOTDIR), a directory does not move into itself
+    /// (EINVAL), and a file and a directory do not replace each other (EISDIR, ENOTDIR).
+    fn may_rename(&self, a: &Remote, b: &Remote) -> Result<()> {
+        // Both directories are walked before either last name is looked at.
+        if let Some(e) = self.why_absent(a).or_else(|| self.why_absent(b)) {
+            return Err(e);
+        }
+        let from = self.stat_remote(a)?;
+        let inside = b
+            .virt
+            .strip_prefix(&a.virt)
+            .is_some_and(|r| r.starts_with('/'));
+        let to = self.stat_remote(b).ok();
+        match (from.kind, to.map(|m| m.kind)) {
+            (Kind::Dir, _) if inside => {
+                Err(posix(libc::EINVAL, &b.virt, "inside the directory moved"))
+            }
+            (Kind::Dir, Some(k)) if k != Kind::Dir => {
+                Err(posix(libc::ENOTDIR, &b.virt, "not a directory"))
+            }
+            (k, Some(Kind::Dir)) if k != Kind::Dir => {
+                Err(posix(libc::EISDIR, &b.virt, "is a directory"))
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {
