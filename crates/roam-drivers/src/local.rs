@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -195,10 +195,15 @@ impl Driver for LocalDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    /// Made with `mode` less roam's own umask (so never wider than asked, even for a
+    /// moment), then given exactly `mode`: roam's umask is not the caller's.
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         let real = self.real(path);
-        fs::create_dir(&real)
-            .map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))
+        fs::DirBuilder::new()
+            .mode(mode & 0o7777)
+            .create(&real)
+            .map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))?;
+        self.set_mode(path, mode & 0o7777)
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -430,9 +435,9 @@ mod tests {
             "no temporary file left behind"
         );
 
-        d.mkdir("/d").unwrap();
-        assert_eq!(d.mkdir("/d").unwrap_err().errno(), libc::EEXIST);
-        assert_eq!(d.mkdir("/no/d").unwrap_err().errno(), libc::ENOENT);
+        d.mkdir("/d", 0o755).unwrap();
+        assert_eq!(d.mkdir("/d", 0o755).unwrap_err().errno(), libc::EEXIST);
+        assert_eq!(d.mkdir("/no/d", 0o755).unwrap_err().errno(), libc::ENOENT);
         d.rename("/f", "/d/g").unwrap();
         assert_eq!(d.remove_dir("/d").unwrap_err().errno(), libc::ENOTEMPTY);
         d.set_mode("/d/g", 0o600).unwrap();

@@ -347,7 +347,7 @@ impl MemDriver {
     /// a write beyond fails with ENOSPC.
     pub fn with_capacity(bytes: u64) -> MemDriver {
         let mut objects = BTreeMap::new();
-        objects.insert("/".to_owned(), new_dir(0));
+        objects.insert("/".to_owned(), new_dir(0, 0o755));
         MemDriver {
             tree: Mutex::new(Tree {
                 objects,
@@ -433,9 +433,9 @@ impl Tree {
     }
 }
 
-fn new_dir(version: u64) -> Object {
+fn new_dir(version: u64, mode: u32) -> Object {
     Object::Dir {
-        mode: 0o755,
+        mode: mode & 0o7777,
         mtime: SystemTime::now(),
         version,
     }
@@ -597,8 +597,8 @@ impl Driver for MemDriver {
         Ok(())
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
-        self.create(path, new_dir)
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.create(path, |version| new_dir(version, mode))
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -719,10 +719,10 @@ mod tests {
     #[test]
     fn files_directories_and_listings() {
         let d = MemDriver::new();
-        d.mkdir("/a").unwrap();
+        d.mkdir("/a", 0o755).unwrap();
         put(&d, "/a/f", b"hello");
         put(&d, "/a0", b"x");
-        d.mkdir("/a/b").unwrap();
+        d.mkdir("/a/b", 0o755).unwrap();
         put(&d, "/a/b/g", b"deep");
         assert_eq!(names(&d, "/"), ["a", "a0"]);
         assert_eq!(names(&d, "/a"), ["b", "f"]);
@@ -737,23 +737,23 @@ mod tests {
     #[test]
     fn errors_are_posix() {
         let d = MemDriver::new();
-        d.mkdir("/d").unwrap();
+        d.mkdir("/d", 0o755).unwrap();
         put(&d, "/d/f", b"x");
         let kind = |r: Result<()>| r.unwrap_err().kind;
-        assert_eq!(kind(d.mkdir("/d")), ErrorKind::AlreadyExists);
-        assert_eq!(kind(d.mkdir("/nope/x")), ErrorKind::NotFound);
+        assert_eq!(kind(d.mkdir("/d", 0o755)), ErrorKind::AlreadyExists);
+        assert_eq!(kind(d.mkdir("/nope/x", 0o755)), ErrorKind::NotFound);
         assert_eq!(kind(d.remove_dir("/d")), ErrorKind::NotEmpty);
         assert_eq!(kind(d.remove_file("/d")), ErrorKind::IsADirectory);
         assert_eq!(kind(d.remove_dir("/d/f")), ErrorKind::NotADirectory);
         assert_eq!(kind(d.rename("/d", "/d/f/x")), ErrorKind::NotADirectory);
         assert_eq!(kind(d.rename("/d", "/d/sub")), ErrorKind::InvalidName);
-        assert_eq!(kind(d.mkdir("/d/../x")), ErrorKind::InvalidName);
+        assert_eq!(kind(d.mkdir("/d/../x", 0o755)), ErrorKind::InvalidName);
     }
 
     #[test]
     fn rename_moves_subtrees_and_replaces_files() {
         let d = MemDriver::new();
-        d.mkdir("/d").unwrap();
+        d.mkdir("/d", 0o755).unwrap();
         put(&d, "/d/f", b"one");
         put(&d, "/g", b"two");
         d.rename("/d/f", "/g").unwrap();

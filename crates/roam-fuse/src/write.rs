@@ -5,7 +5,7 @@
 //! was written after that (through a dup'ed fd or a shared mapping) and can only log.
 
 use std::ffi::OsStr;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -199,11 +199,16 @@ impl Roamfs {
     pub(crate) fn mkdir(&self, parent: u64, name: &OsStr, mode: u32) -> Res<(FileAttr, Duration)> {
         let (virt, place) = self.new_child(parent, name)?;
         match place {
-            Place::Local(p) => std::fs::DirBuilder::new()
-                .mode(mode & 0o7777)
-                .create(p)
-                .map_err(io_errno)?,
-            Place::Remote(node) => self.vfs.mkdir(&node).map_err(vfs_errno)?,
+            Place::Local(p) => {
+                std::fs::DirBuilder::new()
+                    .mode(mode & 0o7777)
+                    .create(&p)
+                    .map_err(io_errno)?;
+                // The kernel applied the caller's umask; roam's own must not narrow it.
+                let exact = std::fs::Permissions::from_mode(mode & 0o7777);
+                std::fs::set_permissions(&p, exact).map_err(io_errno)?
+            }
+            Place::Remote(node) => self.vfs.mkdir(&node, mode & 0o7777).map_err(vfs_errno)?,
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)

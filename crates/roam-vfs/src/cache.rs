@@ -196,6 +196,7 @@ impl DiskCache {
         match meta.kind {
             Kind::Dir => {
                 ensure_dir(&p)?;
+                set_dir_mode(&p, meta.mode)?;
                 if meta.mtime.is_some() {
                     self.set_dir_mtime(virt, meta.mtime)?;
                 }
@@ -680,6 +681,17 @@ fn stub_matches(p: &Path, meta: &Meta) -> bool {
         _ => false,
     };
     md.is_file() && meta.size.is_none_or(|s| s == md.len()) && mtime_ok
+}
+
+/// Gives a skeleton directory the remote mode. roam must still add and remove entries in
+/// it: without root's override, the owner keeps `rwx` (so a remote `0500` shows `0700`).
+pub(crate) fn set_dir_mode(p: &Path, mode: Option<u32>) -> Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let owner = match unsafe { libc::geteuid() } == 0 {
+        true => 0,
+        false => 0o700,
+    };
+    set_mode_in_place(p, mode.map(|m| m | owner))
 }
 
 /// Keeps an up-to-date entry (maybe a fetched copy) but gives it the remote mode.

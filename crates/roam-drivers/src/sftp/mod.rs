@@ -423,7 +423,7 @@ impl SftpDriver {
         match crate::lock_beside(remote, ".roam-") {
             Some(lock) if *expect != Expect::Any => crate::under_name_lock(
                 &mut &*link,
-                |l| match l.call(requests::simple(&l.sftp, Simple::MakeDir, &lock)) {
+                |l| match l.call(requests::simple(&l.sftp, Simple::MakeDir(0o777), &lock)) {
                     Ok(()) => crate::Attempt::Made,
                     // OpenSSH says EEXIST as a plain failure.
                     Err(f) if f.is(StatusCode::Failure) => crate::Attempt::Held,
@@ -577,7 +577,7 @@ impl SftpDriver {
     fn simple(&self, request: Simple, path: &str) -> Result<()> {
         let remote = self.remote(path)?;
         let (verb, action) = match request {
-            Simple::MakeDir => ("mkdir", Action::MakeDir(&remote)),
+            Simple::MakeDir(_) => ("mkdir", Action::MakeDir(&remote)),
             Simple::RemoveFile => ("remove", Action::RemoveFile(&remote)),
             Simple::RemoveDir => ("rmdir", Action::RemoveDir(&remote)),
             Simple::SetMode(_) => ("chmod", Action::SetAttr(&remote)),
@@ -709,8 +709,15 @@ impl Driver for SftpDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
-        self.simple(Simple::MakeDir, path)
+    /// The mode travels with the MKDIR, which the server narrows by its umask (OpenSSH's
+    /// `sftp-server`: its sshd's, usually 022); where that could have dropped a bit asked
+    /// for (group or other write, the special bits), one SETSTAT puts it back.
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.simple(Simple::MakeDir(mode), path)?;
+        match mode & 0o7022 {
+            0 => Ok(()),
+            _ => self.set_mode(path, mode),
+        }
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {

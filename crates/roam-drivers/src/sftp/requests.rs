@@ -119,7 +119,8 @@ pub(super) async fn link_into_place(
 /// A request that needs nothing back but its status.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Simple<'a> {
-    MakeDir,
+    /// A directory with these permission bits (less the server's umask).
+    MakeDir(u32),
     RemoveFile,
     RemoveDir,
     SetMode(u32),
@@ -134,7 +135,7 @@ pub(super) async fn simple(
     path: &str,
 ) -> Result<(), SftpError> {
     match request {
-        Simple::MakeDir => sftp.mkdir(path, FileAttributes::empty()).await,
+        Simple::MakeDir(mode) => sftp.mkdir(path, permissions(mode)).await,
         Simple::RemoveFile => sftp.remove(path).await,
         Simple::RemoveDir => sftp.rmdir(path).await,
         Simple::SetMode(mode) => sftp.setstat(path, permissions(mode)).await,
