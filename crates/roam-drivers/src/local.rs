@@ -234,21 +234,57 @@ impl Driver for LocalDriver {
             .map_err(|e| Error::from_io(format_args!("chmod {}", real.display()), &e))
     }
 
+    /// Of `path` itself: a symlink's own time, not its target's (`touch -h`, `tar x`).
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let real = self.real(path);
-        let ctx = || format!("set mtime of {}", real.display());
-        let f = fs::File::options()
-            .write(true)
-            .open(&real)
-            .or_else(|_| fs::File::open(&real));
-        f.and_then(|f| f.set_modified(mtime))
-            .map_err(|e| Error::from_io(ctx(), &e))
+        set_own_mtime(&real, mtime)
+            .map_err(|e| Error::from_io(format_args!("set mtime of {}", real.display()), &e))
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
         let real = self.real(path);
         std::os::unix::fs::symlink(target, &real)
             .map_err(|e| Error::from_io(format_args!("symlink {}", real.display()), &e))
+    }
+}
+
+/// `utimensat(AT_SYMLINK_NOFOLLOW)` of the modification time alone.
+fn set_own_mtime(real: &Path, mtime: SystemTime) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(real.as_os_str().as_bytes())?;
+    let (tv_sec, tv_nsec) = match mtime.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => (
+            d.as_secs() as libc::time_t,
+            d.subsec_nanos() as libc::c_long,
+        ),
+        Err(e) => {
+            let d = e.duration();
+            let borrow = libc::c_long::from(d.subsec_nanos() > 0);
+            (
+                -(d.as_secs() as libc::time_t) - borrow,
+                (1_000_000_000 - d.subsec_nanos() as libc::c_long) % 1_000_000_000,
+            )
+        }
+    };
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec { tv_sec, tv_nsec },
+    ];
+    // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 

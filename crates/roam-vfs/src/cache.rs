@@ -222,6 +222,9 @@ impl DiskCache {
                     std::os::unix::fs::symlink(target, &tmp).map_err(|e| Error::cache(&tmp, e))?;
                     set_link_mtime(&tmp, meta.mtime);
                     self.install(&tmp, &p)?;
+                } else if meta.mtime.is_some_and(|t| mtime_of(&p) != Some(t)) {
+                    // The same link, given a time of its own since (`touch -h`).
+                    set_link_mtime(&p, meta.mtime);
                 }
             }
         }
@@ -622,6 +625,11 @@ fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
 }
 
 /// Gives a symlink stub the remote mtime (`lstat` shows it); best effort.
+/// The modification time of `p` itself (a symlink's own).
+fn mtime_of(p: &Path) -> Option<SystemTime> {
+    fs::symlink_metadata(p).and_then(|m| m.modified()).ok()
+}
+
 fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
     use std::os::unix::ffi::OsStrExt;
     let Some(secs) = mtime.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) else {

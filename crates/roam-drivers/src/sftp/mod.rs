@@ -748,7 +748,8 @@ impl Driver for SftpDriver {
         self.simple(Simple::SetMode(mode), path)
     }
 
-    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept.
+    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept. A
+    /// symlink's own times are set (`lsetstat@openssh.com`), never its target's.
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let remote = self.remote(path)?;
         let mtime = meta::seconds(mtime).ok_or_else(|| {
@@ -765,11 +766,16 @@ impl Driver for SftpDriver {
             |link| {
                 let explain = |f| self.explain(link, f, Action::SetAttr(&remote), "utimes", path);
                 let now = link
-                    .call(link.sftp.stat(remote.as_str()))
+                    .call(link.sftp.lstat(remote.as_str()))
                     .map_err(explain)?
                     .attrs;
+                let atime = now.atime.unwrap_or(mtime);
+                if now.is_symlink() {
+                    let set = requests::set_link_times(&link.sftp, &remote, atime, mtime);
+                    return link.call(set).map_err(explain);
+                }
                 let times = FileAttributes {
-                    atime: now.atime.or(Some(mtime)),
+                    atime: Some(atime),
                     mtime: Some(mtime),
                     ..FileAttributes::empty()
                 };

@@ -25,6 +25,9 @@ const CHUNK: u32 = 64 * 1024;
 const WINDOW: usize = 16;
 
 const POSIX_RENAME: &str = "posix-rename@openssh.com";
+const LSETSTAT: &str = "lsetstat@openssh.com";
+/// `SSH_FILEXFER_ATTR_ACMODTIME`: the attributes hold access and modification times.
+const ATTR_TIMES: u32 = 0x8;
 
 /// Every entry of the directory `path`, with its attributes (from `lstat` on OpenSSH).
 pub(super) async fn read_dir(
@@ -80,6 +83,25 @@ pub(super) async fn rename(link: &Link, from: &str, to: &str) -> Result<(), Sftp
             sftp.rename(from, to).await.map(drop)
         }
         other => other.map(drop),
+    }
+}
+
+/// Sets the times of the symlink `path` itself with `lsetstat@openssh.com` (SETSTAT
+/// follows a link, as `utimes` does; `touch -h` and `tar x` mean the link).
+pub(super) async fn set_link_times(
+    sftp: &RawSftpSession,
+    path: &str,
+    atime: u32,
+    mtime: u32,
+) -> Result<(), SftpError> {
+    let mut data = ssh_string(path);
+    for word in [ATTR_TIMES, atime, mtime] {
+        data.extend(word.to_be_bytes());
+    }
+    match sftp.extended(LSETSTAT, data).await? {
+        Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
+        Packet::Status(s) => Err(SftpError::Status(s)),
+        _ => Err(SftpError::UnexpectedPacket),
     }
 }
 
