@@ -52,6 +52,9 @@ pub struct Meta {
     pub etag: Option<String>,
     /// Target of a symbolic link, for `Kind::Symlink`.
     pub symlink_target: Option<String>,
+    /// The link count where the backend keeps one (`mem:`'s directories: 2 and one per
+    /// subdirectory, as on a local disk); `None` for the usual (1, directories 2).
+    pub nlink: Option<u64>,
 }
 
 impl Meta {
@@ -64,6 +67,7 @@ impl Meta {
             mode: None,
             etag: None,
             symlink_target: None,
+            nlink: None,
         }
     }
 }

@@ -69,6 +69,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         mode: Some(md.permissions().mode() & 0o7777),
         etag: Some(format!("{}-{}-{}", md.ino(), md.mtime(), md.mtime_nsec())),
         symlink_target,
+        nlink: None,
     }
 }
 

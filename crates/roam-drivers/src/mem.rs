@@ -6,7 +6,7 @@
 //! handle, so frontends read and write them in place ([`Driver::open_in_place`]) with no
 //! copy, journal or upload, and a file unlinked while open stays usable through them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -415,6 +415,15 @@ impl Tree {
         self.next_version
     }
 
+    /// The names directly in the directory `dir`, with their objects.
+    fn children<'a>(&'a self, dir: &str) -> impl Iterator<Item = (&'a str, &'a Object)> + 'a {
+        let base = if dir == "/" { 0 } else { dir.len() };
+        self.below(dir).filter_map(move |(k, o)| {
+            let name = &k[base + 1..];
+            (!name.contains('/')).then_some((name, o))
+        })
+    }
+
     /// Keys strictly below the directory `dir`.
     fn below<'a>(&'a self, dir: &str) -> impl Iterator<Item = (&'a String, &'a Object)> + 'a {
         let start = if dir == "/" {
@@ -472,7 +481,16 @@ impl Driver for MemDriver {
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
-        Ok(self.get(&self.tree.lock().unwrap(), path)?.meta())
+        let tree = self.tree.lock().unwrap();
+        let mut meta = self.get(&tree, path)?.meta();
+        if meta.kind == Kind::Dir {
+            let subdirs = tree
+                .children(path)
+                .filter(|(_, o)| o.kind() == Kind::Dir)
+                .count();
+            meta.nlink = Some(2 + subdirs as u64);
+        }
+        Ok(meta)
     }
 
     fn list(&self, path: &str) -> Result<Listing> {
@@ -481,14 +499,27 @@ impl Driver for MemDriver {
             return Err(self.err(ErrorKind::NotADirectory, path, "not a directory"));
         }
         let base = if path == "/" { 0 } else { path.len() };
+        // A directory's link count: 2, and 1 per subdirectory (seen in the same walk).
+        let mut subdirs: HashMap<&str, u64> = HashMap::new();
+        for (k, o) in tree.below(path) {
+            let mut parts = k[base + 1..].split('/');
+            if let (Some(child), Some(_), None) = (parts.next(), parts.next(), parts.next()) {
+                if o.kind() == Kind::Dir {
+                    *subdirs.entry(child).or_default() += 1;
+                }
+            }
+        }
         let entries = tree
-            .below(path)
-            .filter_map(|(k, o)| {
-                let name = &k[base + 1..];
-                (!name.contains('/')).then(|| DirEntry {
+            .children(path)
+            .map(|(name, o)| {
+                let mut meta = o.meta();
+                if meta.kind == Kind::Dir {
+                    meta.nlink = Some(2 + subdirs.get(name).copied().unwrap_or(0));
+                }
+                DirEntry {
                     name: name.to_owned(),
-                    meta: o.meta(),
-                })
+                    meta,
+                }
             })
             .collect();
         Ok(Listing {

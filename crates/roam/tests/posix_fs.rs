@@ -3,7 +3,7 @@
 //! `roam run -m`, `roam mount` and `roam run --fuse`), and asserts both print the same
 //! (modes, errnos, contents). Cases: the mode `mkdir` and `open(O_CREAT)` give, hard links
 //! of files served in place (`null:`), a symlink's own times (`touch -h`, `tar x`), and
-//! special files (FIFOs, sockets), `fallocate`.
+//! special files (FIFOs, sockets), `fallocate`, directory link counts.
 
 mod common;
 
@@ -189,4 +189,11 @@ fn fallocate_grows_files() {
         let len = std::fs::metadata(&server).map(|m| m.len()).ok();
         assert_eq!(len, Some(10000), "{via:?}: the upload is the grown file");
     }
+}
+
+/// A directory's link count is 2 and one per subdirectory, as on a local disk.
+#[test]
+fn directory_link_counts_count_subdirectories() {
+    let script = "cd /w && mkdir -p d/a d/b d/c/x && touch d/f && stat -c '%n %h' d d/c d/a && ls -l | awk '$NF == \"d\" {print $2}'";
+    same(&["mem"], &ALL, script);
 }
