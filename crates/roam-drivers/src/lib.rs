@@ -52,6 +52,9 @@ pub struct Meta {
     pub etag: Option<String>,
     /// Target of a symbolic link, for `Kind::Symlink`.
     pub symlink_target: Option<String>,
+    /// The link count where the backend keeps one (`mem:`'s directories: 2 and one per
+    /// subdirectory, as on a local disk); `None` for the usual (1, directories 2).
+    pub nlink: Option<u64>,
 }
 
 impl Meta {
@@ -64,6 +67,7 @@ impl Meta {
             mode: None,
             etag: None,
             symlink_target: None,
+            nlink: None,
         }
     }
 }
@@ -540,8 +544,10 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "remove files", leftover.path()))
     }
 
-    /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not).
-    fn mkdir(&self, path: &str) -> Result<()> {
+    /// Creates the directory `path` (EEXIST if it exists, ENOENT if its parent does not)
+    /// with the permission bits `mode` (the caller's, less its umask) where the protocol
+    /// keeps them; the server's own umask does not apply.
+    fn mkdir(&self, path: &str, _mode: u32) -> Result<()> {
         Err(read_only(self, "create directories", path))
     }
 
@@ -549,8 +555,8 @@ pub trait Driver: Send + Sync + Debug {
     /// (a fresh listing says so). Each outcome gets the same errno; a driver may only ask
     /// fewer questions first. Returns the new directory's metadata where the driver knows
     /// all of it without asking (an S3 directory has nothing but its kind), else `None`.
-    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
-        self.mkdir(path).map(|()| None)
+    fn mkdir_in_known_dir(&self, path: &str, mode: u32) -> Result<Option<Meta>> {
+        self.mkdir(path, mode).map(|()| None)
     }
 
     /// Removes the file (or symlink) `path` (EISDIR for a directory).

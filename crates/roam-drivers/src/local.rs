@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -69,6 +69,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         mode: Some(md.permissions().mode() & 0o7777),
         etag: Some(format!("{}-{}-{}", md.ino(), md.mtime(), md.mtime_nsec())),
         symlink_target,
+        nlink: None,
     }
 }
 
@@ -195,10 +196,15 @@ impl Driver for LocalDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    /// Made with `mode` less roam's own umask (so never wider than asked, even for a
+    /// moment), then given exactly `mode`: roam's umask is not the caller's.
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         let real = self.real(path);
-        fs::create_dir(&real)
-            .map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))
+        fs::DirBuilder::new()
+            .mode(mode & 0o7777)
+            .create(&real)
+            .map_err(|e| Error::from_io(format_args!("mkdir {}", real.display()), &e))?;
+        self.set_mode(path, mode & 0o7777)
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -229,21 +235,57 @@ impl Driver for LocalDriver {
             .map_err(|e| Error::from_io(format_args!("chmod {}", real.display()), &e))
     }
 
+    /// Of `path` itself: a symlink's own time, not its target's (`touch -h`, `tar x`).
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let real = self.real(path);
-        let ctx = || format!("set mtime of {}", real.display());
-        let f = fs::File::options()
-            .write(true)
-            .open(&real)
-            .or_else(|_| fs::File::open(&real));
-        f.and_then(|f| f.set_modified(mtime))
-            .map_err(|e| Error::from_io(ctx(), &e))
+        set_own_mtime(&real, mtime)
+            .map_err(|e| Error::from_io(format_args!("set mtime of {}", real.display()), &e))
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
         let real = self.real(path);
         std::os::unix::fs::symlink(target, &real)
             .map_err(|e| Error::from_io(format_args!("symlink {}", real.display()), &e))
+    }
+}
+
+/// `utimensat(AT_SYMLINK_NOFOLLOW)` of the modification time alone.
+fn set_own_mtime(real: &Path, mtime: SystemTime) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(real.as_os_str().as_bytes())?;
+    let (tv_sec, tv_nsec) = match mtime.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => (
+            d.as_secs() as libc::time_t,
+            d.subsec_nanos() as libc::c_long,
+        ),
+        Err(e) => {
+            let d = e.duration();
+            let borrow = libc::c_long::from(d.subsec_nanos() > 0);
+            (
+                -(d.as_secs() as libc::time_t) - borrow,
+                (1_000_000_000 - d.subsec_nanos() as libc::c_long) % 1_000_000_000,
+            )
+        }
+    };
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec { tv_sec, tv_nsec },
+    ];
+    // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 
@@ -430,9 +472,9 @@ mod tests {
             "no temporary file left behind"
         );
 
-        d.mkdir("/d").unwrap();
-        assert_eq!(d.mkdir("/d").unwrap_err().errno(), libc::EEXIST);
-        assert_eq!(d.mkdir("/no/d").unwrap_err().errno(), libc::ENOENT);
+        d.mkdir("/d", 0o755).unwrap();
+        assert_eq!(d.mkdir("/d", 0o755).unwrap_err().errno(), libc::EEXIST);
+        assert_eq!(d.mkdir("/no/d", 0o755).unwrap_err().errno(), libc::ENOENT);
         d.rename("/f", "/d/g").unwrap();
         assert_eq!(d.remove_dir("/d").unwrap_err().errno(), libc::ENOTEMPTY);
         d.set_mode("/d/g", 0o600).unwrap();

@@ -6,7 +6,7 @@
 //! handle, so frontends read and write them in place ([`Driver::open_in_place`]) with no
 //! copy, journal or upload, and a file unlinked while open stays usable through them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -347,7 +347,7 @@ impl MemDriver {
     /// a write beyond fails with ENOSPC.
     pub fn with_capacity(bytes: u64) -> MemDriver {
         let mut objects = BTreeMap::new();
-        objects.insert("/".to_owned(), new_dir(0));
+        objects.insert("/".to_owned(), new_dir(0, 0o755));
         MemDriver {
             tree: Mutex::new(Tree {
                 objects,
@@ -415,6 +415,15 @@ impl Tree {
         self.next_version
     }
 
+    /// The names directly in the directory `dir`, with their objects.
+    fn children<'a>(&'a self, dir: &str) -> impl Iterator<Item = (&'a str, &'a Object)> + 'a {
+        let base = if dir == "/" { 0 } else { dir.len() };
+        self.below(dir).filter_map(move |(k, o)| {
+            let name = &k[base + 1..];
+            (!name.contains('/')).then_some((name, o))
+        })
+    }
+
     /// Keys strictly below the directory `dir`.
     fn below<'a>(&'a self, dir: &str) -> impl Iterator<Item = (&'a String, &'a Object)> + 'a {
         let start = if dir == "/" {
@@ -433,9 +442,9 @@ impl Tree {
     }
 }
 
-fn new_dir(version: u64) -> Object {
+fn new_dir(version: u64, mode: u32) -> Object {
     Object::Dir {
-        mode: 0o755,
+        mode: mode & 0o7777,
         mtime: SystemTime::now(),
         version,
     }
@@ -472,7 +481,16 @@ impl Driver for MemDriver {
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
-        Ok(self.get(&self.tree.lock().unwrap(), path)?.meta())
+        let tree = self.tree.lock().unwrap();
+        let mut meta = self.get(&tree, path)?.meta();
+        if meta.kind == Kind::Dir {
+            let subdirs = tree
+                .children(path)
+                .filter(|(_, o)| o.kind() == Kind::Dir)
+                .count();
+            meta.nlink = Some(2 + subdirs as u64);
+        }
+        Ok(meta)
     }
 
     fn list(&self, path: &str) -> Result<Listing> {
@@ -481,14 +499,27 @@ impl Driver for MemDriver {
             return Err(self.err(ErrorKind::NotADirectory, path, "not a directory"));
         }
         let base = if path == "/" { 0 } else { path.len() };
+        // A directory's link count: 2, and 1 per subdirectory (seen in the same walk).
+        let mut subdirs: HashMap<&str, u64> = HashMap::new();
+        for (k, o) in tree.below(path) {
+            let mut parts = k[base + 1..].split('/');
+            if let (Some(child), Some(_), None) = (parts.next(), parts.next(), parts.next()) {
+                if o.kind() == Kind::Dir {
+                    *subdirs.entry(child).or_default() += 1;
+                }
+            }
+        }
         let entries = tree
-            .below(path)
-            .filter_map(|(k, o)| {
-                let name = &k[base + 1..];
-                (!name.contains('/')).then(|| DirEntry {
+            .children(path)
+            .map(|(name, o)| {
+                let mut meta = o.meta();
+                if meta.kind == Kind::Dir {
+                    meta.nlink = Some(2 + subdirs.get(name).copied().unwrap_or(0));
+                }
+                DirEntry {
                     name: name.to_owned(),
-                    meta: o.meta(),
-                })
+                    meta,
+                }
             })
             .collect();
         Ok(Listing {
@@ -597,8 +628,8 @@ impl Driver for MemDriver {
         Ok(())
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
-        self.create(path, new_dir)
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.create(path, |version| new_dir(version, mode))
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -719,10 +750,10 @@ mod tests {
     #[test]
     fn files_directories_and_listings() {
         let d = MemDriver::new();
-        d.mkdir("/a").unwrap();
+        d.mkdir("/a", 0o755).unwrap();
         put(&d, "/a/f", b"hello");
         put(&d, "/a0", b"x");
-        d.mkdir("/a/b").unwrap();
+        d.mkdir("/a/b", 0o755).unwrap();
         put(&d, "/a/b/g", b"deep");
         assert_eq!(names(&d, "/"), ["a", "a0"]);
         assert_eq!(names(&d, "/a"), ["b", "f"]);
@@ -737,23 +768,23 @@ mod tests {
     #[test]
     fn errors_are_posix() {
         let d = MemDriver::new();
-        d.mkdir("/d").unwrap();
+        d.mkdir("/d", 0o755).unwrap();
         put(&d, "/d/f", b"x");
         let kind = |r: Result<()>| r.unwrap_err().kind;
-        assert_eq!(kind(d.mkdir("/d")), ErrorKind::AlreadyExists);
-        assert_eq!(kind(d.mkdir("/nope/x")), ErrorKind::NotFound);
+        assert_eq!(kind(d.mkdir("/d", 0o755)), ErrorKind::AlreadyExists);
+        assert_eq!(kind(d.mkdir("/nope/x", 0o755)), ErrorKind::NotFound);
         assert_eq!(kind(d.remove_dir("/d")), ErrorKind::NotEmpty);
         assert_eq!(kind(d.remove_file("/d")), ErrorKind::IsADirectory);
         assert_eq!(kind(d.remove_dir("/d/f")), ErrorKind::NotADirectory);
         assert_eq!(kind(d.rename("/d", "/d/f/x")), ErrorKind::NotADirectory);
         assert_eq!(kind(d.rename("/d", "/d/sub")), ErrorKind::InvalidName);
-        assert_eq!(kind(d.mkdir("/d/../x")), ErrorKind::InvalidName);
+        assert_eq!(kind(d.mkdir("/d/../x", 0o755)), ErrorKind::InvalidName);
     }
 
     #[test]
     fn rename_moves_subtrees_and_replaces_files() {
         let d = MemDriver::new();
-        d.mkdir("/d").unwrap();
+        d.mkdir("/d", 0o755).unwrap();
         put(&d, "/d/f", b"one");
         put(&d, "/g", b"two");
         d.rename("/d/f", "/g").unwrap();

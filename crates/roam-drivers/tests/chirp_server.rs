@@ -352,12 +352,12 @@ fn creates_removes_and_renames_with_posix_errors() {
     let s = Served::start();
     let d = s.driver();
 
-    d.mkdir("/made").unwrap();
+    d.mkdir("/made", 0o755).unwrap();
     assert!(s.real("/made").is_dir());
-    assert_eq!(errno(d.mkdir("/made")), libc::EEXIST);
-    assert_eq!(errno(d.mkdir("/hello.txt")), libc::EEXIST);
-    assert_eq!(errno(d.mkdir("/no/such")), libc::ENOENT);
-    assert_eq!(errno(d.mkdir("/hello.txt/sub")), libc::ENOTDIR);
+    assert_eq!(errno(d.mkdir("/made", 0o755)), libc::EEXIST);
+    assert_eq!(errno(d.mkdir("/hello.txt", 0o755)), libc::EEXIST);
+    assert_eq!(errno(d.mkdir("/no/such", 0o755)), libc::ENOENT);
+    assert_eq!(errno(d.mkdir("/hello.txt/sub", 0o755)), libc::ENOTDIR);
     // A directory made through Chirp inherits its parent's ACL, so it is usable at once.
     d.put("/made/f", &mut &b"f"[..], 1).unwrap();
 
@@ -373,7 +373,7 @@ fn creates_removes_and_renames_with_posix_errors() {
     d.rename("/dir/f", "/hello.txt").unwrap();
     assert_eq!(fs::read(s.real("/hello.txt")).unwrap(), b"f");
     assert!(!s.real("/dir/f").exists());
-    d.mkdir("/moved").unwrap();
+    d.mkdir("/moved", 0o755).unwrap();
     d.rename("/dir/sub", "/moved").unwrap();
     assert_eq!(fs::read(s.real("/moved/inner.txt")).unwrap(), b"inner");
     assert_eq!(errno(d.rename("/dir", "/moved")), libc::ENOTEMPTY);
@@ -437,7 +437,7 @@ fn a_restrictive_acl_is_eacces() {
         errno(d.put("/readonly/kept.txt", &mut &b"x"[..], 1)),
         libc::EACCES
     );
-    assert_eq!(errno(d.mkdir("/readonly/sub")), libc::EACCES);
+    assert_eq!(errno(d.mkdir("/readonly/sub", 0o755)), libc::EACCES);
     assert_eq!(
         errno(d.rename("/hello.txt", "/readonly/moved")),
         libc::EACCES
@@ -536,7 +536,7 @@ fn reconnects_after_the_server_drops_an_idle_connection() {
     d.stat("/hello.txt").unwrap();
     std::thread::sleep(Duration::from_millis(3500));
     // Not idempotent, so never resent: it must go out on a live connection.
-    d.mkdir("/after-idle").unwrap();
+    d.mkdir("/after-idle", 0o755).unwrap();
     assert!(s.real("/after-idle").is_dir());
     assert_eq!(d.stat("/hello.txt").unwrap().size, Some(HELLO.len() as u64));
 }

@@ -377,9 +377,9 @@ fn failed_puts_leave_nothing_behind() {
 fn mkdir_creates_one_directory() {
     let served = Served::new();
     let driver = served.driver();
-    driver.mkdir("/dir/new dir#1").unwrap();
+    driver.mkdir("/dir/new dir#1", 0o755).unwrap();
     assert!(served.real("/dir/new dir#1").is_dir());
-    let exists = driver.mkdir("/dir/new dir#1").unwrap_err();
+    let exists = driver.mkdir("/dir/new dir#1", 0o755).unwrap_err();
     assert_eq!(exists.errno(), libc::EEXIST);
     assert_eq!(
         exists.message,
@@ -388,9 +388,9 @@ fn mkdir_creates_one_directory() {
             served.url()
         )
     );
-    assert_eq!(errno(driver.mkdir("/dir/a b.txt")), libc::EEXIST);
-    assert_eq!(errno(driver.mkdir("/")), libc::EEXIST);
-    let missing = driver.mkdir("/nope/x").unwrap_err();
+    assert_eq!(errno(driver.mkdir("/dir/a b.txt", 0o755)), libc::EEXIST);
+    assert_eq!(errno(driver.mkdir("/", 0o755)), libc::EEXIST);
+    let missing = driver.mkdir("/nope/x", 0o755).unwrap_err();
     assert_eq!(missing.errno(), libc::ENOENT);
     assert_eq!(
         missing.message,
@@ -399,8 +399,8 @@ fn mkdir_creates_one_directory() {
             served.url()
         )
     );
-    assert_eq!(errno(driver.mkdir("/dir/a b.txt/x")), libc::ENOTDIR);
-    assert_eq!(errno(driver.mkdir("/readonly/x")), libc::EACCES);
+    assert_eq!(errno(driver.mkdir("/dir/a b.txt/x", 0o755)), libc::ENOTDIR);
+    assert_eq!(errno(driver.mkdir("/readonly/x", 0o755)), libc::EACCES);
     assert!(!served.real("/nope").exists() && !served.real("/readonly/x").exists());
 }
 
@@ -532,7 +532,7 @@ fn permission_denied_is_eacces() {
         denied.message,
         format!("GET {}/dir/secret.txt: 403 Forbidden", served.url())
     );
-    let mkcol = driver.mkdir("/readonly/d").unwrap_err();
+    let mkcol = driver.mkdir("/readonly/d", 0o755).unwrap_err();
     assert_eq!(mkcol.errno(), libc::EACCES);
     assert_eq!(
         mkcol.message,
@@ -590,7 +590,7 @@ fn a_stopped_server_is_unreachable() {
         errno(driver.put("/dir/f", &mut &b"x"[..], 1)),
         libc::EHOSTUNREACH
     );
-    assert_eq!(errno(driver.mkdir("/d")), libc::EHOSTUNREACH);
+    assert_eq!(errno(driver.mkdir("/d", 0o755)), libc::EHOSTUNREACH);
     assert_eq!(
         errno(driver.remove_file("/dir/a b.txt")),
         libc::EHOSTUNREACH

@@ -422,11 +422,17 @@ fn reports_write_errors_precisely(s: Served) {
     assert_eq!(put("/"), ErrorKind::IsADirectory);
     assert_eq!(put("/a b.txt/x"), ErrorKind::NotADirectory);
     assert_no_temporaries(&s.real("/"));
-    assert_eq!(kind_of(driver.mkdir("/dir")), ErrorKind::AlreadyExists);
-    assert_eq!(kind_of(driver.mkdir("/a b.txt")), ErrorKind::AlreadyExists);
-    assert_eq!(kind_of(driver.mkdir("/nope/x")), ErrorKind::NotFound);
     assert_eq!(
-        kind_of(driver.mkdir("/a b.txt/x")),
+        kind_of(driver.mkdir("/dir", 0o755)),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(driver.mkdir("/a b.txt", 0o755)),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(kind_of(driver.mkdir("/nope/x", 0o755)), ErrorKind::NotFound);
+    assert_eq!(
+        kind_of(driver.mkdir("/a b.txt/x", 0o755)),
         ErrorKind::NotADirectory
     );
     assert_eq!(kind_of(driver.remove_dir("/dir")), ErrorKind::NotEmpty);
@@ -465,7 +471,7 @@ fn reports_write_errors_precisely(s: Served) {
 
 fn manages_directories_and_names(s: Served) {
     let driver = s.driver();
-    driver.mkdir("/made").unwrap();
+    driver.mkdir("/made", 0o755).unwrap();
     assert!(s.real("made").is_dir());
     assert_eq!(driver.stat("/made").unwrap().kind, Kind::Dir);
     driver.remove_dir("/made").unwrap();
@@ -795,7 +801,7 @@ fn retries_reads_once_and_writes_never() {
     let (port, sessions) = flaky_server();
     let url = format!("ftp://127.0.0.1:{port}/");
     let driver = FtpDriver::new(config(), &url).unwrap();
-    let err = driver.mkdir("/new").unwrap_err();
+    let err = driver.mkdir("/new", 0o755).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Io);
     assert!(
         err.message.contains("(421 idle too long"),
@@ -808,7 +814,7 @@ fn retries_reads_once_and_writes_never() {
         "a write is never retried"
     );
     // The broken session was not pooled: the next operation opens a good one.
-    driver.mkdir("/new").unwrap();
+    driver.mkdir("/new", 0o755).unwrap();
     assert_eq!(sessions.load(Ordering::SeqCst), 2);
 }
 

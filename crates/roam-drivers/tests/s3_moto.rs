@@ -434,21 +434,21 @@ fn a_failed_multipart_upload_stores_nothing() {
 fn mkdir_creates_markers() {
     let world = World::new(TREE);
     let d = world.driver();
-    d.mkdir("/new").unwrap();
+    d.mkdir("/new", 0o755).unwrap();
     assert_eq!(d.stat("/new").unwrap().kind, Kind::Dir);
     assert_eq!(names(&d, "/new"), []);
     assert!(names(&d, "/").contains(&("new".to_owned(), Kind::Dir)));
-    d.mkdir("/new/nested dir").unwrap();
+    d.mkdir("/new/nested dir", 0o755).unwrap();
     assert_eq!(names(&d, "/new"), owned(&[("nested dir", Kind::Dir)]));
     for existing in ["/new", "/dir", "/dir/sub", "/top.txt", "/"] {
         assert_eq!(
-            kind(d.mkdir(existing)),
+            kind(d.mkdir(existing, 0o755)),
             ErrorKind::AlreadyExists,
             "{existing}"
         );
     }
-    assert_eq!(kind(d.mkdir("/nothing/x")), ErrorKind::NotFound);
-    assert_eq!(kind(d.mkdir("/top.txt/x")), ErrorKind::NotADirectory);
+    assert_eq!(kind(d.mkdir("/nothing/x", 0o755)), ErrorKind::NotFound);
+    assert_eq!(kind(d.mkdir("/top.txt/x", 0o755)), ErrorKind::NotADirectory);
 }
 
 #[test]
@@ -548,7 +548,7 @@ fn known_files_are_removed_with_the_errnos_of_unknown_ones() {
 fn mkdir_in_a_known_directory_puts_only_the_marker() {
     let world = World::new(TREE);
     let d = world.driver();
-    let made = d.mkdir_in_known_dir("/dir/fresh").unwrap();
+    let made = d.mkdir_in_known_dir("/dir/fresh", 0o755).unwrap();
     assert_eq!(made, Some(d.stat("/dir/fresh").unwrap()));
     assert_eq!(names(&d, "/dir/fresh"), []);
     assert!(names(&d, "/dir").contains(&("fresh".to_owned(), Kind::Dir)));
@@ -557,7 +557,10 @@ fn mkdir_in_a_known_directory_puts_only_the_marker() {
     d.remove_file("/dir/fresh/f").unwrap();
     d.remove_dir("/dir/fresh").unwrap();
     assert_eq!(kind(d.stat("/dir/fresh")), ErrorKind::NotFound);
-    assert_eq!(kind(d.mkdir_in_known_dir("/")), ErrorKind::AlreadyExists);
+    assert_eq!(
+        kind(d.mkdir_in_known_dir("/", 0o755)),
+        ErrorKind::AlreadyExists
+    );
     // rmdir of a directory roam knows: the same checks; its parent, left without entries
     // and without a marker of its own, is kept by one.
     // Keys only, no markers: `/keys/only` exists through its one key.

@@ -399,12 +399,12 @@ fn put_errors_leave_nothing_behind() {
 fn directories_and_removal() {
     let s = Served::start();
     let d = s.driver();
-    d.mkdir("/made").unwrap();
+    d.mkdir("/made", 0o755).unwrap();
     assert!(s.disk("made").is_dir());
-    assert_kind(d.mkdir("/made"), ErrorKind::AlreadyExists);
-    assert_kind(d.mkdir("/a b.txt"), ErrorKind::AlreadyExists);
-    assert_kind(d.mkdir("/nodir/x"), ErrorKind::NotFound);
-    assert_kind(d.mkdir("/a b.txt/x"), ErrorKind::NotADirectory);
+    assert_kind(d.mkdir("/made", 0o755), ErrorKind::AlreadyExists);
+    assert_kind(d.mkdir("/a b.txt", 0o755), ErrorKind::AlreadyExists);
+    assert_kind(d.mkdir("/nodir/x", 0o755), ErrorKind::NotFound);
+    assert_kind(d.mkdir("/a b.txt/x", 0o755), ErrorKind::NotADirectory);
     assert_kind(d.remove_dir("/dir"), ErrorKind::NotEmpty);
     assert_kind(d.remove_dir("/a b.txt"), ErrorKind::NotADirectory);
     assert_kind(d.remove_dir("/dirlink"), ErrorKind::NotADirectory);
@@ -494,7 +494,7 @@ fn permission_denied_as_an_unprivileged_user() {
         d.put("/dir/new", &mut &b"x"[..], 1),
         ErrorKind::PermissionDenied,
     );
-    assert_kind(d.mkdir("/dir/new"), ErrorKind::PermissionDenied);
+    assert_kind(d.mkdir("/dir/new", 0o755), ErrorKind::PermissionDenied);
     assert_kind(d.remove_file("/dir/inner.txt"), ErrorKind::PermissionDenied);
     assert_kind(d.set_mode("/a b.txt", 0o777), ErrorKind::PermissionDenied);
     fs::set_permissions(s.disk("dir"), fs::Permissions::from_mode(0o700)).unwrap();
@@ -705,7 +705,7 @@ fn broken_connections_are_replaced() {
     // Given a moment to see the connection closed, a write goes to a fresh one too.
     s.ssh.drop_connections();
     thread::sleep(Duration::from_millis(300));
-    d.mkdir("/after").unwrap();
+    d.mkdir("/after", 0o755).unwrap();
 }
 
 /// Threads share one connection: requests interleave on it.

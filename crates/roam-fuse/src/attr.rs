@@ -86,7 +86,9 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         crtime: mtime,
         kind: file_type(meta.kind),
         perm: (perm & 0o7777) as u16,
-        nlink: if meta.kind == Kind::Dir { 2 } else { 1 },
+        nlink: meta
+            .nlink
+            .unwrap_or(if meta.kind == Kind::Dir { 2 } else { 1 }) as u32,
         uid: owner.uid,
         gid: owner.gid,
         rdev: 0,

@@ -33,10 +33,12 @@ pub enum Op {
     Listxattr,
     Statfs,
     Create,
+    Mknod,
+    Fallocate,
 }
 
 /// The names in the log, in the order of [`Op`].
-const NAMES: [&str; 25] = [
+const NAMES: [&str; 27] = [
     "LOOKUP",
     "FORGET",
     "GETATTR",
@@ -62,6 +64,8 @@ const NAMES: [&str; 25] = [
     "LISTXATTR",
     "STATFS",
     "CREATE",
+    "MKNOD",
+    "FALLOCATE",
 ];
 
 /// One counter per [`Op`].

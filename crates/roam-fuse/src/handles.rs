@@ -43,6 +43,31 @@ impl Data {
         }
     }
 
+    /// `fallocate(mode, offset, len)`. In memory, as on tmpfs: mode 0 makes the file at
+    /// least `offset + len` bytes long (holes read as zeros, so nothing needs writing),
+    /// `FALLOC_FL_KEEP_SIZE` changes nothing seen; other modes are not offered.
+    pub fn allocate(&self, offset: u64, len: u64, mode: i32) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        match self {
+            Data::File(f) => {
+                let (offset, len) = (offset as libc::off_t, len as libc::off_t);
+                // SAFETY: an open fd and plain integers.
+                match unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, len) } {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            }
+            Data::Memory(c) => match mode {
+                0 if end > c.meta().size.unwrap_or(0) => c.set_len(end),
+                0 | libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+                _ => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+            },
+        }
+    }
+
     /// Drops the set-user-ID bit (and set-group-ID with group execute), as the kernel
     /// does on a write by an unprivileged user or on `chown`: roam told the kernel to
     /// leave that to it (FUSE_HANDLE_KILLPRIV_V2, which saves a GETATTR per `chown`).

@@ -96,6 +96,21 @@ impl Roamfs {
         self.inodes.lock().unwrap().ino_of(virt)
     }
 
+    /// The number of `virt` as found anew (a lookup, a listing): a file served in place
+    /// at `local` gets the number of its other names, if it has any.
+    fn ino_found(&self, virt: &str, local: Option<&std::path::Path>) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        match local.and_then(|p| std::fs::symlink_metadata(p).ok()) {
+            Some(md) if !md.is_dir() => {
+                self.inodes
+                    .lock()
+                    .unwrap()
+                    .ino_of_file(virt, (md.dev(), md.ino()), md.nlink())
+            }
+            _ => self.ino_of(virt),
+        }
+    }
+
     /// The virtual name of `name` in the directory `parent`.
     fn child(&self, parent: u64, name: &std::ffi::OsStr) -> Res<String> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;

@@ -247,6 +247,23 @@ impl Filesystem for Served {
         });
     }
 
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.counts.add(Op::Mknod);
+        let name = name.to_owned();
+        self.serve(self.child_blocks(parent, &name), move |fs| {
+            reply_entry(reply, fs.mknod(parent.0, &name, mode, rdev))
+        });
+    }
+
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.counts.add(Op::Unlink);
         let name = name.to_owned();
@@ -418,6 +435,21 @@ impl Filesystem for Served {
         self.serve(self.uploads(fh), move |fs| {
             reply_empty(reply, fs.fsync(fh.0))
         });
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.counts.add(Op::Fallocate);
+        // Local bytes only (a copy, a file in place or in memory): never a server's.
+        reply_empty(reply, self.fs.fallocate(fh.0, offset, length, mode));
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -87,7 +87,11 @@ impl Roamfs {
     /// look). A name made through this mount replaces the kernel's absent entry itself.
     pub(crate) fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Res<(FileAttr, Duration)> {
         let virt = self.child(parent, name)?;
-        let ino = self.ino_of(&virt);
+        let local = match self.place(&virt) {
+            Ok(Place::Local(p)) => Some(p),
+            _ => None,
+        };
+        let ino = self.ino_found(&virt, local.as_deref());
         match self.attr_of(ino, &virt) {
             Err(Errno::ENOENT) => Ok((
                 attr::absent(self.owner, self.mounted),
@@ -172,10 +176,15 @@ impl Roamfs {
     /// Snapshots the entries of a directory for `readdir`.
     pub(crate) fn opendir(&self, ino: u64) -> Res<u64> {
         let virt = self.virt_of(ino)?;
+        let mut local_dir = None;
         let names: Vec<(String, FileType)> = match self.place(&virt)? {
             Place::Synthetic => self.synthetic_children(&virt),
             Place::UrlAlias(_) => return Err(Errno::ENOTDIR),
-            Place::Local(p) => local_entries(&p)?,
+            Place::Local(p) => {
+                let names = local_entries(&p)?;
+                local_dir = Some(p);
+                names
+            }
             Place::Remote(node) => {
                 let dir = self.vfs.open_path(&node).map_err(vfs_errno)?;
                 local_entries(&dir)?
@@ -186,12 +195,12 @@ impl Roamfs {
             (ino, FileType::Directory, ".".to_owned()),
             (self.ino_of(&parent), FileType::Directory, "..".to_owned()),
         ];
-        let mut inodes = self.inodes.lock().unwrap();
         for (name, kind) in names {
             let child = roam_vfs::path::join(&virt, &name);
-            entries.push((inodes.ino_of(&child), kind, name));
+            // readdirplus hands these numbers to the kernel as inodes: hard links share one.
+            let local = local_dir.as_ref().map(|d| d.join(&name));
+            entries.push((self.ino_found(&child, local.as_deref()), kind, name));
         }
-        drop(inodes);
         Ok(self.handles.add_dir(OpenDir { virt, entries }))
     }
 

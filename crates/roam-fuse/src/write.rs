@@ -5,7 +5,7 @@
 //! was written after that (through a dup'ed fd or a shared mapping) and can only log.
 
 use std::ffi::OsStr;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -71,7 +71,10 @@ impl Roamfs {
             ),
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
-        let file = open_local(&path, flags | libc::O_CREAT, mode)?;
+        let file = match matches!(how, Opened::InPlace) {
+            true => create_in_place(&path, flags, mode)?,
+            false => open_local(&path, flags | libc::O_CREAT, mode)?,
+        };
         self.created(Data::File(file), virt, how)
     }
 
@@ -101,6 +104,14 @@ impl Roamfs {
             return Err(io_errno(e));
         }
         Ok(data.len() as u32)
+    }
+
+    /// `fallocate` of an open file: a change of its bytes like a write (a journaled copy
+    /// grown by it is uploaded at its close).
+    pub(crate) fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Res<()> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        self.written(&f)?;
+        f.data.allocate(offset, len, mode).map_err(io_errno)
     }
 
     /// Notes a write (or truncation) of `f`. The first since a `close` makes its change
@@ -199,11 +210,16 @@ impl Roamfs {
     pub(crate) fn mkdir(&self, parent: u64, name: &OsStr, mode: u32) -> Res<(FileAttr, Duration)> {
         let (virt, place) = self.new_child(parent, name)?;
         match place {
-            Place::Local(p) => std::fs::DirBuilder::new()
-                .mode(mode & 0o7777)
-                .create(p)
-                .map_err(io_errno)?,
-            Place::Remote(node) => self.vfs.mkdir(&node).map_err(vfs_errno)?,
+            Place::Local(p) => {
+                std::fs::DirBuilder::new()
+                    .mode(mode & 0o7777)
+                    .create(&p)
+                    .map_err(io_errno)?;
+                // The kernel applied the caller's umask; roam's own must not narrow it.
+                let exact = std::fs::Permissions::from_mode(mode & 0o7777);
+                std::fs::set_permissions(&p, exact).map_err(io_errno)?
+            }
+            Place::Remote(node) => self.vfs.mkdir(&node, mode & 0o7777).map_err(vfs_errno)?,
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         }
         self.entry(&virt)
@@ -227,11 +243,38 @@ impl Roamfs {
         self.entry(&virt)
     }
 
+    /// Special files (FIFOs, sockets, devices) exist only where the files are local, made
+    /// by `mknod` there; elsewhere `EPERM`, as Linux says for a file system without them.
+    /// The kernel itself serves a FIFO's or socket's reads and writes, never roam.
+    pub(crate) fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+    ) -> Res<(FileAttr, Duration)> {
+        let (virt, place) = self.new_child(parent, name)?;
+        let Place::Local(p) = place else {
+            tracing::warn!("{virt}: this backend has no special files (FIFOs, sockets, devices)");
+            return Err(Errno::EPERM);
+        };
+        let c =
+            std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+        // SAFETY: a valid C string; mknod reads nothing else.
+        if unsafe { libc::mknod(c.as_ptr(), mode, libc::dev_t::from(rdev)) } != 0 {
+            return Err(io_errno(std::io::Error::last_os_error()));
+        }
+        // The kernel applied the caller's umask; roam's own must not narrow it.
+        let exact = std::fs::Permissions::from_mode(mode & 0o7777);
+        std::fs::set_permissions(&p, exact).map_err(io_errno)?;
+        self.entry(&virt)
+    }
+
     /// Hard links exist only where the files are local; elsewhere `EPERM`, as Linux says
     /// for a file system without them.
     pub(crate) fn link(&self, ino: u64, parent: u64, name: &OsStr) -> Res<(FileAttr, Duration)> {
         let from = self.virt_of(ino)?;
-        let (_, place) = self.new_child(parent, name)?;
+        let (virt, place) = self.new_child(parent, name)?;
         match (self.place(&from)?, place) {
             (Place::Local(a), Place::Local(b)) => std::fs::hard_link(a, b).map_err(io_errno)?,
             _ => {
@@ -239,8 +282,10 @@ impl Roamfs {
                 return Err(Errno::EPERM);
             }
         }
-        // A hard link is the same inode: the kernel must see the same number.
-        self.attr_of(ino, &from)
+        // A hard link is the same inode: the kernel must see the same number, and the file
+        // must stay reachable by this name when the first goes.
+        self.inodes.lock().unwrap().link(ino, &virt);
+        self.attr_of(ino, &virt)
     }
 
     /// The entry the kernel gets for a name just made.
@@ -452,4 +497,27 @@ fn killed_by_signal(pid: u32) -> Option<i32> {
     let exit_code: i32 = fields.get(52 - 3)?.parse().ok()?;
     let signal = exit_code & 0x7f;
     (flags & PF_EXITING != 0 && signal != 0).then_some(signal)
+}
+
+/// Opens (with `O_CREAT`) a file served in place. The kernel applied the caller's umask
+/// to `mode` already and roam's own must not narrow it again, so a file this call makes
+/// gets exactly `mode`: made with `O_EXCL` to know it is new, then `fchmod`ed.
+fn create_in_place(path: &Path, flags: i32, mode: u32) -> Res<std::fs::File> {
+    loop {
+        match open_local(path, flags | libc::O_CREAT | libc::O_EXCL, mode) {
+            Ok(f) => {
+                let exact = std::fs::Permissions::from_mode(mode);
+                f.set_permissions(exact).map_err(io_errno)?;
+                return Ok(f);
+            }
+            Err(Errno::EEXIST) if flags & libc::O_EXCL == 0 => {
+                match open_local(path, flags & !libc::O_CREAT, mode) {
+                    // Removed between the two opens: make it after all.
+                    Err(Errno::ENOENT) => continue,
+                    opened => return opened,
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

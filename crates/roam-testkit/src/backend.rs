@@ -48,8 +48,8 @@ impl Served {
 }
 
 /// Serves the tree at `srv` (written beforehand: servers take ownership of their tree when
-/// they start) by a server of `kind` with its state in `run`. `file` and `file+cache`
-/// serve it in place, without a server.
+/// they start) by a server of `kind` with its state in `run`. `file`, `file+cache` and
+/// `null` serve it in place, without a server; `mem` is roam's in-memory file system.
 pub fn serve(kind: &str, srv: &Path, run: &Path) -> Served {
     match kind {
         "http" => {
@@ -81,7 +81,12 @@ pub fn serve(kind: &str, srv: &Path, run: &Path) -> Served {
         // One request at a time, for races of conditional writes (see `s3::moto_serial`).
         "s3-serial" => serve_s3(srv, s3::moto_serial(run)),
         "file" | "file+cache" => Served::plain(format!("{kind}://{}", srv.display()), None),
-        other => panic!("no fixture serves {other:?} (kinds: {KINDS:?}, file, file+cache)"),
+        // In place through the null layer; `mem:` starts empty and ignores `srv`.
+        "null" => Served::plain(format!("null:{}", srv.display()), None),
+        "mem" => Served::plain("mem:".into(), None),
+        other => {
+            panic!("no fixture serves {other:?} (kinds: {KINDS:?}, file, file+cache, null, mem)")
+        }
     }
 }
 

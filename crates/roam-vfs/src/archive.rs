@@ -327,6 +327,7 @@ impl ArchiveDriver {
             mode: Some(e.mode),
             etag: Some(format!("{}@{}", self.version.tag(), e.at)),
             symlink_target: (kind == Kind::Symlink).then(|| e.target.clone()),
+            nlink: None,
         }
     }
 

@@ -197,6 +197,7 @@ impl DiskCache {
         match meta.kind {
             Kind::Dir => {
                 ensure_dir(&p)?;
+                set_dir_mode(&p, meta.mode)?;
                 if meta.mtime.is_some() {
                     self.set_dir_mtime(virt, meta.mtime)?;
                 }
@@ -222,6 +223,9 @@ impl DiskCache {
                     std::os::unix::fs::symlink(target, &tmp).map_err(|e| Error::cache(&tmp, e))?;
                     set_link_mtime(&tmp, meta.mtime);
                     self.install(&tmp, &p)?;
+                } else if meta.mtime.is_some_and(|t| mtime_of(&p) != Some(t)) {
+                    // The same link, given a time of its own since (`touch -h`).
+                    set_link_mtime(&p, meta.mtime);
                 }
             }
         }
@@ -645,6 +649,11 @@ fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
 }
 
 /// Gives a symlink stub the remote mtime (`lstat` shows it); best effort.
+/// The modification time of `p` itself (a symlink's own).
+fn mtime_of(p: &Path) -> Option<SystemTime> {
+    fs::symlink_metadata(p).and_then(|m| m.modified()).ok()
+}
+
 fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
     use std::os::unix::ffi::OsStrExt;
     let Some(secs) = mtime.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) else {
@@ -727,6 +736,17 @@ fn keep_shown_mtime(meta: &Meta, same_size: bool, shown: Option<SystemTime>) -> 
         },
         _ => meta.clone(),
     }
+}
+
+/// Gives a skeleton directory the remote mode. roam must still add and remove entries in
+/// it: without root's override, the owner keeps `rwx` (so a remote `0500` shows `0700`).
+pub(crate) fn set_dir_mode(p: &Path, mode: Option<u32>) -> Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let owner = match unsafe { libc::geteuid() } == 0 {
+        true => 0,
+        false => 0o700,
+    };
+    set_mode_in_place(p, mode.map(|m| m | owner))
 }
 
 /// Keeps an up-to-date entry (maybe a fetched copy) but gives it the remote mode.

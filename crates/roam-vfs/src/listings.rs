@@ -122,6 +122,8 @@ fn from_saved(s: SavedEntry) -> Option<DirEntry> {
         mode: s.mode,
         etag: s.etag,
         symlink_target: s.target,
+        // Saved listings are of remote mounts, which keep no link counts.
+        nlink: None,
     };
     roam_drivers::is_safe_name(&s.name).then_some(DirEntry { name: s.name, meta })
 }

@@ -821,23 +821,25 @@ impl Vfs {
         Ok(meta)
     }
 
-    pub fn mkdir(&self, node: &Node) -> Result<()> {
-        let done = self.mkdir_here(node);
+    /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
+    pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
+        let done = self.mkdir_here(node, mode);
         self.in_its_directory(node, done)
     }
 
-    fn mkdir_here(&self, node: &Node) -> Result<()> {
+    fn mkdir_here(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
         // Where a fresh listing shows the name absent, its parent exists and it does not.
         let made = match self.listed(&r.virt) {
-            Some((None, _)) => r.driver.mkdir_in_known_dir(&r.path)?,
-            _ => r.driver.mkdir(&r.path).map(|()| None)?,
+            Some((None, _)) => r.driver.mkdir_in_known_dir(&r.path, mode)?,
+            _ => r.driver.mkdir(&r.path, mode).map(|()| None)?,
         };
         match made {
             Some(meta) => self.remember(&r.virt, meta),
             None => self.invalidate(&r.virt),
         }
-        self.cache.put_dir(&r.virt)?;
+        let dir = self.cache.put_dir(&r.virt)?;
+        crate::cache::set_dir_mode(&dir, Some(mode))?;
         // Whatever an earlier directory of this name left in the skeleton is gone.
         self.cache.prune_dir(&r.virt, &Default::default())?;
         // roam made it empty: its listing is known without asking (until T_read), so the

@@ -262,7 +262,7 @@ fn members_cannot_be_written() {
         .unwrap_err();
     assert_eq!(e.errno(), libc::EROFS, "{e}");
     let new = w.vfs.lookup("/w/a.zip#/new").unwrap().unwrap();
-    assert_eq!(w.vfs.mkdir(&new).unwrap_err().errno(), libc::EROFS);
+    assert_eq!(w.vfs.mkdir(&new, 0o755).unwrap_err().errno(), libc::EROFS);
     assert_eq!(w.vfs.remove_file(&node).unwrap_err().errno(), libc::EROFS);
 }
 

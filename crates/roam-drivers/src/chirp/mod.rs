@@ -463,9 +463,9 @@ impl Driver for ChirpDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         let (remote, context) = self.request("mkdir", path)?;
-        let line = format!("mkdir {} {NEW_MODE}\n", encode_path(&remote));
+        let line = format!("mkdir {} {}\n", encode_path(&remote), mode & 0o7777);
         self.simple(&context, Retry::Never, &line)
             .map_err(|e| self.refine_creation(&context, &remote, e))
     }

@@ -88,6 +88,7 @@ impl Stat {
             mode: Some(self.mode & 0o7777),
             etag: Some(format!("{}-{}-{}", self.ino, self.size, self.mtime)),
             symlink_target,
+            nlink: None,
         }
     }
 }

@@ -531,7 +531,7 @@ impl Driver for DavDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    fn mkdir(&self, path: &str, _mode: u32) -> Result<()> {
         self.check(Method::Mkcol, path)?;
         // With its slash: nginx creates collections only at collection URLs.
         let url = self.base().dir_url(path);

@@ -204,6 +204,7 @@ fn unix_line(line: &str, now: SystemTime) -> Option<(String, Meta)> {
         mode: Some(mode),
         etag: None,
         symlink_target: target,
+        nlink: None,
     };
     Some((name.to_owned(), meta))
 }
@@ -388,6 +389,7 @@ mod tests {
                 mode: Some(0o640),
                 etag: Some(etag(11, mtime)),
                 symlink_target: None,
+                nlink: None,
             }
         );
         assert_eq!((e[1].name.as_str(), e[1].meta.kind), ("sub", Kind::Dir));

@@ -496,7 +496,7 @@ impl Driver for FtpDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    fn mkdir(&self, path: &str, _mode: u32) -> Result<()> {
         self.simple("MKD", "", Action::MakeDir, path)
     }
 

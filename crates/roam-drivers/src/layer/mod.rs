@@ -287,16 +287,16 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.remove_leftover(leftover)
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
-        self.lower.mkdir(&self.down(path)?)
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.lower.mkdir(&self.down(path)?, mode)
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
         self.lower.remove_file(&self.down(path)?)
     }
 
-    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
-        self.lower.mkdir_in_known_dir(&self.down(path)?)
+    fn mkdir_in_known_dir(&self, path: &str, mode: u32) -> Result<Option<Meta>> {
+        self.lower.mkdir_in_known_dir(&self.down(path)?, mode)
     }
 
     fn remove_known_file(&self, path: &str, known: Known) -> Result<()> {

@@ -60,7 +60,7 @@ mod tests {
         );
         let lower = Arc::new(MemDriver::new());
         let top = Stacked::new(Rot13, lower.clone());
-        top.mkdir("/Dir").unwrap();
+        top.mkdir("/Dir", 0o755).unwrap();
         top.put("/Dir/a.txt", &mut &b"Hello, World"[..], 12)
             .unwrap();
         let mut raw = Vec::new();

@@ -476,7 +476,7 @@ impl Driver for S3Driver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
+    fn mkdir(&self, path: &str, _mode: u32) -> Result<()> {
         self.check(Method::Put, path)?;
         if path == "/" || self.head(path)?.is_some() || self.is_dir(path)? {
             return Err(self.fail(ErrorKind::AlreadyExists, Method::Put, path, "file exists"));
@@ -487,7 +487,7 @@ impl Driver for S3Driver {
 
     /// Roam's fresh listing already says the parent is a directory and the name is free:
     /// the marker is put without the `HEAD` and two listings of [`S3Driver::mkdir`].
-    fn mkdir_in_known_dir(&self, path: &str) -> Result<Option<Meta>> {
+    fn mkdir_in_known_dir(&self, path: &str, _mode: u32) -> Result<Option<Meta>> {
         self.check(Method::Put, path)?;
         if path == "/" {
             return Err(self.fail(ErrorKind::AlreadyExists, Method::Put, path, "file exists"));

@@ -49,6 +49,7 @@ pub(super) fn meta_of(attrs: &FileAttributes, symlink_target: Option<String>) ->
         mode: attrs.permissions.map(|p| p & 0o7777),
         etag,
         symlink_target,
+        nlink: None,
     }
 }
 

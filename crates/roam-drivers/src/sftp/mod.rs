@@ -423,7 +423,7 @@ impl SftpDriver {
         match crate::lock_beside(remote, ".roam-") {
             Some(lock) if *expect != Expect::Any => crate::under_name_lock(
                 &mut &*link,
-                |l| match l.call(requests::simple(&l.sftp, Simple::MakeDir, &lock)) {
+                |l| match l.call(requests::simple(&l.sftp, Simple::MakeDir(0o777), &lock)) {
                     Ok(()) => crate::Attempt::Made,
                     // OpenSSH says EEXIST as a plain failure.
                     Err(f) if f.is(StatusCode::Failure) => crate::Attempt::Held,
@@ -577,7 +577,7 @@ impl SftpDriver {
     fn simple(&self, request: Simple, path: &str) -> Result<()> {
         let remote = self.remote(path)?;
         let (verb, action) = match request {
-            Simple::MakeDir => ("mkdir", Action::MakeDir(&remote)),
+            Simple::MakeDir(_) => ("mkdir", Action::MakeDir(&remote)),
             Simple::RemoveFile => ("remove", Action::RemoveFile(&remote)),
             Simple::RemoveDir => ("rmdir", Action::RemoveDir(&remote)),
             Simple::SetMode(_) => ("chmod", Action::SetAttr(&remote)),
@@ -709,8 +709,15 @@ impl Driver for SftpDriver {
         }
     }
 
-    fn mkdir(&self, path: &str) -> Result<()> {
-        self.simple(Simple::MakeDir, path)
+    /// The mode travels with the MKDIR, which the server narrows by its umask (OpenSSH's
+    /// `sftp-server`: its sshd's, usually 022); where that could have dropped a bit asked
+    /// for (group or other write, the special bits), one SETSTAT puts it back.
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.simple(Simple::MakeDir(mode), path)?;
+        match mode & 0o7022 {
+            0 => Ok(()),
+            _ => self.set_mode(path, mode),
+        }
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
@@ -741,7 +748,8 @@ impl Driver for SftpDriver {
         self.simple(Simple::SetMode(mode), path)
     }
 
-    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept.
+    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept. A
+    /// symlink's own times are set (`lsetstat@openssh.com`), never its target's.
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let remote = self.remote(path)?;
         let mtime = meta::seconds(mtime).ok_or_else(|| {
@@ -758,11 +766,16 @@ impl Driver for SftpDriver {
             |link| {
                 let explain = |f| self.explain(link, f, Action::SetAttr(&remote), "utimes", path);
                 let now = link
-                    .call(link.sftp.stat(remote.as_str()))
+                    .call(link.sftp.lstat(remote.as_str()))
                     .map_err(explain)?
                     .attrs;
+                let atime = now.atime.unwrap_or(mtime);
+                if now.is_symlink() {
+                    let set = requests::set_link_times(&link.sftp, &remote, atime, mtime);
+                    return link.call(set).map_err(explain);
+                }
                 let times = FileAttributes {
-                    atime: now.atime.or(Some(mtime)),
+                    atime: Some(atime),
                     mtime: Some(mtime),
                     ..FileAttributes::empty()
                 };

@@ -25,6 +25,9 @@ const CHUNK: u32 = 64 * 1024;
 const WINDOW: usize = 16;
 
 const POSIX_RENAME: &str = "posix-rename@openssh.com";
+const LSETSTAT: &str = "lsetstat@openssh.com";
+/// `SSH_FILEXFER_ATTR_ACMODTIME`: the attributes hold access and modification times.
+const ATTR_TIMES: u32 = 0x8;
 
 /// Every entry of the directory `path`, with its attributes (from `lstat` on OpenSSH).
 pub(super) async fn read_dir(
@@ -83,6 +86,25 @@ pub(super) async fn rename(link: &Link, from: &str, to: &str) -> Result<(), Sftp
     }
 }
 
+/// Sets the times of the symlink `path` itself with `lsetstat@openssh.com` (SETSTAT
+/// follows a link, as `utimes` does; `touch -h` and `tar x` mean the link).
+pub(super) async fn set_link_times(
+    sftp: &RawSftpSession,
+    path: &str,
+    atime: u32,
+    mtime: u32,
+) -> Result<(), SftpError> {
+    let mut data = ssh_string(path);
+    for word in [ATTR_TIMES, atime, mtime] {
+        data.extend(word.to_be_bytes());
+    }
+    match sftp.extended(LSETSTAT, data).await? {
+        Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
+        Packet::Status(s) => Err(SftpError::Status(s)),
+        _ => Err(SftpError::UnexpectedPacket),
+    }
+}
+
 /// Links `from` as `to` with `hardlink@openssh.com`, which fails if `to` exists (link(2)
 /// on OpenSSH), and removes `from` after a link. `pipelined` (the server is known to
 /// have the extension): the removal goes out right behind the link, in the same round
@@ -119,7 +141,8 @@ pub(super) async fn link_into_place(
 /// A request that needs nothing back but its status.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Simple<'a> {
-    MakeDir,
+    /// A directory with these permission bits (less the server's umask).
+    MakeDir(u32),
     RemoveFile,
     RemoveDir,
     SetMode(u32),
@@ -134,7 +157,7 @@ pub(super) async fn simple(
     path: &str,
 ) -> Result<(), SftpError> {
     match request {
-        Simple::MakeDir => sftp.mkdir(path, FileAttributes::empty()).await,
+        Simple::MakeDir(mode) => sftp.mkdir(path, permissions(mode)).await,
         Simple::RemoveFile => sftp.remove(path).await,
         Simple::RemoveDir => sftp.rmdir(path).await,
         Simple::SetMode(mode) => sftp.setstat(path, permissions(mode)).await,

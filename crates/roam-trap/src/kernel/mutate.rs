@@ -88,6 +88,12 @@ fn node_of(p: &Place) -> Option<&Node> {
     }
 }
 
+/// The permission bits `mkdir` gives: the mode argument less the thread's umask, as the
+/// kernel does for a directory it makes itself.
+fn dir_mode(job: &Job, requested: u64) -> u32 {
+    requested as u32 & 0o1777 & !super::open::umask(job.tid)
+}
+
 /// Serves a change of a writable remote mount on a worker.
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     let vfs = k.vfs();
@@ -99,7 +105,8 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     let a = &job.call.args;
     let done = |r: roam_vfs::Result<()>| r.map(|()| Decision::Return(0)).map_err(fail);
     match job.spec.nr {
-        libc::SYS_mkdir | libc::SYS_mkdirat => done(vfs.mkdir(node)),
+        libc::SYS_mkdir => done(vfs.mkdir(node, dir_mode(job, a[1]))),
+        libc::SYS_mkdirat => done(vfs.mkdir(node, dir_mode(job, a[2]))),
         libc::SYS_rmdir => done(vfs.remove_dir(node)),
         libc::SYS_unlink => done(vfs.remove_file(node)),
         libc::SYS_unlinkat if a[2] as i32 & libc::AT_REMOVEDIR != 0 => done(vfs.remove_dir(node)),

@@ -77,6 +77,12 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         if let Some(p) = vfs.in_place(node) {
             return Ok(rewrite_to(arg, &p));
         }
+        let node = match write_target(vfs, node, flags).map_err(fail)? {
+            Ok(n) => n,
+            Err(local) => return Ok(rewrite_to(arg, std::path::Path::new(&local))),
+        };
+        let node = &node;
+        let fail = |e| (node.clone(), e);
         if vfs.writable(node) {
             let copy = vfs
                 .open_for_write(node, flags, create_mode(job))
@@ -114,6 +120,44 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         k.resolver.roam_dir_handed_out();
     }
     Ok(rewrite_to(arg, &target))
+}
+
+/// The name a write open of `node` changes: as the kernel does, a final symlink is
+/// followed (so `touch LINK` and `echo > LINK` change its target), unless `O_NOFOLLOW` or
+/// `O_CREAT|O_EXCL` refuse it; a link to a missing name leads to that name, which
+/// `O_CREAT` makes. `Err`: a local path outside roam that a link leads to.
+fn write_target(
+    vfs: &roam_vfs::Vfs,
+    node: &roam_vfs::Node,
+    flags: i32,
+) -> roam_vfs::Result<Result<roam_vfs::Node, String>> {
+    let excl = libc::O_CREAT | libc::O_EXCL;
+    let mut node = node.clone();
+    if flags & libc::O_NOFOLLOW != 0 || flags & excl == excl {
+        return Ok(Ok(node));
+    }
+    // The kernel's limit on links followed in one lookup.
+    for _ in 0..40 {
+        let target = match vfs.link_target(&node) {
+            Ok(Some((target, _))) => target,
+            Ok(None) => return Ok(Ok(node)),
+            Err(e) if e.errno() == libc::ENOENT => return Ok(Ok(node)),
+            Err(e) => return Err(e),
+        };
+        node = match target {
+            roam_vfs::LinkTarget::Roam(v) => {
+                vfs.lookup(&v)?.ok_or_else(|| roam_vfs::Error::Posix {
+                    errno: libc::ENOENT,
+                    message: format!("{v}: a link out of roam"),
+                })?
+            }
+            roam_vfs::LinkTarget::Local(p) => return Ok(Err(p)),
+        };
+    }
+    Err(roam_vfs::Error::Posix {
+        errno: libc::ELOOP,
+        message: format!("{}: too many levels of symbolic links", node.virt()),
+    })
 }
 
 /// What an `O_PATH` open of `node` gets: its skeleton entry, or, unless `O_NOFOLLOW`, that

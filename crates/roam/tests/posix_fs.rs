@@ -1,0 +1,199 @@
+//! POSIX details checked against a local directory as the oracle: each case runs one shell
+//! script natively in a scratch directory and under roam with a backend at `/w` (through
+//! `roam run -m`, `roam mount` and `roam run --fuse`), and asserts both print the same
+//! (modes, errnos, contents). Cases: the mode `mkdir` and `open(O_CREAT)` give, hard links
+//! of files served in place (`null:`), a symlink's own times (`touch -h`, `tar x`), and
+//! special files (FIFOs, sockets), `fallocate`, directory link counts.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{stderr, stdout, Backend, Frontend, Roam};
+use roam_testkit::Scratch;
+
+/// How the script reaches the backend.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    /// `roam run -m /w=URL` (ptrace).
+    Trap,
+    /// `roam mount DIR URL`.
+    Mount,
+    /// `roam run --fuse -m /w=URL`.
+    RunFuse,
+}
+
+const ALL: [Via; 3] = [Via::Trap, Via::Mount, Via::RunFuse];
+
+/// `script` run natively with `/w` a fresh scratch directory: its stdout, `/w` put back.
+fn native(script: &str) -> String {
+    let dir = Scratch::new("native");
+    let base = dir.path.display().to_string();
+    let o = Command::new("sh")
+        .args(["-c", &script.replace("/w", &base)])
+        .output()
+        .expect("running sh");
+    stdout(&o).replace(&base, "/w")
+}
+
+/// `script` run under roam on a fresh backend of `kind`, reached `via`.
+fn roamed(kind: &str, via: Via, script: &str) -> Output {
+    on(Backend::new(kind), via, script).0
+}
+
+/// `script` run under roam on `b`, reached `via`; `b` comes back (its files go with it).
+fn on(b: Backend, via: Via, script: &str) -> (Output, Backend) {
+    let frontend = match via {
+        Via::Trap => Frontend::Trap,
+        Via::Mount => Frontend::Fuse,
+        Via::RunFuse => {
+            let mut roam = Roam::new().env("B", b.backend(""));
+            for (k, v) in b.env() {
+                roam = roam.env(k, v);
+            }
+            let o = roam.sh(&["--fuse", "-m", &format!("/w={}", b.url)], script);
+            return (o, b);
+        }
+    };
+    let b = b.through(frontend);
+    (b.sh(script), b)
+}
+
+/// Asserts `script` prints under roam what it prints natively, on each backend of `kinds`
+/// through each of `vias`.
+fn same(kinds: &[&str], vias: &[Via], script: &str) {
+    let want = native(script);
+    assert!(!want.is_empty(), "the native run printed nothing: {script}");
+    let mut wrong = Vec::new();
+    for kind in kinds {
+        for &via in vias {
+            let o = roamed(kind, via, script);
+            if stdout(&o) != want {
+                wrong.push(format!("{kind} via {via:?}:\n{}{}", stdout(&o), stderr(&o)));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{script}\nnatively:\n{want}\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// `mkdir(path, mode)` gives `mode` less the caller's umask, whatever roam's or the
+/// server's umask: a private directory is private.
+#[test]
+fn mkdir_gives_the_mode_asked_less_the_umask() {
+    let script = "cd /w && umask 022 && python3 -c \"import os\nos.mkdir('p', 0o700)\nos.mkdir('q', 0o777)\nos.umask(0)\nos.mkdir('r', 0o777)\nos.mkdir('s', 0o1750)\" && stat -c '%n %a' p q r s";
+    same(&["mem", "file+cache", "sftp"], &ALL, script);
+}
+
+/// What the server keeps: a second run (a fresh cache) lists the directories made by the
+/// first with their modes.
+#[test]
+fn mkdir_modes_are_kept_by_the_backend() {
+    for kind in ["file+cache", "sftp"] {
+        let b = Backend::new(kind);
+        let made = b.sh("umask 077 && mkdir /w/p && umask 0 && mkdir -p /w/q && echo made");
+        assert_eq!(stdout(&made), "made\n", "{kind}: {}", stderr(&made));
+        let o = b.sh("stat -c '%n %a' /w/p /w/q");
+        assert_eq!(stdout(&o), "/w/p 700\n/w/q 777\n", "{kind}: {}", stderr(&o));
+    }
+}
+
+/// A file or directory made gets the caller's mode less the caller's umask, not less
+/// roam's as well (umask 0 and 0666: 0666).
+#[test]
+fn creations_get_the_callers_mode_less_only_the_callers_umask() {
+    let script = "cd /w && umask 0 && python3 -c \"import os\nos.close(os.open('m', os.O_CREAT | os.O_WRONLY, 0o666))\nos.mkdir('d', 0o777)\nos.umask(0o027)\nos.close(os.open('n', os.O_CREAT | os.O_WRONLY, 0o666))\nos.mkdir('e', 0o777)\" && stat -c '%n %a' m d n e";
+    same(&["null", "mem"], &ALL, script);
+}
+
+/// Hard links of files served in place are one file: a name outlives another's removal
+/// (git's object writes: link, then unlink the temporary), both show one `st_ino`, and a
+/// write through one shows through the other.
+#[test]
+fn hard_links_in_place_are_one_file() {
+    let script = "cd /w && echo d > a && ln a b && rm a && cat b && echo x > c && ln c e && [ \"$(stat -c %i c)\" = \"$(stat -c %i e)\" ] && echo same && stat -c %h c e && echo y >> e && cat c && rm c && stat -c %h e && cat e";
+    same(&["null"], &ALL, script);
+}
+
+/// `touch -h` (utimensat with AT_SYMLINK_NOFOLLOW) sets a link's own time, also of a
+/// dangling link; `touch` of a link sets its target's.
+#[test]
+fn touch_h_sets_the_links_own_time() {
+    let script = "cd /w && echo t > f && ln -s f l && ln -s nowhere dl && touch -h -d @1000000000 l && touch -h -d @1100000000 dl && touch -d @1200000000 f && stat -c '%n %Y' f l dl && touch -d @1300000000 l && stat -c '%n %Y' f l";
+    same(&["sftp", "file+cache", "mem", "null"], &ALL, script);
+}
+
+/// `tar x` restores a symlink's own time after making it.
+#[test]
+fn tar_extracts_symlinks_with_their_times() {
+    let script = "T=$(mktemp -d) && cd $T && echo a > f && ln -s f l && touch -h -d @1000000000 l && touch -d @1100000000 f && tar cf a.tar f l && cd /w && tar xf $T/a.tar && rm -r $T && stat -c '%n %Y %F' f l && cat l";
+    same(&["sftp", "file+cache"], &ALL, script);
+}
+
+/// A FIFO made in a directory served in place is the local one: it carries bytes between
+/// two processes.
+#[test]
+fn fifos_in_place() {
+    let script =
+        "cd /w && umask 022 && mkfifo p && stat -c '%n %F %a' p && (echo through > p &) && cat p";
+    same(&["null"], &ALL, script);
+}
+
+/// A unix socket bound in a directory served in place is the local one. Through FUSE only:
+/// `roam run` does not see `bind`'s name (the kernel makes it relative to the real cwd).
+#[test]
+fn sockets_in_place() {
+    let script = "cd /w && python3 -c \"import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('s')\nprint('bound')\" && stat -c '%n %F' s";
+    same(&["null"], &[Via::Mount, Via::RunFuse], script);
+}
+
+/// Where a backend has no special files, `mkfifo` fails with `EPERM`, what Linux says for
+/// a file system without them (not `ENOSYS`); so does `bind` of a unix socket on a mount.
+#[test]
+fn special_files_elsewhere_are_eperm() {
+    let python = |calls: &str| {
+        format!("cd /w && python3 -c \"import errno, os, socket\ntry:\n    {calls}\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\"")
+    };
+    let fifo = python("os.mkfifo('p')");
+    let socket = python("socket.socket(socket.AF_UNIX).bind('s')");
+    for kind in ["file+cache", "sftp", "mem"] {
+        for via in ALL {
+            let o = roamed(kind, via, &fifo);
+            assert_eq!(stdout(&o), "EPERM\n", "{kind} via {via:?}: {}", stderr(&o));
+        }
+        for via in [Via::Mount, Via::RunFuse] {
+            let o = roamed(kind, via, &socket);
+            assert_eq!(stdout(&o), "EPERM\n", "{kind} via {via:?}: {}", stderr(&o));
+        }
+    }
+}
+
+/// `fallocate` of an open file: mode 0 grows it (zeros), `--keep-size` changes no size; a
+/// copy being written is uploaded grown.
+#[test]
+fn fallocate_grows_files() {
+    let script = "cd /w && printf abc > f && fallocate -l 10000 f && stat -c %s f && fallocate -n -o 0 -l 20000 f && stat -c %s f && head -c 3 f && echo && tail -c +4 f | tr -d '\\0' | wc -c";
+    same(&["mem", "null", "file+cache"], &ALL, script);
+    for via in ALL {
+        let b = Backend::new("file+cache");
+        let (o, b) = on(
+            b,
+            via,
+            "printf abc > /w/g && fallocate -l 10000 /w/g && echo ok",
+        );
+        let server = b.backend("g");
+        assert_eq!(stdout(&o), "ok\n", "{via:?}: {}", stderr(&o));
+        let len = std::fs::metadata(&server).map(|m| m.len()).ok();
+        assert_eq!(len, Some(10000), "{via:?}: the upload is the grown file");
+    }
+}
+
+/// A directory's link count is 2 and one per subdirectory, as on a local disk.
+#[test]
+fn directory_link_counts_count_subdirectories() {
+    let script = "cd /w && mkdir -p d/a d/b d/c/x && touch d/f && stat -c '%n %h' d d/c d/a && ls -l | awk '$NF == \"d\" {print $2}'";
+    same(&["mem"], &ALL, script);
+}
