@@ -140,6 +140,12 @@ impl Driver for LocalDriver {
         self.in_place.then(|| self.real(path))
     }
 
+    /// Through the cache, a link in the middle of a path is roam-vfs's to follow (by its
+    /// rule, inside the mount); served in place, the kernel follows it.
+    fn serves_links(&self) -> bool {
+        !self.in_place
+    }
+
     fn writable(&self) -> bool {
         true
     }

@@ -550,6 +550,12 @@ impl Driver for MemDriver {
         true
     }
 
+    /// Paths through a symlink in their middle are roam-vfs's to follow (the tree takes
+    /// each component as a name).
+    fn serves_links(&self) -> bool {
+        true
+    }
+
     fn open_in_place(&self, path: &str, create: Option<NewFile>) -> Result<Arc<Contents>> {
         let Some(new) = create else {
             return self.file(path);

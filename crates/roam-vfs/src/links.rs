@@ -80,8 +80,16 @@ impl Vfs {
             let Ok(meta) = self.stat(&Node::Remote(dir.clone())) else {
                 return Ok(Some(node)); // missing: the call's own lookup says so
             };
-            if meta.kind != Kind::Symlink {
-                continue;
+            match meta.kind {
+                Kind::Symlink => {}
+                // The walk stops here, as the kernel's does.
+                Kind::File => {
+                    return Err(Error::posix(
+                        libc::ENOTDIR,
+                        format!("{}: not a directory", dir.virt),
+                    ))
+                }
+                _ => continue,
             }
             if hops >= MAX_SYMLINKS {
                 return Err(Error::posix(

@@ -980,21 +980,23 @@ impl Vfs {
     /// rename(2)'s checks, in the kernel's order, before a server is asked (servers refuse
     /// some of these moves with errors of their own, or allow them): the source and the
     /// target's directory exist (ENOENT, ENOTDIR), a directory does not move into itself
-    /// (EINVAL), and a file and a directory do not replace each other (EISDIR, ENOTDIR).
+    /// (EINVAL) nor anything over a directory above it (ENOTEMPTY), and a file and a
+    /// directory do not replace each other (EISDIR, ENOTDIR).
     fn may_rename(&self, a: &Remote, b: &Remote) -> Result<()> {
         // Both directories are walked before either last name is looked at.
         if let Some(e) = self.why_absent(a).or_else(|| self.why_absent(b)) {
             return Err(e);
         }
         let from = self.stat_remote(a)?;
-        let inside = b
-            .virt
-            .strip_prefix(&a.virt)
-            .is_some_and(|r| r.starts_with('/'));
+        let below = |x: &str, y: &str| x.strip_prefix(y).is_some_and(|r| r.starts_with('/'));
         let to = self.stat_remote(b).ok();
         match (from.kind, to.map(|m| m.kind)) {
-            (Kind::Dir, _) if inside => {
+            _ if below(&b.virt, &a.virt) => {
                 Err(posix(libc::EINVAL, &b.virt, "inside the directory moved"))
+            }
+            // Over a directory above the source: that directory holds it.
+            (_, Some(_)) if below(&a.virt, &b.virt) => {
+                Err(posix(libc::ENOTEMPTY, &b.virt, "directory not empty"))
             }
             (Kind::Dir, Some(k)) if k != Kind::Dir => {
                 Err(posix(libc::ENOTDIR, &b.virt, "not a directory"))
@@ -1021,7 +1023,12 @@ impl Vfs {
     /// chmod. A backend without permission bits (WebDAV) keeps them in roam's copy only,
     /// so `chmod +x` of a program built there works as long as the copy is cached.
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
-        let done = self.set_mode_here(node, mode);
+        let perms = std::os::unix::fs::PermissionsExt::from_mode(mode);
+        let done = self.through_final_links(
+            node,
+            |n| self.set_mode_here(n, mode),
+            |p| std::fs::set_permissions(p, perms),
+        );
         self.in_its_directory(node, done)
     }
 
@@ -1091,8 +1098,33 @@ impl Vfs {
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
     pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
-        let done = self.truncate_here(node, len);
+        let done = self.through_final_links(
+            node,
+            |n| self.truncate_here(n, len),
+            |p| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)?
+                    .set_len(len)
+            },
+        );
         self.in_its_directory(node, done)
+    }
+
+    /// Runs a call that follows final symlinks (chmod, truncate) on what `node` leads to:
+    /// `remote` on a roam node, `local` on a local file a link leads out to.
+    fn through_final_links(
+        &self,
+        node: &Node,
+        remote: impl FnOnce(&Node) -> Result<()>,
+        local: impl FnOnce(&std::path::Path) -> std::io::Result<()>,
+    ) -> Result<()> {
+        match self.follow(node.clone())? {
+            crate::Resolved::Node(n, _) => remote(&n),
+            crate::Resolved::Local(p) => local(std::path::Path::new(&p)).map_err(|e| {
+                Error::posix(e.raw_os_error().unwrap_or(libc::EIO), format!("{p}: {e}"))
+            }),
+        }
     }
 
     fn truncate_here(&self, node: &Node, len: u64) -> Result<()> {
