@@ -59,6 +59,19 @@ impl Mounted {
     }
 }
 
+/// Uploads left for later (T_write > 0, retries) go on a thread of their own.
+fn deliver_in_background(fs: &Arc<Roamfs>) -> std::io::Result<()> {
+    let fs = fs.clone();
+    std::thread::Builder::new()
+        .name("roam-deliver".into())
+        .spawn(move || {
+            let writing = |virt: &str| fs.handles.writers(virt, 0) > 0;
+            fs.vfs
+                .deliver_due(&writing, &|_, message| tracing::warn!("{message}"));
+        })?;
+    Ok(())
+}
+
 /// Mounts `fs` at `dir`; returns once the kernel has completed the FUSE handshake, so the
 /// mount is ready for programs.
 pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted> {
@@ -79,8 +92,10 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     };
     config.n_threads = Some(READERS);
     config.clone_fd = true;
+    let fs = Arc::new(fs);
+    deliver_in_background(&fs)?;
     let fs = Served {
-        fs: Arc::new(fs),
+        fs,
         pool: Pool::new(opts.threads)?,
         counts: Default::default(),
     };

@@ -159,7 +159,7 @@ impl Roamfs {
         self.vfs.seal(&f.virt, true).map_err(vfs_errno)?;
         // The handle stays open until its release (a dup of the fd may write more): the
         // upload is `close`'s, the change stays this process's until then.
-        self.upload(&f, fh, true)
+        self.upload(&f, fh, true, false)
     }
 
     /// The last reference to the open file is gone.
@@ -168,7 +168,7 @@ impl Roamfs {
             return;
         };
         if f.uploads() && self.handles.unflushed_writers(&f.virt, fh) == 0 {
-            if let Err(e) = self.upload(&f, fh, false) {
+            if let Err(e) = self.upload(&f, fh, false, false) {
                 tracing::warn!(
                     "{}: not uploaded ({e:?}); the change stays journaled for `roam sync`",
                     f.virt
@@ -188,21 +188,23 @@ impl Roamfs {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         match (f.uploads(), f.file()) {
             // A durability point: upload now; the fd stays open for more writes.
-            (true, _) => self.upload(&f, fh, true),
+            (true, _) => self.upload(&f, fh, true, true),
             (false, Some(file)) => file.sync_all().map_err(io_errno),
             // In memory: nothing more durable exists.
             (false, None) => Ok(()),
         }
     }
 
-    fn upload(&self, f: &OpenFile, fh: u64, keep_open: bool) -> Res<()> {
+    /// Delivers the change of `f` (`fh` still open when `keep_open`): at once for an
+    /// fsync (`now`), else as the core's T_write says (a failure is retried meanwhile).
+    fn upload(&self, f: &OpenFile, fh: u64, keep_open: bool, now: bool) -> Res<()> {
         let still_written = || keep_open || self.handles.writers(&f.virt, fh) > 0;
-        match self.vfs.flush(&f.virt, &still_written).map_err(vfs_errno)? {
-            Flushed::Conflict(beside) => tracing::warn!(
-                "{} changed on the server while it was being written here: the server's version is kept, and this version was saved as {beside}",
-                f.virt
-            ),
-            Flushed::Clean | Flushed::Uploaded => {}
+        let done = match now {
+            true => self.vfs.deliver_now(&f.virt, &still_written),
+            false => self.vfs.last_close(&f.virt, &still_written),
+        };
+        if let Flushed::Conflict(beside) = done.map_err(vfs_errno)? {
+            tracing::warn!("{}", roam_vfs::conflict(&f.virt, &beside));
         }
         Ok(())
     }

@@ -36,13 +36,7 @@ pub fn block_tracer_signals() -> Result<(), TrapError> {
 
 /// Runs `argv` (program and arguments) with the current environment under roam and
 /// returns its exit status (128+N if it was killed by signal N).
-/// `t_write` is Ufo's T_write: how long after the last close a change is uploaded
-/// (0: inside `close`, whose error the upload's failure then is).
-pub fn run(
-    vfs: Arc<Vfs>,
-    argv: &[OsString],
-    t_write: std::time::Duration,
-) -> Result<i32, TrapError> {
+pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
     let program = find_program(
         argv.first()
             .ok_or_else(|| TrapError::Setup("no program given".into()))?,
@@ -62,7 +56,7 @@ pub fn run(
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
     tracer::tracer_signals().thread_block()?;
-    let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
+    let kernel = Arc::new(kernel::Kernel::new(vfs));
     let (child, listener) = platform::launch::spawn(&program, &argv, &envp, &filter, notify)?;
     let tracer = tracer::Tracer::new(kernel, child, listener)?;
     tracer::route_signals(child)?;
@@ -133,7 +127,6 @@ impl Detacher {
 pub fn attach(
     vfs: Arc<Vfs>,
     root: i32,
-    t_write: std::time::Duration,
     ready: impl FnOnce(Detacher, usize),
 ) -> Result<i32, TrapError> {
     use platform::attach as a;
@@ -141,7 +134,7 @@ pub fn attach(
     // No listener: a filter with one cannot be spread over threads with TSYNC.
     let filter = roam_filter(false);
     tracer::tracer_signals().thread_block()?;
-    let kernel = Arc::new(kernel::Kernel::new(vfs, t_write));
+    let kernel = Arc::new(kernel::Kernel::new(vfs));
     let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;
     let mut done = std::collections::BTreeSet::new();
     let mut regions = Vec::new();

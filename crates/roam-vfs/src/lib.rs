@@ -14,6 +14,7 @@
 mod archive;
 mod cache;
 mod consistency;
+mod delivery;
 mod error;
 mod ext_layer;
 mod lazy_ext;
@@ -40,6 +41,7 @@ use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 
 pub use cache::Info;
 pub use consistency::{Consistency, TRead};
+pub use delivery::conflict;
 pub use error::{Error, Result};
 pub use lazy_ext::LoadExtension;
 pub use links::LinkTarget;
@@ -77,6 +79,8 @@ pub struct VfsConfig {
     /// Take over the changes that roam processes which died left in the cache (for the
     /// commands that deliver changes: run, mount, sync; not for status or find).
     pub adopt_orphans: bool,
+    /// Ufo's T_write: how long after the last close a change is uploaded (0: in the close).
+    pub t_write: Duration,
 }
 
 /// What a name resolves to after following symlinks.
@@ -108,6 +112,9 @@ pub struct Vfs {
     fetch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Large files being fetched in ranges.
     partials: partial::Partials,
+    /// Ufo's T_write, and the deliveries waiting for their time (`delivery.rs`).
+    t_write: Duration,
+    later: delivery::Later,
     /// Asked when an upload meets a remote change.
     resolver: Box<dyn ConflictResolver>,
     /// An extension that picks eviction victims instead of plain LRU (none: LRU).
@@ -181,6 +188,8 @@ impl Vfs {
             }),
             fetch_locks: Mutex::new(HashMap::new()),
             partials: Mutex::new(HashMap::new()),
+            t_write: cfg.t_write,
+            later: delivery::Later::default(),
             resolver: Box::new(KeepBoth),
             policy: None,
             archives: None,
@@ -467,11 +476,7 @@ impl Vfs {
         if r.path == "/" {
             return None;
         }
-        let parent = Remote {
-            virt: split_name(&r.virt).0.to_owned(),
-            path: split_name(&r.path).0.to_owned(),
-            driver: r.driver.clone(),
-        };
+        let parent = r.parent();
         let not_a_dir = || Error::posix(libc::ENOTDIR, format!("{}: not a directory", parent.virt));
         match self.stat_remote(&parent) {
             Ok(m) if m.kind == Kind::Dir => None,
@@ -582,11 +587,7 @@ impl Vfs {
         if r.path == "/" {
             return None;
         }
-        let parent = Remote {
-            virt: split_name(&r.virt).0.to_owned(),
-            path: split_name(&r.path).0.to_owned(),
-            driver: r.driver.clone(),
-        };
+        let parent = r.parent();
         if let Some(e) = self.known_not_a_dir(&parent.virt) {
             return Some(Err(e));
         }

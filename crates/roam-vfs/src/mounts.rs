@@ -70,6 +70,15 @@ impl Remote {
         self.driver.describe(&self.path)
     }
 
+    /// The directory holding this name (at the mount's root: the root itself).
+    pub fn parent(&self) -> Remote {
+        Remote {
+            virt: crate::path::split_name(&self.virt).0.to_owned(),
+            path: crate::path::split_name(&self.path).0.to_owned(),
+            driver: self.driver.clone(),
+        }
+    }
+
     /// The entry `name` of this directory.
     pub fn child(&self, name: &str) -> Remote {
         Remote {

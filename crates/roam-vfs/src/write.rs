@@ -86,6 +86,8 @@ pub enum Flushed {
     Uploaded,
     /// The remote changed since the copy was taken: the local version went to this name.
     Conflict(String),
+    /// Left for later (T_write > 0): [`Vfs::deliver_due`] uploads it.
+    Later,
 }
 
 impl Vfs {

@@ -39,6 +39,7 @@ fn world(populate: impl FnOnce(&Path)) -> World {
         tls: vec![],
         extensions: None,
         adopt_orphans: true,
+        t_write: Duration::ZERO,
     };
     let mut vfs = Vfs::new(&cfg).unwrap();
     let dir = roam_testkit::ext::extensions();

@@ -29,6 +29,7 @@ fn vfs(root: &Path) -> Vfs {
         tls: vec![],
         extensions: None,
         adopt_orphans: true,
+        t_write: Duration::ZERO,
     };
     Vfs::new(&cfg).unwrap()
 }

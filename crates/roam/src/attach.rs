@@ -67,9 +67,8 @@ fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)
         .with_context(|| format!("control socket {}", socket.display()))?;
-    let t_write = Config::load()?.t_write();
     let serving = socket.clone();
-    let result = roam_trap::attach(vfs.clone(), pid, t_write, move |detacher, threads| {
+    let result = roam_trap::attach(vfs.clone(), pid, move |detacher, threads| {
         std::thread::spawn(move || serve_control(&listener, &detacher, &serving));
         if let Some(w) = ready {
             let _ = std::fs::File::from(w).write_all(format!("ok {threads}\n").as_bytes());

@@ -55,6 +55,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .status()
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
+    vfs.deliver_pending(&|_, message| eprintln!("roam: {message}"));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),
         &vfs,

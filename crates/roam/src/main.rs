@@ -135,8 +135,7 @@ fn dispatch(command: Command) -> Result<i32> {
         } => {
             roam_trap::block_tracer_signals()?;
             let vfs = Arc::new(open_vfs(&mounts, Use::Work)?);
-            let t_write = Config::load()?.t_write();
-            let code = roam_trap::run(vfs.clone(), &program, t_write)?;
+            let code = roam_trap::run(vfs.clone(), &program)?;
             if let Err(e) = vfs.save_stats() {
                 tracing::warn!("could not save cache counters: {e}");
             }
@@ -345,6 +344,7 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
             .collect(),
         extensions: Some(cfg.extensions_dir()),
         adopt_orphans: usage == Use::Work,
+        t_write: cfg.t_write(),
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),

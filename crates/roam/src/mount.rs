@@ -146,6 +146,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }
+    vfs.deliver_pending(&|_, message| eprintln!("roam: {message}"));
     let code = crate::exit_status(0, &vfs);
     vfs.finish();
     Ok(code)

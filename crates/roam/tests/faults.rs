@@ -370,6 +370,15 @@ fn check(site: &Site, case: &Case, o: &Outcome) -> Result<(), String> {
 /// while the server is frozen.
 const UPLOAD: usize = 16 << 20;
 
+/// `probe put /w/NAME < SRC`: the script of an upload case.
+fn put(name: &str, src: &Path) -> String {
+    format!(
+        "{} put /w/{name} < {}",
+        fixture().probe.display(),
+        src.display()
+    )
+}
+
 /// The upload faults: the server frozen, and a server that takes 1 byte every 2 s (on
 /// every connection: a retry's commands crawl too).
 const UPLOAD_FAULTS: [(&str, Fault); 2] = [
@@ -396,11 +405,7 @@ fn upload_case(site: &Site, frontend: Frontend, fault: Fault) -> (String, Durati
     write_file(&src, &noise(UPLOAD, 23), 0o644);
     proxy.after_sent(1 << 20, fault);
     let name = format!("up-{frontend:?}-{case}.bin");
-    let script = format!(
-        "{} put /w/{name} < {}",
-        fixture().probe.display(),
-        src.display()
-    );
+    let script = put(&name, &src);
     let (roam, mut cmd) = roam_through(site, &proxy, &dir, READ, frontend, &script);
     let start = Instant::now();
     let o = cmd.output().unwrap();
@@ -686,11 +691,7 @@ fn partition_upload(site: &Site, frontend: Frontend) -> Result<(), String> {
     write_file(&src, &new, 0o644);
     let proxy = site.proxy();
     proxy.set(SLOW);
-    let script = format!(
-        "{} put /w/{name} < {}",
-        fixture().probe.display(),
-        src.display()
-    );
+    let script = put(&name, &src);
     let (roam, mut cmd) = roam_through(site, &proxy, &dir, READ, frontend, &script);
     let start = Instant::now();
     let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();

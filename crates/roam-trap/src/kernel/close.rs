@@ -72,16 +72,18 @@ fn serve_closing(k: &Kernel, job: &Job, fd: i32) -> Served {
             .seal(node.virt(), false)
             .map_err(|e| (node.clone(), e))?;
     }
-    if !syncing && !k.t_write.is_zero() {
-        // T_write > 0: saves within T_write of each other become one upload.
-        k.later.schedule(node.virt(), k.t_write, 0);
-        return Ok(Decision::Continue);
-    }
-    k.later.cancel(node.virt());
     // An fsync'ing writer keeps its fd: the change stays journaled for its close.
     let still_written = || syncing || !writers(k, node.virt(), Some(closing)).is_empty();
-    match flush_and_tell(k, node.virt(), &still_written) {
-        Ok(()) => Ok(Decision::Continue),
+    // A close leaves the upload for later under T_write > 0; an fsync is a durability point.
+    let done = match syncing {
+        true => k.vfs().deliver_now(node.virt(), &still_written),
+        false => k.vfs().last_close(node.virt(), &still_written),
+    };
+    match done {
+        Ok(flushed) => {
+            tell_conflict(k, node.virt(), flushed);
+            Ok(Decision::Continue)
+        }
         Err(e) if e.is_kept() => {
             k.report.error(
                 job.tid,
@@ -94,7 +96,6 @@ fn serve_closing(k: &Kernel, job: &Job, fd: i32) -> Served {
         }
         Err(e) => {
             // The program hears of it now; roam keeps trying in the background.
-            k.later.schedule(node.virt(), super::later::backoff(0), 1);
             let why = format!("{e}; roam keeps it journaled and tries again");
             k.report
                 .error(job.tid, job.spec.name, node.virt(), e.errno(), &why);
@@ -115,19 +116,14 @@ fn warn_if_cache_full(k: &Kernel) {
     }
 }
 
-/// Uploads `virt`, telling the user about a conflict.
-pub(super) fn flush_and_tell(
-    k: &Kernel,
-    virt: &str,
-    still_written: &dyn Fn() -> bool,
-) -> roam_vfs::Result<()> {
-    if let Flushed::Conflict(beside) = k.vfs().flush(virt, still_written)? {
+/// Tells the user where a delivery that met a conflict put this version.
+pub(super) fn tell_conflict(k: &Kernel, virt: &str, flushed: Flushed) {
+    if let Flushed::Conflict(beside) = flushed {
         k.report.once(
             format!("conflict {virt}"),
-            format!("{virt} changed on the server while it was being written here: the server's version is kept, and this version was saved as {beside}"),
+            roam_vfs::conflict(virt, &beside),
         );
     }
-    Ok(())
 }
 
 /// The traced threads that hold `virt`'s copy open for writing (other than the fd being

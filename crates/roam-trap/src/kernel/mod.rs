@@ -14,7 +14,6 @@ mod dir;
 mod exec;
 mod inspect;
 mod junction;
-mod later;
 mod mutate;
 mod native_names;
 mod open;
@@ -159,24 +158,18 @@ pub struct Kernel {
     /// an fd replaced by `dup2`), those are delivered once no writer is left. Key 0 holds
     /// the files of threads that ended.
     granted: std::sync::Mutex<std::collections::HashMap<Pid, std::collections::HashSet<String>>>,
-    /// Uploads left for later (T_write, retries).
-    later: later::Later,
-    /// Ufo's T_write: how long after the last close a change is uploaded (0: in `close`).
-    t_write: std::time::Duration,
     /// Set by `roam detach`: names are the kernel's again; roam still serves the fds it
     /// gave out (reads of files arriving in ranges, the last close of a written file).
     detached: std::sync::atomic::AtomicBool,
 }
 
 impl Kernel {
-    pub fn new(vfs: Arc<Vfs>, t_write: std::time::Duration) -> Kernel {
+    pub fn new(vfs: Arc<Vfs>) -> Kernel {
         Kernel {
             resolver: Resolver::new(vfs),
             report: Reporter::default(),
             tracees: Default::default(),
             granted: Default::default(),
-            later: later::Later::default(),
-            t_write,
             detached: Default::default(),
         }
     }
@@ -245,7 +238,7 @@ impl Kernel {
                 .vfs()
                 .dirty()
                 .iter()
-                .any(|virt| !self.later.is_scheduled(virt))
+                .any(|virt| !self.vfs().delivery_waits(virt))
     }
 
     /// Delivers every change whose last writer is gone (after a process exit, and at the end
@@ -266,7 +259,7 @@ impl Kernel {
             // checks for writers when it is due. Asking here, at every process exit, cost a
             // scan of every tracee's fds per pending file (make: hundreds of exits, dozens of
             // pending .o files), and rescheduling postponed the upload at each exit.
-            if !at_end && self.later.is_scheduled(&virt) {
+            if !at_end && self.vfs().delivery_waits(&virt) {
                 continue;
             }
             let holders = close::writers(self, &virt, None);
@@ -281,25 +274,29 @@ impl Kernel {
             if let Err(e) = self.vfs().seal(&virt, false) {
                 self.report.once(format!("seal {virt}"), e.to_string());
             }
-            if !at_end && !self.t_write.is_zero() {
-                self.later.schedule(&virt, self.t_write, 0);
-                continue;
-            }
-            self.later.cancel(&virt);
             let still_written = || !close::writers(self, &virt, None).is_empty();
-            if let Err(e) = close::flush_and_tell(self, &virt, &still_written) {
-                if e.is_kept() {
-                    self.report.once(format!("kept {virt}"), e.to_string());
-                } else if at_end {
-                    self.report.once(
-                        format!("pending {virt}"),
-                        format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
-                    );
-                } else {
-                    self.later.schedule(&virt, later::backoff(0), 1);
-                }
+            let done = match at_end {
+                true => self.vfs().deliver_now(&virt, &still_written),
+                false => self.vfs().last_close(&virt, &still_written),
+            };
+            match done {
+                Ok(flushed) => close::tell_conflict(self, &virt, flushed),
+                Err(e) if e.is_kept() => self.report.once(format!("kept {virt}"), e.to_string()),
+                Err(e) if at_end => self.report.once(
+                    format!("pending {virt}"),
+                    format!("upload of {virt} failed: {e}; the change is kept in roam's journal (run `roam sync`)"),
+                ),
+                // Retried in the background.
+                Err(_) => {}
             }
         }
+    }
+
+    /// Runs for ever on its own thread: delivers what is due (T_write, retries).
+    pub fn deliver_later(&self) {
+        let writing = |virt: &str| !close::writers(self, virt, None).is_empty();
+        self.vfs()
+            .deliver_due(&writing, &|key, message| self.report.once(key, message));
     }
 
     fn vfs(&self) -> &Vfs {
