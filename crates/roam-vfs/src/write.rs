@@ -833,8 +833,13 @@ impl Vfs {
         let r = writable_remote(node)?;
         // Where a fresh listing shows the name absent, its parent exists and it does not.
         let made = match self.listed(&r.virt) {
+            Some((Some(_), _)) => return Err(exists(&r.virt)),
             Some((None, _)) => r.driver.mkdir_in_known_dir(&r.path, mode)?,
-            _ => r.driver.mkdir(&r.path, mode).map(|()| None)?,
+            _ => r
+                .driver
+                .mkdir(&r.path, mode)
+                .map(|()| None)
+                .map_err(|e| self.refused_creation(r, e))?,
         };
         match made {
             Some(meta) => self.remember(&r.virt, meta),
@@ -866,6 +871,9 @@ impl Vfs {
 
     fn remove_file_here(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
+        if matches!(self.listed(&r.virt), Some((Some(m), _)) if m.kind == Kind::Dir) {
+            return Err(posix(libc::EISDIR, &r.virt, "is a directory"));
+        }
         // Not while the file's upload runs (a T_write delivery on its own thread): removed
         // meanwhile, a new file's copy vanished under the upload, which then put it on the
         // server after the delete (`rm -r` then failed: directory not empty). After it, the
@@ -945,6 +953,11 @@ impl Vfs {
     fn remove_dir_here(&self, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
         match self.listed(&r.virt) {
+            // What a fresh listing knows, rmdir(2) says (S3 deletes what is not there).
+            Some((None, _)) => return Err(Error::Absent(r.virt.clone())),
+            Some((Some(meta), _)) if meta.kind != Kind::Dir => {
+                return Err(posix(libc::ENOTDIR, &r.virt, "not a directory"))
+            }
             Some((Some(meta), siblings)) if meta.kind == Kind::Dir => r.driver.remove_known_dir(
                 &r.path,
                 Known {
@@ -1017,7 +1030,12 @@ impl Vfs {
 
     fn symlink_here(&self, target: &str, node: &Node) -> Result<()> {
         let r = writable_remote(node)?;
-        r.driver.symlink(target, &r.path)?;
+        if matches!(self.listed(&r.virt), Some((Some(_), _))) {
+            return Err(exists(&r.virt));
+        }
+        r.driver
+            .symlink(target, &r.path)
+            .map_err(|e| self.refused_creation(r, e))?;
         self.invalidate(&r.virt);
         Ok(())
     }
@@ -1252,6 +1270,23 @@ fn writable_remote(node: &Node) -> Result<&Remote> {
         Node::Remote(r) if r.driver.writable() => Ok(r),
         _ => Err(posix(libc::EROFS, node.virt(), "this mount is read-only")),
     }
+}
+
+impl Vfs {
+    /// A server's refusal to make a name that is there (chirp_server says EACCES) is EEXIST.
+    fn refused_creation(&self, r: &Remote, e: roam_drivers::Error) -> Error {
+        self.invalidate(&r.virt);
+        match self.stat_remote(r) {
+            Ok(_) => exists(&r.virt),
+            Err(_) => e.into(),
+        }
+    }
+}
+
+/// A name made where a fresh listing shows one already: EEXIST, as the kernel checks
+/// before a file system is asked (some servers refuse it with another error).
+fn exists(virt: &str) -> Error {
+    posix(libc::EEXIST, virt, "exists")
 }
 
 fn posix(errno: i32, virt: &str, why: &str) -> Error {

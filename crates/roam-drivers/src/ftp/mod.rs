@@ -496,8 +496,18 @@ impl Driver for FtpDriver {
         }
     }
 
-    fn mkdir(&self, path: &str, _mode: u32) -> Result<()> {
-        self.simple("MKD", "", Action::MakeDir, path)
+    /// MKD takes no mode: the directory gets the server's (0777 less its umask, 0755 as a
+    /// rule), so another mode follows with SITE CHMOD (where the server has none, the
+    /// server's mode stays).
+    fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
+        self.simple("MKD", "", Action::MakeDir, path)?;
+        if mode & 0o7777 == 0o755 {
+            return Ok(());
+        }
+        match self.set_mode(path, mode & 0o7777) {
+            Err(e) if e.kind == ErrorKind::Unsupported => Ok(()),
+            other => other,
+        }
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
