@@ -37,6 +37,10 @@ pub enum Kind {
     File,
     Dir,
     Symlink,
+    /// A named pipe (made by `mkfifo`; `mem:` only).
+    Fifo,
+    /// A unix socket's name (made by `bind`; `mem:` only).
+    Socket,
 }
 
 /// Metadata of one remote object, as precise as the protocol allows.
@@ -599,6 +603,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Creates the symbolic link `path` pointing to `target`, where the protocol has them.
     fn symlink(&self, _target: &str, path: &str) -> Result<()> {
         Err(unsupported(self, "create symbolic links", path))
+    }
+
+    /// Creates the FIFO or socket name `path` (`kind`: [`Kind::Fifo`], [`Kind::Socket`])
+    /// with the permission bits `mode`, where the backend keeps special files (`mem:`).
+    fn make_special(&self, path: &str, _kind: Kind, _mode: u32) -> Result<()> {
+        Err(unsupported(self, "create special files", path))
     }
 }
 

@@ -276,6 +276,13 @@ enum Object {
         target: String,
         mtime: SystemTime,
     },
+    /// A FIFO or a socket's name: only its attributes live here (the kernel carries
+    /// the bytes of what is opened or bound through a mount).
+    Special {
+        kind: Kind,
+        mode: u32,
+        mtime: SystemTime,
+    },
 }
 
 impl Object {
@@ -284,6 +291,7 @@ impl Object {
             Object::File(_) => Kind::File,
             Object::Dir { .. } => Kind::Dir,
             Object::Symlink { .. } => Kind::Symlink,
+            Object::Special { kind, .. } => *kind,
         }
     }
 
@@ -307,6 +315,12 @@ impl Object {
                 mode: Some(0o777),
                 symlink_target: Some(target.clone()),
                 ..Meta::of_kind(Kind::Symlink)
+            },
+            Object::Special { kind, mode, mtime } => Meta {
+                size: Some(0),
+                mtime: Some(*mtime),
+                mode: Some(*mode),
+                ..Meta::of_kind(*kind)
             },
         }
     }
@@ -393,6 +407,7 @@ impl MemDriver {
             Object::File(c) => Ok(c.clone()),
             Object::Dir { .. } => Err(self.err(ErrorKind::IsADirectory, path, "is a directory")),
             Object::Symlink { .. } => Err(self.err(ErrorKind::InvalidName, path, "is a symlink")),
+            Object::Special { .. } => Err(self.err(ErrorKind::InvalidName, path, "is special")),
         }
     }
 
@@ -565,6 +580,9 @@ impl Driver for MemDriver {
             Some(Object::Symlink { .. }) => {
                 Err(self.err(ErrorKind::InvalidName, path, "is a symlink"))
             }
+            Some(Object::Special { .. }) => {
+                Err(self.err(ErrorKind::InvalidName, path, "is special"))
+            }
             None => {
                 let c = Contents::new(new.mode & 0o7777, tree.bump(), self.budget.clone());
                 tree.objects
@@ -698,6 +716,7 @@ impl Driver for MemDriver {
             }) => (*m, *v) = (mode & 0o7777, version),
             // A symlink's bits are always 0777, as on Linux.
             Some(Object::Symlink { .. }) => {}
+            Some(Object::Special { mode: m, .. }) => *m = mode & 0o7777,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -713,7 +732,7 @@ impl Driver for MemDriver {
                 version: v,
                 ..
             }) => (*t, *v) = (mtime, version),
-            Some(Object::Symlink { mtime: t, .. }) => *t = mtime,
+            Some(Object::Symlink { mtime: t, .. } | Object::Special { mtime: t, .. }) => *t = mtime,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -722,6 +741,17 @@ impl Driver for MemDriver {
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
         self.create(path, |_| Object::Symlink {
             target: target.to_owned(),
+            mtime: SystemTime::now(),
+        })
+    }
+
+    fn make_special(&self, path: &str, kind: Kind, mode: u32) -> Result<()> {
+        if !matches!(kind, Kind::Fifo | Kind::Socket) {
+            return Err(self.err(ErrorKind::InvalidName, path, "not a special kind"));
+        }
+        self.create(path, |_| Object::Special {
+            kind,
+            mode: mode & 0o7777,
             mtime: SystemTime::now(),
         })
     }
@@ -745,6 +775,40 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn fifos_and_sockets_are_names_with_attributes() {
+        let d = MemDriver::new();
+        d.make_special("/p", Kind::Fifo, 0o640).unwrap();
+        d.make_special("/s", Kind::Socket, 0o755).unwrap();
+        let p = d.stat("/p").unwrap();
+        assert_eq!((p.kind, p.mode), (Kind::Fifo, Some(0o640)));
+        assert_eq!(d.stat("/s").unwrap().kind, Kind::Socket);
+        assert_eq!(names(&d, "/"), ["p", "s"]);
+        let again = d.make_special("/p", Kind::Fifo, 0o640).unwrap_err();
+        assert_eq!(again.kind, ErrorKind::AlreadyExists);
+        assert_eq!(
+            d.fetch("/p", &mut Vec::new(), None).unwrap_err().kind,
+            ErrorKind::InvalidName
+        );
+        assert_eq!(
+            d.make_special("/f", Kind::File, 0o644).unwrap_err().kind,
+            ErrorKind::InvalidName
+        );
+    }
+
+    #[test]
+    fn directories_count_their_subdirectories_as_links() {
+        let d = MemDriver::new();
+        for dir in ["/d", "/d/a", "/d/b", "/d/b/x"] {
+            d.mkdir(dir, 0o755).unwrap();
+        }
+        put(&d, "/d/f", b"");
+        assert_eq!(d.stat("/d").unwrap().nlink, Some(4));
+        let listed = d.list("/").unwrap().entries;
+        assert_eq!(listed[0].meta.nlink, Some(4), "a listing says the same");
+        assert_eq!(d.stat("/d/b/x").unwrap().nlink, Some(2));
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub fn file_type(kind: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
     }
 }
 
@@ -72,7 +74,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         _ => meta.size.unwrap_or(0),
     };
     let perm = meta.mode.unwrap_or(match meta.kind {
-        Kind::File => 0o644,
+        Kind::File | Kind::Fifo | Kind::Socket => 0o644,
         Kind::Dir | Kind::Symlink => 0o755,
     });
     let mtime = meta.mtime.unwrap_or(mounted);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
-use roam_drivers::NewFile;
+use roam_drivers::{Kind, NewFile};
 use roam_vfs::{Flushed, Node};
 
 use crate::handles::{Data, OpenFile, Opened};
@@ -243,9 +243,10 @@ impl Roamfs {
         self.entry(&virt)
     }
 
-    /// Special files (FIFOs, sockets, devices) exist only where the files are local, made
-    /// by `mknod` there; elsewhere `EPERM`, as Linux says for a file system without them.
-    /// The kernel itself serves a FIFO's or socket's reads and writes, never roam.
+    /// Special files exist where the files are local (FIFOs, sockets, devices: made by
+    /// `mknod` there) and in memory (FIFOs and sockets, as on tmpfs without privilege);
+    /// elsewhere `EPERM`, as Linux says for a file system without them. The kernel itself
+    /// carries a FIFO's or socket's bytes, never roam.
     pub(crate) fn mknod(
         &self,
         parent: u64,
@@ -254,9 +255,22 @@ impl Roamfs {
         rdev: u32,
     ) -> Res<(FileAttr, Duration)> {
         let (virt, place) = self.new_child(parent, name)?;
-        let Place::Local(p) = place else {
-            tracing::warn!("{virt}: this backend has no special files (FIFOs, sockets, devices)");
-            return Err(Errno::EPERM);
+        let kind = match mode & libc::S_IFMT {
+            libc::S_IFIFO => Some(Kind::Fifo),
+            libc::S_IFSOCK => Some(Kind::Socket),
+            _ => None,
+        };
+        let p = match (place, kind) {
+            (Place::Local(p), _) => p,
+            (Place::Remote(node), Some(kind)) if self.vfs.in_memory(&node) => {
+                let made = self.vfs.make_special(&node, kind, mode & 0o7777);
+                made.map_err(vfs_errno)?;
+                return self.entry(&virt);
+            }
+            _ => {
+                tracing::warn!("{virt}: this backend has no such special files");
+                return Err(Errno::EPERM);
+            }
         };
         let c =
             std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;

@@ -820,6 +820,13 @@ impl Vfs {
         Ok(meta)
     }
 
+    /// Makes the FIFO or socket name `node` (`kind`) with the permission bits `mode`, on a
+    /// backend that keeps special files (`mem:`, whose names roam-vfs does not cache).
+    pub fn make_special(&self, node: &Node, kind: roam_drivers::Kind, mode: u32) -> Result<()> {
+        let r = writable_remote(node)?;
+        Ok(r.driver.make_special(&r.path, kind, mode)?)
+    }
+
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
     pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
