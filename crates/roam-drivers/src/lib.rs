@@ -58,7 +58,10 @@ pub struct Meta {
     pub symlink_target: Option<String>,
     /// The link count where the backend keeps one (`mem:`'s directories: 2 and one per
     /// subdirectory, as on a local disk); `None` for the usual (1, directories 2).
-    pub nlink: Option<u64>,
+    pub nlink: Option<u32>,
+    /// The access time where the backend keeps one apart (`mem:`'s files); `None`: the
+    /// modification time stands for it.
+    pub atime: Option<SystemTime>,
 }
 
 impl Meta {
@@ -72,6 +75,7 @@ impl Meta {
             etag: None,
             symlink_target: None,
             nlink: None,
+            atime: None,
         }
     }
 }

@@ -70,6 +70,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         etag: Some(format!("{}-{}-{}", md.ino(), md.mtime(), md.mtime_nsec())),
         symlink_target,
         nlink: None,
+        atime: None,
     }
 }
 

@@ -24,6 +24,8 @@ pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// Bytes held per page: a file holds only the pages written, so a file truncated up, or
 /// written far out, costs only what was written (a sparse file, as on tmpfs).
 const PAGE: usize = 4096;
+/// Seconds after which `relatime` moves an access time that is after the last change.
+const DAY: u64 = 24 * 60 * 60;
 
 /// How many bytes of pages one backend may hold (the `size=` of a tmpfs), and how many
 /// it holds: beyond the limit, writes fail with ENOSPC.
@@ -66,6 +68,9 @@ struct Body {
     size: u64,
     mode: u32,
     mtime: SystemTime,
+    /// The last access: moved by reads as Linux's default `relatime` moves it, and by
+    /// `utimensat`; no new version.
+    atime: SystemTime,
     /// Bumped by every change, so each version has its own ETag.
     changes: u64,
 }
@@ -133,12 +138,14 @@ fn split_at_pages(data: &[u8], offset: u64) -> impl Iterator<Item = &[u8]> {
 
 impl Contents {
     fn new(mode: u32, born: u64, budget: Arc<Budget>) -> Arc<Contents> {
+        let now = SystemTime::now();
         Arc::new(Contents {
             body: RwLock::new(Body {
                 pages: BTreeMap::new(),
                 size: 0,
                 mode,
-                mtime: SystemTime::now(),
+                mtime: now,
+                atime: now,
                 changes: 0,
             }),
             born,
@@ -152,7 +159,29 @@ impl Contents {
         let body = self.body.read().unwrap();
         let n = body.size.saturating_sub(offset).min(buf.len() as u64) as usize;
         body.copy_out(&mut buf[..n], offset);
+        drop(body);
+        self.accessed();
         n
+    }
+
+    /// A read moves the access time as `relatime` does: when it is not after the last
+    /// modification, or is a day old (so most reads take no write lock).
+    fn accessed(&self) {
+        let now = SystemTime::now();
+        let stale = |b: &Body| {
+            b.atime <= b.mtime || now.duration_since(b.atime).is_ok_and(|d| d.as_secs() > DAY)
+        };
+        if stale(&self.body.read().unwrap()) {
+            let mut b = self.body.write().unwrap();
+            if stale(&b) {
+                b.atime = now;
+            }
+        }
+    }
+
+    /// Sets the access time (`utimensat`, `touch -a`): no new version.
+    pub fn set_atime(&self, atime: SystemTime) {
+        self.body.write().unwrap().atime = atime;
     }
 
     /// Writes `len` bytes from `offset` (clipped to the file) into `dest`, a page at a
@@ -210,6 +239,7 @@ impl Contents {
         Meta {
             size: Some(b.size),
             mtime: Some(b.mtime),
+            atime: Some(b.atime),
             mode: Some(b.mode),
             etag: Some(format!("{}.{}", self.born, b.changes)),
             ..Meta::of_kind(Kind::File)
@@ -503,7 +533,7 @@ impl Driver for MemDriver {
                 .children(path)
                 .filter(|(_, o)| o.kind() == Kind::Dir)
                 .count();
-            meta.nlink = Some(2 + subdirs as u64);
+            meta.nlink = Some(2 + subdirs as u32);
         }
         Ok(meta)
     }
@@ -515,7 +545,7 @@ impl Driver for MemDriver {
         }
         let base = if path == "/" { 0 } else { path.len() };
         // A directory's link count: 2, and 1 per subdirectory (seen in the same walk).
-        let mut subdirs: HashMap<&str, u64> = HashMap::new();
+        let mut subdirs: HashMap<&str, u32> = HashMap::new();
         for (k, o) in tree.below(path) {
             let mut parts = k[base + 1..].split('/');
             if let (Some(child), Some(_), None) = (parts.next(), parts.next(), parts.next()) {
@@ -795,6 +825,28 @@ mod tests {
         assert_eq!(
             d.make_special("/f", Kind::File, 0o644).unwrap_err().kind,
             ErrorKind::InvalidName
+        );
+    }
+
+    #[test]
+    fn access_times_are_kept_apart_and_moved_by_reads_as_relatime() {
+        let d = MemDriver::new();
+        put(&d, "/f", b"x");
+        let c = d.open_in_place("/f", None).unwrap();
+        let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        c.set_atime(at(1000));
+        c.set_mtime(at(2000));
+        let m = c.meta();
+        assert_eq!((m.atime, m.mtime), (Some(at(1000)), Some(at(2000))));
+        assert_eq!(m.etag, d.stat("/f").unwrap().etag, "no new version");
+        c.read_at(&mut [0; 1], 0);
+        let read = c.meta().atime.unwrap();
+        assert!(read > at(2000), "not after the change: moved");
+        c.read_at(&mut [0; 1], 0);
+        assert_eq!(
+            c.meta().atime,
+            Some(read),
+            "recent and after the change: kept"
         );
     }
 

@@ -82,7 +82,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         ino: INodeNo(ino),
         size,
         blocks: size.div_ceil(512),
-        atime: mtime,
+        atime: meta.atime.unwrap_or(mtime),
         mtime,
         ctime: mtime,
         crtime: mtime,
@@ -90,7 +90,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         perm: (perm & 0o7777) as u16,
         nlink: meta
             .nlink
-            .unwrap_or(if meta.kind == Kind::Dir { 2 } else { 1 }) as u32,
+            .unwrap_or(if meta.kind == Kind::Dir { 2 } else { 1 }),
         uid: owner.uid,
         gid: owner.gid,
         rdev: 0,

@@ -399,6 +399,9 @@ impl Roamfs {
         if let Some(mtime) = set.mtime {
             c.set_mtime(resolve(mtime));
         }
+        if let Some(atime) = set.atime {
+            c.set_atime(resolve(atime));
+        }
         Ok(())
     }
 

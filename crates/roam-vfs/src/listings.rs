@@ -128,6 +128,7 @@ fn from_saved(s: SavedEntry) -> Option<DirEntry> {
         symlink_target: s.target,
         // Saved listings are of remote mounts, which keep no link counts.
         nlink: None,
+        atime: None,
     };
     roam_drivers::is_safe_name(&s.name).then_some(DirEntry { name: s.name, meta })
 }
