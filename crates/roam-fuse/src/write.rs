@@ -48,7 +48,10 @@ impl Roamfs {
         let (virt, place) = self.new_child(parent, name)?;
         let mode = mode & 0o7777;
         let (path, how) = match place {
-            Place::Local(p) => (p, Opened::InPlace),
+            Place::Local(p) => {
+                let file = create_in_place(&p, flags, mode)?;
+                return self.created(Data::File(file), virt, Opened::InPlace);
+            }
             Place::Remote(node) if self.vfs.in_memory(&node) => {
                 let new = NewFile {
                     mode,
@@ -71,10 +74,7 @@ impl Roamfs {
             ),
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
-        let file = match matches!(how, Opened::InPlace) {
-            true => create_in_place(&path, flags, mode)?,
-            false => open_local(&path, flags | libc::O_CREAT, mode)?,
-        };
+        let file = open_local(&path, flags | libc::O_CREAT, mode)?;
         self.created(Data::File(file), virt, how)
     }
 

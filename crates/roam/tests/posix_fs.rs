@@ -3,7 +3,8 @@
 //! `roam run -m`, `roam mount` and `roam run --fuse`), and asserts both print the same
 //! (modes, errnos, contents). Cases: the mode `mkdir` and `open(O_CREAT)` give, hard links
 //! of files served in place (`null:`), a symlink's own times (`touch -h`, `tar x`), and
-//! special files (FIFOs, sockets), `fallocate`, directory link counts, access times.
+//! special files (FIFOs, sockets), `fallocate`, directory link counts, access times, trees
+//! deeper than `PATH_MAX` in place.
 
 mod common;
 
@@ -207,4 +208,15 @@ fn directory_link_counts_count_subdirectories() {
 fn access_times_are_kept_apart_from_modification_times() {
     let script = "cd /w && echo x > f && touch -a -d @1000000000 f && touch -m -d @1100000000 f && stat -c '%X %Y' f && cat f && [ $(stat -c %X f) -gt 1100000000 ] && echo read-moved-it";
     same(&["mem"], &[Via::Mount, Via::RunFuse], script);
+}
+
+/// A tree served in place may be deeper than `PATH_MAX` bytes of absolute path, as a
+/// local one may: a program working relative to its cwd makes, lists, renames, links and
+/// removes names down there. Through FUSE only: `roam run` hands the kernel absolute
+/// paths, which `PATH_MAX` bounds.
+#[test]
+fn trees_deeper_than_path_max_in_place() {
+    let deep = "import os\nn = 'n' * 200\nfor i in range(25):\n    os.mkdir(n, 0o750)\n    os.chdir(n)\nopen('f', 'w').write('deep')\nos.rename('f', 'g')\nos.link('g', 'h')\nos.unlink('g')\nos.symlink('h', 'l')\nos.mkdir('d')\nprint(open('l').read(), sorted(os.listdir('.')), os.readlink('l'), oct(os.stat('..').st_mode & 0o777), os.stat('h').st_nlink)\nfor name in ['h', 'l']:\n    os.unlink(name)\nos.rmdir('d')\nfor i in range(25):\n    os.chdir('..')\n    os.rmdir(n)\nprint(os.listdir('.'))";
+    let script = format!("cd /w && umask 022 && python3 -c \"{deep}\"");
+    same(&["null"], &[Via::Mount, Via::RunFuse], &script);
 }
