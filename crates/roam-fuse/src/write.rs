@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
-use roam_drivers::{Kind, NewFile};
+use roam_drivers::NewFile;
 use roam_vfs::{Flushed, Node};
 
 use crate::handles::{Data, OpenFile, Opened};
@@ -244,9 +244,8 @@ impl Roamfs {
     }
 
     /// Special files exist where the files are local (FIFOs, sockets, devices: made by
-    /// `mknod` there) and in memory (FIFOs and sockets, as on tmpfs without privilege);
-    /// elsewhere `EPERM`, as Linux says for a file system without them. The kernel itself
-    /// carries a FIFO's or socket's bytes, never roam.
+    /// `mknod` there) and where roam-vfs's backend keeps them (FIFOs and sockets on
+    /// `mem:`); elsewhere `EPERM`. The kernel itself carries a FIFO's or socket's bytes.
     pub(crate) fn mknod(
         &self,
         parent: u64,
@@ -255,22 +254,13 @@ impl Roamfs {
         rdev: u32,
     ) -> Res<(FileAttr, Duration)> {
         let (virt, place) = self.new_child(parent, name)?;
-        let kind = match mode & libc::S_IFMT {
-            libc::S_IFIFO => Some(Kind::Fifo),
-            libc::S_IFSOCK => Some(Kind::Socket),
-            _ => None,
-        };
-        let p = match (place, kind) {
-            (Place::Local(p), _) => p,
-            (Place::Remote(node), Some(kind)) if self.vfs.in_memory(&node) => {
-                let made = self.vfs.make_special(&node, kind, mode & 0o7777);
-                made.map_err(vfs_errno)?;
+        let p = match place {
+            Place::Local(p) => p,
+            Place::Remote(node) => {
+                self.vfs.mknod(&node, mode).map_err(vfs_errno)?;
                 return self.entry(&virt);
             }
-            _ => {
-                tracing::warn!("{virt}: this backend has no such special files");
-                return Err(Errno::EPERM);
-            }
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
         let c =
             std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;

@@ -820,11 +820,25 @@ impl Vfs {
         Ok(meta)
     }
 
-    /// Makes the FIFO or socket name `node` (`kind`) with the permission bits `mode`, on a
-    /// backend that keeps special files (`mem:`, whose names roam-vfs does not cache).
-    pub fn make_special(&self, node: &Node, kind: roam_drivers::Kind, mode: u32) -> Result<()> {
+    /// `mknod` (`mode`: file type and permission bits, less the caller's umask): a FIFO or
+    /// a socket's name on a backend that keeps special files (`mem:`, whose names roam-vfs
+    /// does not cache); elsewhere, and for devices, `EPERM`, as Linux says for a file
+    /// system without them.
+    pub fn mknod(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
-        Ok(r.driver.make_special(&r.path, kind, mode)?)
+        let kind = match mode & libc::S_IFMT {
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            _ => return Err(posix(libc::EPERM, &r.virt, "no device files here")),
+        };
+        match r.driver.make_special(&r.path, kind, mode & 0o7777) {
+            Err(e) if e.kind == ErrorKind::Unsupported => Err(posix(
+                libc::EPERM,
+                &r.virt,
+                "this backend has no special files (FIFOs, sockets, devices)",
+            )),
+            made => Ok(made?),
+        }
     }
 
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
