@@ -347,22 +347,6 @@ impl Vfs {
         }
     }
 
-    /// The skeleton entry of a FIFO or a socket's name (`mem:`'s): a real one, which the
-    /// kernel opens itself, so every process that opens it meets the same pipe. `None` for
-    /// anything else (only backends in memory keep such names: no stat is asked elsewhere).
-    pub fn special_path(&self, node: &Node) -> Result<Option<PathBuf>> {
-        let Node::Remote(r) = node else {
-            return Ok(None);
-        };
-        if !r.driver.in_memory() {
-            return Ok(None);
-        }
-        match self.stat(node) {
-            Ok(m) if matches!(m.kind, Kind::Fifo | Kind::Socket) => self.put_stub(r, &m).map(Some),
-            _ => Ok(None),
-        }
-    }
-
     /// A directory to make the real cwd when a program changes into `node`.
     pub fn dir_path(&self, node: &Node) -> Result<PathBuf> {
         match self.follow(node.clone())? {

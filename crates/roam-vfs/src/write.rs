@@ -841,6 +841,22 @@ impl Vfs {
         }
     }
 
+    /// The skeleton entry of a FIFO or a socket's name (`mem:`'s): a real one, which the
+    /// kernel opens itself, so every process that opens it meets the same pipe. `None` for
+    /// anything else (only backends in memory keep such names: no stat is asked elsewhere).
+    pub fn special_path(&self, node: &Node) -> Result<Option<PathBuf>> {
+        let Node::Remote(r) = node else {
+            return Ok(None);
+        };
+        if !r.driver.in_memory() {
+            return Ok(None);
+        }
+        match self.stat(node) {
+            Ok(m) if matches!(m.kind, Kind::Fifo | Kind::Socket) => self.put_stub(r, &m).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
     pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
         let r = writable_remote(node)?;
