@@ -37,6 +37,10 @@ pub enum Kind {
     File,
     Dir,
     Symlink,
+    /// A named pipe (made by `mkfifo`; `mem:` only).
+    Fifo,
+    /// A unix socket's name (made by `bind`; `mem:` only).
+    Socket,
 }
 
 /// Metadata of one remote object, as precise as the protocol allows.
@@ -54,7 +58,10 @@ pub struct Meta {
     pub symlink_target: Option<String>,
     /// The link count where the backend keeps one (`mem:`'s directories: 2 and one per
     /// subdirectory, as on a local disk); `None` for the usual (1, directories 2).
-    pub nlink: Option<u64>,
+    pub nlink: Option<u32>,
+    /// The access time where the backend keeps one apart (`mem:`'s files); `None`: the
+    /// modification time stands for it.
+    pub atime: Option<SystemTime>,
 }
 
 impl Meta {
@@ -68,6 +75,7 @@ impl Meta {
             etag: None,
             symlink_target: None,
             nlink: None,
+            atime: None,
         }
     }
 }
@@ -599,6 +607,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Creates the symbolic link `path` pointing to `target`, where the protocol has them.
     fn symlink(&self, _target: &str, path: &str) -> Result<()> {
         Err(unsupported(self, "create symbolic links", path))
+    }
+
+    /// Creates the FIFO or socket name `path` (`kind`: [`Kind::Fifo`], [`Kind::Socket`])
+    /// with the permission bits `mode`, where the backend keeps special files (`mem:`).
+    fn make_special(&self, path: &str, _kind: Kind, _mode: u32) -> Result<()> {
+        Err(unsupported(self, "create special files", path))
     }
 }
 

@@ -70,6 +70,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         etag: Some(format!("{}-{}-{}", md.ino(), md.mtime(), md.mtime_nsec())),
         symlink_target,
         nlink: None,
+        atime: None,
     }
 }
 
@@ -452,6 +453,34 @@ mod tests {
             libc::EISDIR
         );
         assert_eq!(d.local_path("/a.txt").unwrap(), dir.join("a.txt"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn directories_get_the_mode_asked_and_links_their_own_times() {
+        let dir = std::env::temp_dir().join(format!("roam-local-m-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let d = LocalDriver::new(&dir);
+        // Whatever roam's own umask (usually 022) would have taken.
+        d.mkdir("/open", 0o777).unwrap();
+        d.mkdir("/private", 0o700).unwrap();
+        assert_eq!(d.stat("/open").unwrap().mode, Some(0o777));
+        assert_eq!(d.stat("/private").unwrap().mode, Some(0o700));
+
+        fs::write(dir.join("f"), b"").unwrap();
+        std::os::unix::fs::symlink("f", dir.join("l")).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+        let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        d.set_mtime("/f", at(3000)).unwrap();
+        d.set_mtime("/l", at(1000)).unwrap();
+        d.set_mtime("/dangling", at(2000)).unwrap();
+        assert_eq!(d.stat("/l").unwrap().mtime, Some(at(1000)));
+        assert_eq!(d.stat("/dangling").unwrap().mtime, Some(at(2000)));
+        assert_eq!(
+            d.stat("/f").unwrap().mtime,
+            Some(at(3000)),
+            "the target keeps its own"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

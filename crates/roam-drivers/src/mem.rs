@@ -24,6 +24,8 @@ pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// Bytes held per page: a file holds only the pages written, so a file truncated up, or
 /// written far out, costs only what was written (a sparse file, as on tmpfs).
 const PAGE: usize = 4096;
+/// Seconds after which `relatime` moves an access time that is after the last change.
+const DAY: u64 = 24 * 60 * 60;
 
 /// How many bytes of pages one backend may hold (the `size=` of a tmpfs), and how many
 /// it holds: beyond the limit, writes fail with ENOSPC.
@@ -66,6 +68,9 @@ struct Body {
     size: u64,
     mode: u32,
     mtime: SystemTime,
+    /// The last access: moved by reads as Linux's default `relatime` moves it, and by
+    /// `utimensat`; no new version.
+    atime: SystemTime,
     /// Bumped by every change, so each version has its own ETag.
     changes: u64,
 }
@@ -133,12 +138,14 @@ fn split_at_pages(data: &[u8], offset: u64) -> impl Iterator<Item = &[u8]> {
 
 impl Contents {
     fn new(mode: u32, born: u64, budget: Arc<Budget>) -> Arc<Contents> {
+        let now = SystemTime::now();
         Arc::new(Contents {
             body: RwLock::new(Body {
                 pages: BTreeMap::new(),
                 size: 0,
                 mode,
-                mtime: SystemTime::now(),
+                mtime: now,
+                atime: now,
                 changes: 0,
             }),
             born,
@@ -152,7 +159,29 @@ impl Contents {
         let body = self.body.read().unwrap();
         let n = body.size.saturating_sub(offset).min(buf.len() as u64) as usize;
         body.copy_out(&mut buf[..n], offset);
+        drop(body);
+        self.accessed();
         n
+    }
+
+    /// A read moves the access time as `relatime` does: when it is not after the last
+    /// modification, or is a day old (so most reads take no write lock).
+    fn accessed(&self) {
+        let now = SystemTime::now();
+        let stale = |b: &Body| {
+            b.atime <= b.mtime || now.duration_since(b.atime).is_ok_and(|d| d.as_secs() > DAY)
+        };
+        if stale(&self.body.read().unwrap()) {
+            let mut b = self.body.write().unwrap();
+            if stale(&b) {
+                b.atime = now;
+            }
+        }
+    }
+
+    /// Sets the access time (`utimensat`, `touch -a`): no new version.
+    pub fn set_atime(&self, atime: SystemTime) {
+        self.body.write().unwrap().atime = atime;
     }
 
     /// Writes `len` bytes from `offset` (clipped to the file) into `dest`, a page at a
@@ -210,6 +239,7 @@ impl Contents {
         Meta {
             size: Some(b.size),
             mtime: Some(b.mtime),
+            atime: Some(b.atime),
             mode: Some(b.mode),
             etag: Some(format!("{}.{}", self.born, b.changes)),
             ..Meta::of_kind(Kind::File)
@@ -276,6 +306,13 @@ enum Object {
         target: String,
         mtime: SystemTime,
     },
+    /// A FIFO or a socket's name: only its attributes live here (the kernel carries
+    /// the bytes of what is opened or bound through a mount).
+    Special {
+        kind: Kind,
+        mode: u32,
+        mtime: SystemTime,
+    },
 }
 
 impl Object {
@@ -284,6 +321,7 @@ impl Object {
             Object::File(_) => Kind::File,
             Object::Dir { .. } => Kind::Dir,
             Object::Symlink { .. } => Kind::Symlink,
+            Object::Special { kind, .. } => *kind,
         }
     }
 
@@ -307,6 +345,12 @@ impl Object {
                 mode: Some(0o777),
                 symlink_target: Some(target.clone()),
                 ..Meta::of_kind(Kind::Symlink)
+            },
+            Object::Special { kind, mode, mtime } => Meta {
+                size: Some(0),
+                mtime: Some(*mtime),
+                mode: Some(*mode),
+                ..Meta::of_kind(*kind)
             },
         }
     }
@@ -393,6 +437,7 @@ impl MemDriver {
             Object::File(c) => Ok(c.clone()),
             Object::Dir { .. } => Err(self.err(ErrorKind::IsADirectory, path, "is a directory")),
             Object::Symlink { .. } => Err(self.err(ErrorKind::InvalidName, path, "is a symlink")),
+            Object::Special { .. } => Err(self.err(ErrorKind::InvalidName, path, "is special")),
         }
     }
 
@@ -488,7 +533,7 @@ impl Driver for MemDriver {
                 .children(path)
                 .filter(|(_, o)| o.kind() == Kind::Dir)
                 .count();
-            meta.nlink = Some(2 + subdirs as u64);
+            meta.nlink = Some(2 + subdirs as u32);
         }
         Ok(meta)
     }
@@ -500,7 +545,7 @@ impl Driver for MemDriver {
         }
         let base = if path == "/" { 0 } else { path.len() };
         // A directory's link count: 2, and 1 per subdirectory (seen in the same walk).
-        let mut subdirs: HashMap<&str, u64> = HashMap::new();
+        let mut subdirs: HashMap<&str, u32> = HashMap::new();
         for (k, o) in tree.below(path) {
             let mut parts = k[base + 1..].split('/');
             if let (Some(child), Some(_), None) = (parts.next(), parts.next(), parts.next()) {
@@ -570,6 +615,9 @@ impl Driver for MemDriver {
             }
             Some(Object::Symlink { .. }) => {
                 Err(self.err(ErrorKind::InvalidName, path, "is a symlink"))
+            }
+            Some(Object::Special { .. }) => {
+                Err(self.err(ErrorKind::InvalidName, path, "is special"))
             }
             None => {
                 let c = Contents::new(new.mode & 0o7777, tree.bump(), self.budget.clone());
@@ -704,6 +752,7 @@ impl Driver for MemDriver {
             }) => (*m, *v) = (mode & 0o7777, version),
             // A symlink's bits are always 0777, as on Linux.
             Some(Object::Symlink { .. }) => {}
+            Some(Object::Special { mode: m, .. }) => *m = mode & 0o7777,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -719,7 +768,7 @@ impl Driver for MemDriver {
                 version: v,
                 ..
             }) => (*t, *v) = (mtime, version),
-            Some(Object::Symlink { mtime: t, .. }) => *t = mtime,
+            Some(Object::Symlink { mtime: t, .. } | Object::Special { mtime: t, .. }) => *t = mtime,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -728,6 +777,17 @@ impl Driver for MemDriver {
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
         self.create(path, |_| Object::Symlink {
             target: target.to_owned(),
+            mtime: SystemTime::now(),
+        })
+    }
+
+    fn make_special(&self, path: &str, kind: Kind, mode: u32) -> Result<()> {
+        if !matches!(kind, Kind::Fifo | Kind::Socket) {
+            return Err(self.err(ErrorKind::InvalidName, path, "not a special kind"));
+        }
+        self.create(path, |_| Object::Special {
+            kind,
+            mode: mode & 0o7777,
             mtime: SystemTime::now(),
         })
     }
@@ -751,6 +811,62 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn fifos_and_sockets_are_names_with_attributes() {
+        let d = MemDriver::new();
+        d.make_special("/p", Kind::Fifo, 0o640).unwrap();
+        d.make_special("/s", Kind::Socket, 0o755).unwrap();
+        let p = d.stat("/p").unwrap();
+        assert_eq!((p.kind, p.mode), (Kind::Fifo, Some(0o640)));
+        assert_eq!(d.stat("/s").unwrap().kind, Kind::Socket);
+        assert_eq!(names(&d, "/"), ["p", "s"]);
+        let again = d.make_special("/p", Kind::Fifo, 0o640).unwrap_err();
+        assert_eq!(again.kind, ErrorKind::AlreadyExists);
+        assert_eq!(
+            d.fetch("/p", &mut Vec::new(), None).unwrap_err().kind,
+            ErrorKind::InvalidName
+        );
+        assert_eq!(
+            d.make_special("/f", Kind::File, 0o644).unwrap_err().kind,
+            ErrorKind::InvalidName
+        );
+    }
+
+    #[test]
+    fn access_times_are_kept_apart_and_moved_by_reads_as_relatime() {
+        let d = MemDriver::new();
+        put(&d, "/f", b"x");
+        let c = d.open_in_place("/f", None).unwrap();
+        let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        c.set_atime(at(1000));
+        c.set_mtime(at(2000));
+        let m = c.meta();
+        assert_eq!((m.atime, m.mtime), (Some(at(1000)), Some(at(2000))));
+        assert_eq!(m.etag, d.stat("/f").unwrap().etag, "no new version");
+        c.read_at(&mut [0; 1], 0);
+        let read = c.meta().atime.unwrap();
+        assert!(read > at(2000), "not after the change: moved");
+        c.read_at(&mut [0; 1], 0);
+        assert_eq!(
+            c.meta().atime,
+            Some(read),
+            "recent and after the change: kept"
+        );
+    }
+
+    #[test]
+    fn directories_count_their_subdirectories_as_links() {
+        let d = MemDriver::new();
+        for dir in ["/d", "/d/a", "/d/b", "/d/b/x"] {
+            d.mkdir(dir, 0o755).unwrap();
+        }
+        put(&d, "/d/f", b"");
+        assert_eq!(d.stat("/d").unwrap().nlink, Some(4));
+        let listed = d.list("/").unwrap().entries;
+        assert_eq!(listed[0].meta.nlink, Some(4), "a listing says the same");
+        assert_eq!(d.stat("/d/b/x").unwrap().nlink, Some(2));
     }
 
     #[test]

@@ -395,6 +395,28 @@ fn put_errors_leave_nothing_behind() {
     assert!(left.is_empty(), "temporaries left: {left:?}");
 }
 
+/// MKDIR carries the mode; a SETSTAT puts back what the server's umask took. A link's
+/// own time is set with `lsetstat@openssh.com`, never its target's.
+#[test]
+fn directory_modes_and_link_times() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Served::start();
+    let d = s.driver();
+    d.mkdir("/private", 0o700).unwrap();
+    d.mkdir("/open", 0o777).unwrap();
+    let mode = |n: &str| fs::metadata(s.disk(n)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!((mode("private"), mode("open")), (0o700, 0o777));
+    d.symlink("a b.txt", "/l").unwrap();
+    let target = fs::metadata(s.disk("a b.txt")).unwrap().mtime();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    d.set_mtime("/l", at).unwrap();
+    assert_eq!(
+        fs::symlink_metadata(s.disk("l")).unwrap().mtime(),
+        1_000_000_000
+    );
+    assert_eq!(fs::metadata(s.disk("a b.txt")).unwrap().mtime(), target);
+}
+
 #[test]
 fn directories_and_removal() {
     let s = Served::start();

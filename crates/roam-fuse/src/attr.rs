@@ -32,6 +32,8 @@ pub fn file_type(kind: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
     }
 }
 
@@ -72,7 +74,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         _ => meta.size.unwrap_or(0),
     };
     let perm = meta.mode.unwrap_or(match meta.kind {
-        Kind::File => 0o644,
+        Kind::File | Kind::Fifo | Kind::Socket => 0o644,
         Kind::Dir | Kind::Symlink => 0o755,
     });
     let mtime = meta.mtime.unwrap_or(mounted);
@@ -80,7 +82,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         ino: INodeNo(ino),
         size,
         blocks: size.div_ceil(512),
-        atime: mtime,
+        atime: meta.atime.unwrap_or(mtime),
         mtime,
         ctime: mtime,
         crtime: mtime,
@@ -88,7 +90,7 @@ pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> Fi
         perm: (perm & 0o7777) as u16,
         nlink: meta
             .nlink
-            .unwrap_or(if meta.kind == Kind::Dir { 2 } else { 1 }) as u32,
+            .unwrap_or(if meta.kind == Kind::Dir { 2 } else { 1 }),
         uid: owner.uid,
         gid: owner.gid,
         rdev: 0,

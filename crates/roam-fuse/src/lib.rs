@@ -24,13 +24,13 @@ mod counts;
 mod fusermount;
 mod handles;
 mod inodes;
+mod local;
 mod mount;
 mod ops;
 mod passthrough;
 mod read;
 mod write;
 
-use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -44,7 +44,7 @@ enum Place {
     /// A directory roam makes up: the root, `/` above the mount points.
     Synthetic,
     /// A file of a local mount, served in place.
-    Local(PathBuf),
+    Local(local::LocalPath),
     /// A name served through roam-vfs.
     Remote(Node),
     /// `SCHEME:` at the root of the whole namespace: a symlink to the implicit mount
@@ -123,7 +123,7 @@ impl Roamfs {
     fn place(&self, virt: &str) -> Res<Place> {
         match self.vfs.lookup(virt).map_err(vfs_errno)? {
             Some(node) => Ok(match self.vfs.in_place(&node) {
-                Some(p) => Place::Local(p),
+                Some(p) => Place::Local(local::LocalPath::new(p).map_err(io_errno)?),
                 None => Place::Remote(node),
             }),
             None if self.is_above_mounts(virt) => Ok(Place::Synthetic),

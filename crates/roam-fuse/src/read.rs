@@ -253,7 +253,10 @@ impl Roamfs {
             Place::Synthetic => return Err(Errno::EISDIR),
             // Only O_PATH|O_NOFOLLOW opens a symlink itself, and that never reaches roam.
             Place::UrlAlias(_) => return Err(Errno::ELOOP),
-            Place::Local(p) => (p, Opened::InPlace),
+            Place::Local(p) => {
+                let file = open_local(&p, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
+                return Ok(self.add_file(Data::File(file), ino, virt, Opened::InPlace));
+            }
             Place::Remote(node) if self.vfs.in_memory(&node) => {
                 let c = self.vfs.open_in_memory(&node, None).map_err(vfs_errno)?;
                 if flags & libc::O_TRUNC != 0 {

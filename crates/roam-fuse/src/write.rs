@@ -48,7 +48,10 @@ impl Roamfs {
         let (virt, place) = self.new_child(parent, name)?;
         let mode = mode & 0o7777;
         let (path, how) = match place {
-            Place::Local(p) => (p, Opened::InPlace),
+            Place::Local(p) => {
+                let file = create_in_place(&p, flags, mode)?;
+                return self.created(Data::File(file), virt, Opened::InPlace);
+            }
             Place::Remote(node) if self.vfs.in_memory(&node) => {
                 let new = NewFile {
                     mode,
@@ -71,10 +74,7 @@ impl Roamfs {
             ),
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
-        let file = match matches!(how, Opened::InPlace) {
-            true => create_in_place(&path, flags, mode)?,
-            false => open_local(&path, flags | libc::O_CREAT, mode)?,
-        };
+        let file = open_local(&path, flags | libc::O_CREAT, mode)?;
         self.created(Data::File(file), virt, how)
     }
 
@@ -245,9 +245,9 @@ impl Roamfs {
         self.entry(&virt)
     }
 
-    /// Special files (FIFOs, sockets, devices) exist only where the files are local, made
-    /// by `mknod` there; elsewhere `EPERM`, as Linux says for a file system without them.
-    /// The kernel itself serves a FIFO's or socket's reads and writes, never roam.
+    /// Special files exist where the files are local (FIFOs, sockets, devices: made by
+    /// `mknod` there) and where roam-vfs's backend keeps them (FIFOs and sockets on
+    /// `mem:`); elsewhere `EPERM`. The kernel itself carries a FIFO's or socket's bytes.
     pub(crate) fn mknod(
         &self,
         parent: u64,
@@ -256,9 +256,13 @@ impl Roamfs {
         rdev: u32,
     ) -> Res<(FileAttr, Duration)> {
         let (virt, place) = self.new_child(parent, name)?;
-        let Place::Local(p) = place else {
-            tracing::warn!("{virt}: this backend has no special files (FIFOs, sockets, devices)");
-            return Err(Errno::EPERM);
+        let p = match place {
+            Place::Local(p) => p,
+            Place::Remote(node) => {
+                self.vfs.mknod(&node, mode).map_err(vfs_errno)?;
+                return self.entry(&virt);
+            }
+            Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
         let c =
             std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
@@ -386,6 +390,9 @@ impl Roamfs {
         }
         if let Some(mtime) = set.mtime {
             c.set_mtime(resolve(mtime));
+        }
+        if let Some(atime) = set.atime {
+            c.set_atime(resolve(atime));
         }
         Ok(())
     }

@@ -328,6 +328,7 @@ impl ArchiveDriver {
             etag: Some(format!("{}@{}", self.version.tag(), e.at)),
             symlink_target: (kind == Kind::Symlink).then(|| e.target.clone()),
             nlink: None,
+            atime: None,
         }
     }
 

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -214,6 +214,15 @@ impl DiskCache {
                     fs::Permissions::from_mode(meta.mode.unwrap_or(MODE_FILE)),
                 )
                 .map_err(|e| Error::cache(&tmp, e))?;
+                self.install(&tmp, &p)?;
+            }
+            Kind::Fifo | Kind::Socket if is_special(&p, meta.kind) => {
+                set_mode_in_place(&p, meta.mode)?
+            }
+            Kind::Fifo | Kind::Socket => {
+                // The real kind: the kernel carries a FIFO's bytes, whoever opens the entry.
+                let tmp = self.tmp_name();
+                make_special(&tmp, meta.kind, meta.mode.unwrap_or(MODE_FILE))?;
                 self.install(&tmp, &p)?;
             }
             Kind::Symlink => {
@@ -649,6 +658,30 @@ fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
 }
 
 /// Gives a symlink stub the remote mtime (`lstat` shows it); best effort.
+/// Whether `p` is a special file of `kind`.
+fn is_special(p: &Path, kind: Kind) -> bool {
+    fs::symlink_metadata(p).is_ok_and(|m| match kind {
+        Kind::Fifo => m.file_type().is_fifo(),
+        _ => m.file_type().is_socket(),
+    })
+}
+
+/// A FIFO (or a socket's name) at `p` with exactly `mode` (roam's umask left out).
+fn make_special(p: &Path, kind: Kind, mode: u32) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|e| Error::cache(p, std::io::Error::other(e)))?;
+    let format = match kind {
+        Kind::Fifo => libc::S_IFIFO,
+        _ => libc::S_IFSOCK,
+    };
+    // SAFETY: a valid C string; no device number is needed for these kinds.
+    if unsafe { libc::mknod(c.as_ptr(), format | mode as libc::mode_t, 0) } != 0 {
+        return Err(Error::cache(p, std::io::Error::last_os_error()));
+    }
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(p, e))
+}
+
 /// The modification time of `p` itself (a symlink's own).
 fn mtime_of(p: &Path) -> Option<SystemTime> {
     fs::symlink_metadata(p).and_then(|m| m.modified()).ok()

@@ -96,6 +96,8 @@ fn to_saved(e: &DirEntry) -> SavedEntry {
         Kind::File => 'f',
         Kind::Dir => 'd',
         Kind::Symlink => 'l',
+        Kind::Fifo => 'p',
+        Kind::Socket => 's',
     };
     SavedEntry {
         name: e.name.clone(),
@@ -113,6 +115,8 @@ fn from_saved(s: SavedEntry) -> Option<DirEntry> {
         'f' => Kind::File,
         'd' => Kind::Dir,
         'l' => Kind::Symlink,
+        'p' => Kind::Fifo,
+        's' => Kind::Socket,
         _ => return None,
     };
     let meta = Meta {
@@ -124,6 +128,7 @@ fn from_saved(s: SavedEntry) -> Option<DirEntry> {
         symlink_target: s.target,
         // Saved listings are of remote mounts, which keep no link counts.
         nlink: None,
+        atime: None,
     };
     roam_drivers::is_safe_name(&s.name).then_some(DirEntry { name: s.name, meta })
 }

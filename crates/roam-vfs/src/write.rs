@@ -823,6 +823,43 @@ impl Vfs {
         Ok(meta)
     }
 
+    /// `mknod` (`mode`: file type and permission bits, less the caller's umask): a FIFO or
+    /// a socket's name on a backend that keeps special files (`mem:`, whose names roam-vfs
+    /// does not cache); elsewhere, and for devices, `EPERM`, as Linux says for a file
+    /// system without them.
+    pub fn mknod(&self, node: &Node, mode: u32) -> Result<()> {
+        let r = writable_remote(node)?;
+        let kind = match mode & libc::S_IFMT {
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            _ => return Err(posix(libc::EPERM, &r.virt, "no device files here")),
+        };
+        match r.driver.make_special(&r.path, kind, mode & 0o7777) {
+            Err(e) if e.kind == ErrorKind::Unsupported => Err(posix(
+                libc::EPERM,
+                &r.virt,
+                "this backend has no special files (FIFOs, sockets, devices)",
+            )),
+            made => Ok(made?),
+        }
+    }
+
+    /// The skeleton entry of a FIFO or a socket's name (`mem:`'s): a real one, which the
+    /// kernel opens itself, so every process that opens it meets the same pipe. `None` for
+    /// anything else (only backends in memory keep such names: no stat is asked elsewhere).
+    pub fn special_path(&self, node: &Node) -> Result<Option<PathBuf>> {
+        let Node::Remote(r) = node else {
+            return Ok(None);
+        };
+        if !r.driver.in_memory() {
+            return Ok(None);
+        }
+        match self.stat(node) {
+            Ok(m) if matches!(m.kind, Kind::Fifo | Kind::Socket) => self.put_stub(r, &m).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
     pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
         let done = self.mkdir_here(node, mode);

@@ -89,7 +89,7 @@ impl Search<'_> {
             match entry.meta.kind {
                 Kind::Dir => self.walk(&child, &child_shown),
                 Kind::File => self.check(&child, &child_shown, entry.meta.size),
-                Kind::Symlink => {}
+                Kind::Symlink | Kind::Fifo | Kind::Socket => {}
             }
         }
     }

@@ -3,7 +3,8 @@
 //! `roam run -m`, `roam mount` and `roam run --fuse`), and asserts both print the same
 //! (modes, errnos, contents). Cases: the mode `mkdir` and `open(O_CREAT)` give, hard links
 //! of files served in place (`null:`), a symlink's own times (`touch -h`, `tar x`), and
-//! special files (FIFOs, sockets), `fallocate`, directory link counts.
+//! special files (FIFOs, sockets), `fallocate`, directory link counts, access times, trees
+//! deeper than `PATH_MAX` in place.
 
 mod common;
 
@@ -133,21 +134,21 @@ fn tar_extracts_symlinks_with_their_times() {
     same(&["sftp", "file+cache"], &ALL, script);
 }
 
-/// A FIFO made in a directory served in place is the local one: it carries bytes between
-/// two processes.
+/// A FIFO made in a directory served in place is the local one, and one made on `mem:` is
+/// a FIFO too (as on tmpfs): either carries bytes between two processes.
 #[test]
-fn fifos_in_place() {
-    let script =
-        "cd /w && umask 022 && mkfifo p && stat -c '%n %F %a' p && (echo through > p &) && cat p";
-    same(&["null"], &ALL, script);
+fn fifos_in_place_and_in_memory() {
+    let script = "cd /w && umask 022 && mkfifo p && stat -c '%n %F %a' p && (echo through > p &) && cat p && ls -l p | cut -c1";
+    same(&["null", "mem"], &ALL, script);
 }
 
-/// A unix socket bound in a directory served in place is the local one. Through FUSE only:
-/// `roam run` does not see `bind`'s name (the kernel makes it relative to the real cwd).
+/// A unix socket bound in a directory served in place, or on `mem:`, takes connections.
+/// Through FUSE only: `roam run` does not see `bind`'s name (the kernel makes it relative
+/// to the real cwd).
 #[test]
-fn sockets_in_place() {
-    let script = "cd /w && python3 -c \"import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('s')\nprint('bound')\" && stat -c '%n %F' s";
-    same(&["null"], &[Via::Mount, Via::RunFuse], script);
+fn sockets_in_place_and_in_memory() {
+    let script = "cd /w && python3 -c \"import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('s')\ns.listen()\nc = socket.socket(socket.AF_UNIX)\nc.connect('s')\nc.sendall(b'over')\nprint(s.accept()[0].recv(4).decode())\" && stat -c '%n %F' s";
+    same(&["null", "mem"], &[Via::Mount, Via::RunFuse], script);
 }
 
 /// Where a backend has no special files, `mkfifo` fails with `EPERM`, what Linux says for
@@ -159,7 +160,7 @@ fn special_files_elsewhere_are_eperm() {
     };
     let fifo = python("os.mkfifo('p')");
     let socket = python("socket.socket(socket.AF_UNIX).bind('s')");
-    for kind in ["file+cache", "sftp", "mem"] {
+    for kind in ["file+cache", "sftp"] {
         for via in ALL {
             let o = roamed(kind, via, &fifo);
             assert_eq!(stdout(&o), "EPERM\n", "{kind} via {via:?}: {}", stderr(&o));
@@ -196,4 +197,25 @@ fn fallocate_grows_files() {
 fn directory_link_counts_count_subdirectories() {
     let script = "cd /w && mkdir -p d/a d/b d/c/x && touch d/f && stat -c '%n %h' d d/c d/a && ls -l | awk '$NF == \"d\" {print $2}'";
     same(&["mem"], &ALL, script);
+}
+
+/// Access and modification times are kept apart: `touch -a` and `touch -m` each set one,
+/// and a read after a change moves the access time (`relatime`, Linux's default). Through
+/// FUSE only: `roam run` leaves access times to roam's copies. (A read the kernel serves
+/// from its page cache never reaches roam, so it moves nothing.)
+#[test]
+fn access_times_are_kept_apart_from_modification_times() {
+    let script = "cd /w && echo x > f && touch -a -d @1000000000 f && touch -m -d @1100000000 f && stat -c '%X %Y' f && cat f && [ $(stat -c %X f) -gt 1100000000 ] && echo read-moved-it";
+    same(&["mem"], &[Via::Mount, Via::RunFuse], script);
+}
+
+/// A tree served in place may be deeper than `PATH_MAX` bytes of absolute path, as a
+/// local one may: a program working relative to its cwd makes, lists, renames, links and
+/// removes names down there. Through FUSE only: `roam run` hands the kernel absolute
+/// paths, which `PATH_MAX` bounds.
+#[test]
+fn trees_deeper_than_path_max_in_place() {
+    let deep = "import os\nn = 'n' * 200\nfor i in range(25):\n    os.mkdir(n, 0o750)\n    os.chdir(n)\nopen('f', 'w').write('deep')\nos.rename('f', 'g')\nos.link('g', 'h')\nos.unlink('g')\nos.symlink('h', 'l')\nos.mkdir('d')\nprint(open('l').read(), sorted(os.listdir('.')), os.readlink('l'), oct(os.stat('..').st_mode & 0o777), os.stat('h').st_nlink)\nfor name in ['h', 'l']:\n    os.unlink(name)\nos.rmdir('d')\nfor i in range(25):\n    os.chdir('..')\n    os.rmdir(n)\nprint(os.listdir('.'))";
+    let script = format!("cd /w && umask 022 && python3 -c \"{deep}\"");
+    same(&["null"], &[Via::Mount, Via::RunFuse], &script);
 }

@@ -89,6 +89,7 @@ impl Stat {
             etag: Some(format!("{}-{}-{}", self.ino, self.size, self.mtime)),
             symlink_target,
             nlink: None,
+            atime: None,
         }
     }
 }

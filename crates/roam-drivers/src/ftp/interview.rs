@@ -101,7 +101,9 @@ fn beyond_reach(conn: &mut Conn, path: &str) -> Result<Found, Fault> {
     };
     if !enter(conn, parent)? {
         return Ok(match beyond_reach(conn, parent)? {
-            Found::Listed(Kind::File | Kind::Symlink) => Found::Missing(ErrorKind::NotADirectory),
+            Found::Listed(Kind::File | Kind::Symlink | Kind::Fifo | Kind::Socket) => {
+                Found::Missing(ErrorKind::NotADirectory)
+            }
             Found::Absent => Found::Missing(ErrorKind::NotFound),
             Found::Missing(kind) => Found::Missing(kind),
             Found::Dir | Found::Listed(Kind::Dir) | Found::Blocked => Found::Blocked,

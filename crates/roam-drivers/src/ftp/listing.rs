@@ -205,6 +205,7 @@ fn unix_line(line: &str, now: SystemTime) -> Option<(String, Meta)> {
         etag: None,
         symlink_target: target,
         nlink: None,
+        atime: None,
     };
     Some((name.to_owned(), meta))
 }
@@ -390,6 +391,7 @@ mod tests {
                 etag: Some(etag(11, mtime)),
                 symlink_target: None,
                 nlink: None,
+                atime: None,
             }
         );
         assert_eq!((e[1].name.as_str(), e[1].meta.kind), ("sub", Kind::Dir));

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::{
-    DirEntry, Driver, Fetched, Known, Leftover, Listing, Meta, NewFile, Result, Upload, Validator,
+    DirEntry, Driver, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile, Result, Upload,
+    Validator,
 };
 
 /// Which way data passes through a layer.
@@ -285,6 +286,10 @@ impl<T: Transform> Driver for Stacked<T> {
 
     fn remove_leftover(&self, leftover: &Leftover) -> Result<()> {
         self.lower.remove_leftover(leftover)
+    }
+
+    fn make_special(&self, path: &str, kind: Kind, mode: u32) -> Result<()> {
+        self.lower.make_special(&self.down(path)?, kind, mode)
     }
 
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {

@@ -50,6 +50,7 @@ pub(super) fn meta_of(attrs: &FileAttributes, symlink_target: Option<String>) ->
         etag,
         symlink_target,
         nlink: None,
+        atime: None,
     }
 }
 

@@ -130,13 +130,8 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
             libc::EPERM,
             "hard links are not supported on remote mounts",
         )),
-        libc::SYS_mknod | libc::SYS_mknodat => Ok(refused(
-            k,
-            job,
-            node,
-            libc::EPERM,
-            "device files and FIFOs cannot be created on remote mounts",
-        )),
+        libc::SYS_mknod => mknod(k, job, node, a[1]),
+        libc::SYS_mknodat => mknod(k, job, node, a[2]),
         libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => {
             Ok(chown(k, job, node))
         }
@@ -166,6 +161,15 @@ fn chown(k: &Kernel, job: &Job, node: &Node) -> Decision {
         return Decision::Return(0);
     }
     refused(k, job, node, libc::EPERM, "remote files keep their owner")
+}
+
+/// `mknod`, with the permission bits less the thread's umask, as the kernel does.
+fn mknod(k: &Kernel, job: &Job, node: &Node, mode: u64) -> Served {
+    let mode = mode as u32 & (libc::S_IFMT | (0o7777 & !super::open::umask(job.tid)));
+    k.vfs()
+        .mknod(node, mode)
+        .map(|()| Decision::Return(0))
+        .map_err(|e| (node.clone(), e))
 }
 
 fn refused(k: &Kernel, job: &Job, node: &Node, errno: i32, why: &str) -> Decision {

@@ -71,6 +71,9 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
     };
     let vfs = k.vfs();
     let fail = |e| (node.clone(), e);
+    if let Some(p) = vfs.special_path(node).map_err(fail)? {
+        return Ok(rewrite_to(arg, &p));
+    }
     let wants_write =
         flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
     if wants_write {
