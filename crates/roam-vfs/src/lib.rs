@@ -480,7 +480,7 @@ impl Vfs {
         let not_a_dir = || Error::posix(libc::ENOTDIR, format!("{}: not a directory", parent.virt));
         match self.stat_remote(&parent) {
             Ok(m) if m.kind == Kind::Dir => None,
-            Ok(m) if m.kind == Kind::File => Some(not_a_dir()),
+            Ok(m) if m.kind != Kind::Symlink => Some(not_a_dir()),
             Ok(_) => match self.follow(Node::Remote(parent.clone())) {
                 Ok(Resolved::Node(_, m)) if m.kind != Kind::Dir => Some(not_a_dir()),
                 Err(e) if e.errno() != libc::ENOENT => Some(e),

@@ -82,14 +82,14 @@ impl Vfs {
             };
             match meta.kind {
                 Kind::Symlink => {}
-                // The walk stops here, as the kernel's does.
-                Kind::File => {
+                Kind::Dir => continue,
+                // The walk stops at anything else, as the kernel's does.
+                Kind::File | Kind::Fifo | Kind::Socket => {
                     return Err(Error::posix(
                         libc::ENOTDIR,
                         format!("{}: not a directory", dir.virt),
                     ))
                 }
-                _ => continue,
             }
             if hops >= MAX_SYMLINKS {
                 return Err(Error::posix(
