@@ -36,6 +36,11 @@ pub struct MountArgs {
     /// and in-memory requests are answered by the two threads reading /dev/fuse).
     #[arg(long, default_value_t = 16)]
     threads: usize,
+    /// Let other users in (sshfs' and rclone's `allow_other`): the kernel checks each
+    /// caller's permissions against the owner and mode roam shows (`default_permissions`).
+    /// Without root, needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long)]
+    allow_other: bool,
 }
 
 #[derive(clap::Args)]
@@ -123,7 +128,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
                 .as_deref()
                 .map_or("", |u| u.split(':').next().unwrap_or(""))
         ),
-        allow_other: false,
+        allow_other: args.allow_other,
         direct: false,
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.

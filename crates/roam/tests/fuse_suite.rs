@@ -392,6 +392,39 @@ fn a_non_root_user_mounts_through_fusermount3() {
     );
 }
 
+/// `roam mount --allow-other`: other users get in, and the kernel checks their permissions
+/// against the owner and mode roam shows (`default_permissions`), as for a local directory;
+/// without it, only the user who mounted does.
+#[test]
+fn allow_other_lets_other_users_in_with_the_permission_bits_checked() {
+    let srv = roam_testkit::Scratch::new("allow-other");
+    roam_testkit::write_file(&srv.join("open.txt"), b"for all\n", 0o644);
+    roam_testkit::write_file(&srv.join("secret.txt"), b"root's\n", 0o600);
+    let url = format!("null:{}", srv.path.display());
+    let script = "cat /w/open.txt; cat /w/secret.txt; echo more >> /w/open.txt; touch /w/new";
+    for allow in [true, false] {
+        let args: &[&str] = if allow { &["--allow-other"] } else { &[] };
+        let m = FuseMount::start(Roam::new(), Some(&url), args);
+        let o = nobody_sh(&script.replace("/w", m.dir.to_str().unwrap()))
+            .output()
+            .unwrap();
+        let denied = stderr(&o).matches("Permission denied").count();
+        match allow {
+            // The open file reads; the private one, a write and a new name are refused.
+            true => assert_eq!(
+                (stdout(&o).as_str(), denied),
+                ("for all\n", 3),
+                "{}",
+                stderr(&o)
+            ),
+            // Nothing of the mount is reachable.
+            false => assert_eq!((stdout(&o).as_str(), denied), ("", 4), "{}", stderr(&o)),
+        }
+        assert_eq!(fs::read(srv.join("open.txt")).unwrap(), b"for all\n");
+        assert!(!srv.join("new").exists());
+    }
+}
+
 /// `roam doctor` names each mechanism with a verdict and a reason, and fails when one is
 /// missing.
 #[test]
