@@ -11,6 +11,7 @@
 //! Consistency follows Ufo: metadata, listings and file contents younger than `T_read` are
 //! used as they are; older ones are revalidated (ETag / Last-Modified) before use.
 
+mod access;
 mod archive;
 mod cache;
 mod consistency;
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant, SystemTime};
 use roam_drivers::http::HttpConfig;
 use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
 
+pub use access::{Caller, Need};
 pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use delivery::conflict;

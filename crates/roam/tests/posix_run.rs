@@ -13,7 +13,11 @@
 //!   `file_getattr`) see roam names as native calls see local ones; one roam does not
 //!   serve (`file_setattr`) fails with ENOSYS and a line naming it;
 //! - a shell's redirect of a builtin (`echo x > /w/f`) uploads when the shell puts its
-//!   stdout back (a `dup2` over the file's fd), not when the shell exits.
+//!   stdout back (a `dup2` over the file's fd), not when the shell exits;
+//! - a program that dropped its privileges (root to nobody, under a `roam run` as root)
+//!   meets the permission checks the kernel would make with its credentials: it cannot
+//!   remove, make, write or chmod what nobody may locally. (Reading is another matter:
+//!   roam's cache is private to its user, so such a program cannot read remote files.)
 
 mod common;
 
@@ -336,4 +340,39 @@ fn a_builtin_redirect_uploads_when_the_shell_puts_stdout_back() {
             );
         }
     }
+}
+
+/// Root's tree (a 0755 directory, a 0644 file); a program that became nobody tries to
+/// remove, make, write and chmod there: every exit status is the native one as nobody, and
+/// the server's tree is unchanged.
+#[test]
+fn a_program_that_dropped_privileges_meets_its_own_permissions() {
+    let b = Backend::serving("file+cache", |srv| {
+        write_file(&srv.join("f"), b"root's\n", 0o644);
+    });
+    let srv = b.backend("");
+    let script = "rm -f {}/f; echo $?; mkdir {}/d; echo $?; touch {}/x; echo $?; \
+                  chmod 777 {}/f; echo $?; (echo hi > {}/f); echo $?";
+    let as_nobody = |base: &str| {
+        let inner = script.replace("{}", base);
+        format!("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c '{inner}' 2>/dev/null")
+    };
+    let native = Command::new("sh")
+        .args(["-c", &as_nobody(&srv.display().to_string())])
+        .output()
+        .unwrap();
+    let o = b.sh(&as_nobody("/w"));
+    assert_eq!(
+        stdout(&native),
+        "1\n1\n1\n1\n2\n",
+        "{}",
+        stderr(&native)
+    );
+    assert_eq!(stdout(&o), stdout(&native), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(&srv)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["f"]);
+    assert_eq!(std::fs::read(srv.join("f")).unwrap(), b"root's\n");
 }

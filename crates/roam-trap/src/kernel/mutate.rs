@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime};
 
 use nix::unistd::Pid;
-use roam_vfs::Node;
+use roam_vfs::{Need, Node};
 
 use super::resolve::Place;
 use super::table::Spec;
@@ -102,6 +102,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     };
     let fail = |e| (node.clone(), e);
+    for (n, need) in needs(job.spec.nr, &nodes) {
+        super::open::may(vfs, job.tid, n, need).map_err(|e| (n.clone(), e))?;
+    }
     let a = &job.call.args;
     let done = |r: roam_vfs::Result<()>| r.map(|()| Decision::Return(0)).map_err(fail);
     match job.spec.nr {
@@ -150,6 +153,31 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
 
 /// Remote files keep their owner (roam's user): giving them that owner again succeeds, as
 /// `chown` to the current owner does anywhere; any other owner is EPERM.
+/// What a name call needs of its names, for a caller that is not roam's user: the
+/// directories it changes, the file it truncates, the owner for a mode.
+fn needs<'a>(nr: i64, nodes: &[&'a Node]) -> Vec<(&'a Node, Need)> {
+    let names = |n: &[&'a Node]| n.iter().map(|&n| (n, Need::ChangeNames)).collect();
+    match nr {
+        libc::SYS_mkdir
+        | libc::SYS_mkdirat
+        | libc::SYS_rmdir
+        | libc::SYS_unlink
+        | libc::SYS_unlinkat
+        | libc::SYS_rename
+        | libc::SYS_renameat
+        | libc::SYS_renameat2
+        | libc::SYS_symlink
+        | libc::SYS_symlinkat
+        | libc::SYS_mknod
+        | libc::SYS_mknodat => names(nodes),
+        libc::SYS_truncate => nodes.iter().map(|&n| (n, Need::Write)).collect(),
+        libc::SYS_chmod | libc::SYS_fchmodat | libc::SYS_fchmodat2 | libc::SYS_fchmod => {
+            nodes.iter().map(|&n| (n, Need::Owner)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
 fn chown(k: &Kernel, job: &Job, node: &Node) -> Decision {
     let a = &job.call.args;
     let (uid, gid) = match job.spec.nr {

@@ -87,6 +87,12 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         let node = &node;
         let fail = |e| (node.clone(), e);
         if vfs.writable(node) {
+            // A name to make needs its directory; one there, itself.
+            let need = match vfs.stat(node) {
+                Ok(_) => roam_vfs::Need::Write,
+                Err(_) => roam_vfs::Need::ChangeNames,
+            };
+            may(vfs, job.tid, node, need).map_err(fail)?;
             let copy = vfs
                 .open_for_write(node, flags, create_mode(job))
                 .map_err(fail)?;
@@ -215,6 +221,36 @@ fn create_mode(job: &Job) -> u32 {
         }
     } as u32;
     requested & 0o7777 & !umask(job.tid)
+}
+
+/// The credentials a thread acts with (`Uid:`/`Gid:` in `/proc/TID/status`: the file-system
+/// ids, the fourth of each; `Groups:`), for roam's permission checks.
+pub(super) fn caller(tid: nix::unistd::Pid) -> Option<roam_vfs::Caller> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    let fs_id = |name: &str| field(name)?.split_whitespace().nth(3)?.parse().ok();
+    let groups = field("Groups:")?
+        .split_whitespace()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    Some(roam_vfs::Caller {
+        uid: fs_id("Uid:")?,
+        gid: fs_id("Gid:")?,
+        groups,
+    })
+}
+
+/// Whether the thread `tid` may do what `need` says to `node` (see `roam_vfs::Vfs::may`).
+pub(super) fn may(
+    vfs: &roam_vfs::Vfs,
+    tid: nix::unistd::Pid,
+    node: &roam_vfs::Node,
+    need: roam_vfs::Need,
+) -> roam_vfs::Result<()> {
+    match caller(tid) {
+        Some(c) => vfs.may(&c, node, need),
+        None => Ok(()),
+    }
 }
 
 /// The umask of a thread (`Umask:` in `/proc/TID/status`).
