@@ -362,12 +362,7 @@ fn a_program_that_dropped_privileges_meets_its_own_permissions() {
         .output()
         .unwrap();
     let o = b.sh(&as_nobody("/w"));
-    assert_eq!(
-        stdout(&native),
-        "1\n1\n1\n1\n2\n",
-        "{}",
-        stderr(&native)
-    );
+    assert_eq!(stdout(&native), "1\n1\n1\n1\n2\n", "{}", stderr(&native));
     assert_eq!(stdout(&o), stdout(&native), "{}", stderr(&o));
     let left: Vec<_> = std::fs::read_dir(&srv)
         .unwrap()
