@@ -104,7 +104,14 @@ impl Driver for LocalDriver {
                 tracing::warn!("{}: skipping the unsafe name {name:?}", ctx());
                 continue;
             }
-            let md = entry.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
+            let md = match entry.metadata() {
+                Ok(md) => md,
+                // Renamed or removed since the directory was read (another client's
+                // upload putting its temporary in place): not there, as a later listing
+                // would say.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::from_io(ctx(), &e)),
+            };
             entries.push(DirEntry {
                 meta: meta_of(&entry.path(), &md),
                 name,

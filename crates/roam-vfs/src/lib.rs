@@ -393,6 +393,22 @@ impl Vfs {
         }
     }
 
+    /// The names the last listing of `dir` had that `entries`, a new one, lacks: a listing
+    /// racing another client's replacement of a name (a rename over it) may miss it, so
+    /// such a name is asked about (a stat) rather than taken as gone.
+    fn vanished(&self, dir: &str, entries: &HashMap<String, Meta>) -> HashSet<String> {
+        let st = self.state.lock().unwrap();
+        let Some((before, _)) = st.listings.get(dir) else {
+            return HashSet::new();
+        };
+        before
+            .entries
+            .keys()
+            .filter(|name| !entries.contains_key(*name))
+            .cloned()
+            .collect()
+    }
+
     /// Makes the skeleton of `dir` show the explicit mounts `inner` inside it, as
     /// directories (a mount's root is one).
     fn show_mount_points(&self, dir: &str, inner: &[String]) -> Result<()> {
@@ -703,15 +719,16 @@ impl Vfs {
             .and_then(|m| m.mtime)
             .or(prior);
         self.cache.set_dir_mtime(&r.virt, dir_mtime)?;
+        let entries: HashMap<String, Meta> = listing
+            .entries
+            .into_iter()
+            .map(|e| (e.name, e.meta))
+            .collect();
         let index = DirIndex {
-            entries: listing
-                .entries
-                .into_iter()
-                .map(|e| (e.name, e.meta))
-                .collect(),
+            unknown: self.vanished(&r.virt, &entries),
+            entries,
             complete: listing.complete,
             stands_alone: listing.stands_alone,
-            unknown: HashSet::new(),
         };
         self.state.lock().unwrap().listings.insert(
             r.virt.clone(),
