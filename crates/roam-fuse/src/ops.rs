@@ -360,14 +360,14 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Read);
         // A range still on its way waits for the server: not on a channel thread.
-        let streams = self
-            .fs
-            .handles
-            .file(fh.0)
-            .is_some_and(|f| f.how == Opened::Stream);
-        self.serve(streams, move |fs| match fs.read(fh.0, offset, size) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(e),
+        let Some(f) = self.fs.handles.file(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        self.serve(f.how == Opened::Stream, move |fs| {
+            match fs.read(&f, offset, size) {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(e),
+            }
         });
     }
 

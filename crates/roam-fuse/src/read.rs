@@ -295,8 +295,8 @@ impl Roamfs {
         (fh, keep, how)
     }
 
-    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Res<Vec<u8>> {
-        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+    /// Reads from the open file `f` (looked up once, by the channel thread).
+    pub(crate) fn read(&self, f: &OpenFile, offset: u64, size: u32) -> Res<Vec<u8>> {
         let len = u64::from(size);
         if f.how == Opened::Stream && self.vfs.range_missing(&f.virt, offset, len) {
             self.vfs
