@@ -135,10 +135,24 @@ fn roam_cli(cache: &Path, config: &Path, args: &[&str]) -> Output {
 
 /// Starts `roam run -m /w=URL -- sh -c SCRIPT` in the background.
 fn start_run(cache: &Path, config: &Path, url: &str, script: &str) -> std::process::Child {
+    start_run_through(cache, config, url, script, false)
+}
+
+/// [`start_run`], under `roam run --fuse` when `fuse`.
+fn start_run_through(
+    cache: &Path,
+    config: &Path,
+    url: &str,
+    script: &str,
+    fuse: bool,
+) -> std::process::Child {
+    let frontend = if fuse { &["--fuse"][..] } else { &[] };
     Command::new(env!("CARGO_BIN_EXE_roam"))
         .env("ROAM_CACHE_DIR", cache)
         .env("ROAM_CONFIG", config)
-        .args(["run", "-m", &format!("/w={url}"), "--", "sh", "-c", script])
+        .arg("run")
+        .args(frontend)
+        .args(["-m", &format!("/w={url}"), "--", "sh", "-c", script])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -234,8 +248,16 @@ fn a_kept_change_can_be_discarded() {
     assert_eq!(stdout(&o), "server's\n", "{}", stderr(&o));
 }
 
+/// T_write is the core's under both frontends: a change closed and waiting for it when
+/// roam is killed is delivered whole by `roam sync`, never before.
 #[test]
 fn a_closed_change_waiting_for_t_write_is_delivered_by_sync_after_kill_9() {
+    for fuse in [false, true] {
+        closed_change_waiting_for_t_write(fuse);
+    }
+}
+
+fn closed_change_waiting_for_t_write(fuse: bool) {
     let m = Mount::new("file+cache");
     let roam = Roam::new();
     let cache = roam.cache.join("c");
@@ -243,11 +265,15 @@ fn a_closed_change_waiting_for_t_write_is_delivered_by_sync_after_kill_9() {
     std::fs::write(&config, "[cache]\nt_write = 60\n").unwrap();
     // In a child that ends: its exit closes the file (a shell's own `>` is closed only when
     // it puts its fd 1 back, a `dup2` roam does not see).
-    let mut run = start_run(&cache, &config, &m.url, "(echo whole > /w/s); sleep 60");
+    let script = "(echo whole > /w/s); sleep 30";
+    let mut run = start_run_through(&cache, &config, &m.url, script, fuse);
     await_status(&cache, &config, "/w/s  (due for upload");
     run.kill().unwrap();
     run.wait().unwrap();
-    assert!(!m.backend("s").exists(), "T_write had not come yet");
+    assert!(
+        !m.backend("s").exists(),
+        "fuse {fuse}: T_write had not come yet"
+    );
     let sync = roam_cli(&cache, &config, &["sync", "-m", &format!("/w={}", m.url)]);
     assert!(sync.status.success(), "{}", stderr(&sync));
     assert!(stderr(&sync).contains("uploaded /w/s"), "{}", stderr(&sync));
