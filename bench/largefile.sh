@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Large remote files through roam (issue: open must not wait for the whole file):
-# head -c 1000, tail -c 1000 and a full sequential read of a 1 GiB file served by nginx on
+# head -c 1000, tail -c 1000 and a full sequential read (roam run; head and cat under
+# roam run --fuse too) of a 1 GiB file served by nginx on
 # loopback, with the bytes each transferred (from nginx's log), against curl on the same
 # server in the same run. Prints a markdown table (median of RUNS).
 #
@@ -38,11 +39,14 @@ declare -A rows=(
     ["roam: head -c 1000"]="$ROAM run -- head -c 1000 $path"
     ["roam: tail -c 1000"]="$ROAM run -- tail -c 1000 $path"
     ["roam: cat"]="$ROAM run -- cat $path"
+    ["roam --fuse: head -c 1000"]="$ROAM run --fuse -- head -c 1000 $path"
+    ["roam --fuse: cat"]="$ROAM run --fuse -- cat $path"
     ["curl > /dev/null"]="curl -s $url -o /dev/null"
     ["curl > file"]="curl -s $url -o $work/curl.out"
 )
 # roam keeps what it fetches on disk, so `curl > file` is the like-for-like anchor.
-order=("roam: head -c 1000" "roam: tail -c 1000" "roam: cat" "curl > /dev/null" "curl > file")
+order=("roam: head -c 1000" "roam: tail -c 1000" "roam: cat" "roam --fuse: head -c 1000"
+    "roam --fuse: cat" "curl > /dev/null" "curl > file")
 for r in $(seq "$RUNS"); do
     for name in "${order[@]}"; do
         read -r -a cmd <<< "${rows[$name]}"
