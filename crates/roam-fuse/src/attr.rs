@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo};
-use roam_drivers::{Kind, Meta};
+use roam_vfs::{Kind, Meta};
 
 /// Who owns remote files: the user who mounted them.
 #[derive(Clone, Copy)]

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 
 use fuser::FileType;
-use roam_drivers::mem::Contents;
+use roam_vfs::MemoryFile;
 
 use crate::inodes::Version;
 
@@ -18,7 +18,7 @@ pub enum Data {
     /// A local file: a copy, or the file itself.
     File(File),
     /// The file of an in-memory backend itself.
-    Memory(Arc<Contents>),
+    Memory(Arc<MemoryFile>),
 }
 
 impl Data {

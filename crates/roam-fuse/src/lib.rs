@@ -114,7 +114,7 @@ impl Roamfs {
     /// The virtual name of `name` in the directory `parent`.
     fn child(&self, parent: u64, name: &std::ffi::OsStr) -> Res<String> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
-        if !roam_drivers::is_safe_name(name) {
+        if !roam_vfs::is_safe_name(name) {
             return Err(Errno::EINVAL);
         }
         Ok(roam_vfs::path::join(&self.virt_of(parent)?, name))

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
-use roam_drivers::Kind;
+use roam_vfs::Kind;
 use roam_vfs::{LinkTarget, Node};
 
 use crate::attr;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
-use roam_drivers::NewFile;
+use roam_vfs::NewFile;
 use roam_vfs::{Flushed, Node};
 
 use crate::handles::{Data, OpenFile, Opened};

@@ -38,7 +38,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use roam_drivers::http::HttpConfig;
-use roam_drivers::{ErrorKind, Fetched, Kind, Meta, Validator};
+use roam_drivers::{ErrorKind, Fetched, Validator};
+
+// What frontends speak with the core in (a name's kind and metadata, a file to create, the
+// file an in-memory backend keeps): the drivers' vocabulary, given by the vfs so that the
+// frontends depend on it alone.
+pub use roam_drivers::mem::Contents as MemoryFile;
+pub use roam_drivers::{is_safe_name, Kind, Meta, NewFile};
 
 pub use access::{Caller, Need};
 pub use cache::Info;

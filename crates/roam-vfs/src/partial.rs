@@ -287,6 +287,39 @@ impl Vfs {
         }
     }
 
+    /// Up to `len` bytes of the file `node` from `off`, without fetching the rest of it (a
+    /// query extension reads a file's tags, not its audio): from the file itself when it is
+    /// served in place or being written, from roam's copy when that is current, else the
+    /// range from the server where it serves ranges, else the file fetched as an open
+    /// would.
+    pub fn read_range(&self, node: &Node, off: u64, len: u64) -> Result<Vec<u8>> {
+        let Node::Remote(r) = node else {
+            return Err(Error::posix(
+                libc::EISDIR,
+                format!("{}: a directory", node.virt()),
+            ));
+        };
+        let partial = self.partials.lock().unwrap().get(&r.virt).cloned();
+        let here = match r.driver.local_path(&r.path) {
+            Some(p) => Some(p),
+            None if self.is_dirty(&r.virt) => Some(self.copy_path(&r.virt)),
+            None if partial.is_some() => {
+                self.ensure_range(&r.virt, off, len)?;
+                partial.map(|p| p.copy.clone())
+            }
+            None => self.young_copy(r, &self.stat(node)?),
+        };
+        if let Some(path) = here {
+            return read_at(&path, off, len);
+        }
+        if r.driver.reads_ranges() {
+            let mut buf = Vec::new();
+            r.driver.read_range(&r.path, off, len, &mut buf)?;
+            return Ok(buf);
+        }
+        read_at(&self.open_path(node)?, off, len)
+    }
+
     /// Waits for every byte (for `mmap`, or when the fd could not be watched).
     pub fn ensure_whole(&self, virt: &str) -> Result<()> {
         self.ensure_range(virt, 0, u64::MAX)
@@ -537,6 +570,28 @@ impl Write for At<'_> {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Up to `len` bytes of the local file `path` from `off`.
+fn read_at(path: &std::path::Path, off: u64, len: u64) -> Result<Vec<u8>> {
+    let failed = |e: std::io::Error| {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        Error::posix(errno, format!("{}: {e}", path.display()))
+    };
+    let file = File::open(path).map_err(failed)?;
+    let mut buf = vec![0; usize::try_from(len).unwrap_or(usize::MAX).min(1 << 24)];
+    let mut got = 0;
+    while got < buf.len() {
+        match file
+            .read_at(&mut buf[got..], off + got as u64)
+            .map_err(failed)?
+        {
+            0 => break,
+            n => got += n,
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
 }
 
 #[cfg(test)]

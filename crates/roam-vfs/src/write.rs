@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use roam_drivers::{Attrs, ErrorKind, Expect, Kind, Known, Leftover, Meta, Upload};
+use roam_drivers::{Attrs, ErrorKind, Expect, Kind, Known, Leftover, Meta, NewFile, Upload};
 
 use crate::cache::{stamp, unix_secs};
 use crate::path::split_name;
@@ -123,8 +123,8 @@ impl Vfs {
     pub fn open_in_memory(
         &self,
         node: &Node,
-        create: Option<roam_drivers::NewFile>,
-    ) -> Result<std::sync::Arc<roam_drivers::mem::Contents>> {
+        create: Option<NewFile>,
+    ) -> Result<std::sync::Arc<crate::MemoryFile>> {
         let r = writable_remote(node)?;
         Ok(r.driver.open_in_place(&r.path, create)?)
     }

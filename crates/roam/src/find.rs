@@ -4,13 +4,10 @@
 //! their audio. PATH is a roam name (`/http/host/dir`, a mount) or a local directory.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use roam_drivers::local::LocalDriver;
-use roam_drivers::{Driver, Kind};
 use roam_ext::{Extension, Limits, Technology};
-use roam_vfs::{Node, Vfs};
+use roam_vfs::{Kind, Node, Vfs};
 
 use crate::config::Config;
 
@@ -48,19 +45,17 @@ pub fn run(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
         .collect::<Option<Vec<_>>>()
         .context("--where takes FIELD=VALUE")?;
     let root = roam_vfs::path::normalize(&args.path);
-    let (driver, path): (Arc<dyn Driver>, String) = match vfs.lookup(&root)? {
-        Some(Node::Remote(r)) => (r.driver, r.path),
-        Some(Node::SchemeRoot { .. }) => bail!("{root}: name a host to search"),
-        None => (Arc::new(LocalDriver::new("/")), root.clone()),
-    };
+    if let Some(Node::SchemeRoot { .. }) = vfs.lookup(&root)? {
+        bail!("{root}: name a host to search");
+    }
     let mut search = Search {
+        vfs,
         ext: &ext,
         conditions: &conditions,
-        driver: driver.as_ref(),
         matched: 0,
         errors: 0,
     };
-    search.walk(&path, &root);
+    search.walk(&root);
     Ok(if search.errors > 0 {
         2
     } else {
@@ -68,60 +63,106 @@ pub fn run(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
     })
 }
 
+/// A search over names as programs see them: roam names go through the vfs (its mounts,
+/// listings, T_read and copies, ranges read as the core decides), local names are read
+/// natively.
 struct Search<'a> {
+    vfs: &'a Vfs,
     ext: &'a Extension,
     conditions: &'a [(String, String)],
-    driver: &'a dyn Driver,
     matched: usize,
     errors: usize,
 }
 
 impl Search<'_> {
-    /// Visits the directory `path` (shown as `shown`), depth first, in name order.
-    fn walk(&mut self, path: &str, shown: &str) {
-        let mut entries = match self.driver.list(path) {
-            Ok(listing) => listing.entries,
-            Err(e) => return self.error(shown, &e),
+    /// Visits the directory `dir`, depth first, in name order.
+    fn walk(&mut self, dir: &str) {
+        let names = match self.names_in(dir) {
+            Ok(names) => names,
+            Err(e) => return self.error(dir, &e),
         };
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        for entry in entries {
-            let (child, child_shown) = (join(path, &entry.name), join(shown, &entry.name));
-            match entry.meta.kind {
-                Kind::Dir => self.walk(&child, &child_shown),
-                Kind::File => self.check(&child, &child_shown, entry.meta.size),
-                Kind::Symlink | Kind::Fifo | Kind::Socket => {}
+        for name in names {
+            let child = join(dir, &name);
+            match self.kind_and_size(&child) {
+                Ok((Kind::Dir, _)) => self.walk(&child),
+                Ok((Kind::File, size)) => self.check(&child, size),
+                Ok(_) => {}
+                Err(e) => self.error(&child, &e),
             }
         }
     }
 
-    fn check(&mut self, path: &str, shown: &str, size: Option<u64>) {
-        let size =
-            match size.map_or_else(|| self.driver.stat(path).map(|m| m.size.unwrap_or(0)), Ok) {
-                Ok(size) => size,
-                Err(e) => return self.error(shown, &e),
-            };
-        let mut fetch = |_file: u8, off: u64, len: u32| {
-            let mut buf = Vec::with_capacity(len as usize);
-            self.driver
-                .read_range(path, off, u64::from(len), &mut buf)
-                .map_err(std::io::Error::other)?;
-            Ok(buf)
+    /// The names in the directory `dir`, sorted (a local one shows the mounts inside it).
+    fn names_in(&self, dir: &str) -> Result<Vec<String>> {
+        let real = match self.vfs.lookup(dir)? {
+            Some(node) => self.vfs.open_path(&node)?,
+            None => PathBuf::from(dir),
         };
-        let name = shown.rsplit('/').next().unwrap_or(shown);
-        match roam_ext::query::matches(self.ext, name, self.conditions, size, &mut fetch) {
+        let mut names = std::fs::read_dir(&real)?
+            .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<Vec<_>>>()?;
+        names.extend(self.vfs.mount_names_under(dir).into_iter().map(|(n, _)| n));
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// What `name` is (not following a final link) and a file's size.
+    fn kind_and_size(&self, name: &str) -> Result<(Kind, u64)> {
+        Ok(match self.vfs.lookup(name)? {
+            Some(node) => {
+                let meta = self.vfs.stat(&node)?;
+                (meta.kind, meta.size.unwrap_or(0))
+            }
+            None => {
+                let md = std::fs::symlink_metadata(name)?;
+                let kind = match md.file_type() {
+                    t if t.is_dir() => Kind::Dir,
+                    t if t.is_file() => Kind::File,
+                    _ => Kind::Symlink, // passed over, as every name no file or directory
+                };
+                (kind, md.len())
+            }
+        })
+    }
+
+    fn check(&mut self, name: &str, size: u64) {
+        let node = match self.vfs.lookup(name) {
+            Ok(node) => node,
+            Err(e) => return self.error(name, &e),
+        };
+        let vfs = self.vfs;
+        let mut fetch = |_file: u8, off: u64, len: u32| match &node {
+            Some(node) => vfs
+                .read_range(node, off, u64::from(len))
+                .map_err(std::io::Error::other),
+            None => read_local(name, off, len),
+        };
+        let base = name.rsplit('/').next().unwrap_or(name);
+        match roam_ext::query::matches(self.ext, base, self.conditions, size, &mut fetch) {
             Ok(true) => {
                 self.matched += 1;
-                println!("{shown}");
+                println!("{name}");
             }
             Ok(false) => {}
-            Err(e) => self.error(shown, &e),
+            Err(e) => self.error(name, &e),
         }
     }
 
-    fn error(&mut self, shown: &str, e: &dyn std::fmt::Display) {
+    fn error(&mut self, name: &str, e: &dyn std::fmt::Display) {
         self.errors += 1;
-        eprintln!("roam find: {shown}: {e}");
+        eprintln!("roam find: {name}: {e}");
     }
+}
+
+/// `len` bytes of the local file `name` from `off` (fewer at its end).
+fn read_local(name: &str, off: u64, len: u32) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(name)?;
+    f.seek(SeekFrom::Start(off))?;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(u64::from(len)).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 fn join(dir: &str, name: &str) -> String {

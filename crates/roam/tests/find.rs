@@ -171,3 +171,53 @@ fn find_reports_nothing_matched_with_status_one() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// `roam find` sees names as programs do: a mount inside the searched one (`/proj/inner`)
+/// is searched too, with its own server, and the names printed are the program's.
+#[test]
+fn find_searches_mounts_inside_the_searched_one() {
+    let scratch = Scratch::new("find-nested");
+    let www = scratch.join("www");
+    let outer: Vec<String> = (0..20).filter_map(|i| mp3(&www.join("a"), i)).collect();
+    let inner: Vec<String> = (20..40).filter_map(|i| mp3(&www.join("b"), i)).collect();
+    let server = Server::nginx(&www, &scratch.join("run"));
+    server.stop_at_exit();
+    let config = scratch.join("roam.toml");
+    let url = |dir: &str| format!("http://{}/{dir}/music", server.authority());
+    fs::write(
+        &config,
+        format!(
+            "[mounts]\n\"/proj\" = \"{}\"\n\"/proj/inner\" = \"{}\"\n",
+            url("a"),
+            url("b")
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args([
+            "find",
+            "/proj",
+            "--ext",
+            "id3",
+            "--where",
+            "artist=Radiohead",
+        ])
+        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+        .env("ROAM_CACHE_DIR", scratch.join("cache"))
+        .env("ROAM_CONFIG", &config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "roam find failed: {stderr}");
+    let found: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let shown = |prefix: &str, rel: &String| format!("{prefix}/{}", &rel["music/".len()..]);
+    let expected: BTreeSet<String> = outer
+        .iter()
+        .map(|r| shown("/proj", r))
+        .chain(inner.iter().map(|r| shown("/proj/inner", r)))
+        .collect();
+    assert_eq!(found, expected);
+}
