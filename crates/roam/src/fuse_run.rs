@@ -4,7 +4,8 @@
 //! program a root as bubblewrap does: a tmpfs holding binds of the real top-level
 //! directories, with the FUSE subtrees bound at `/http`, `/s3`, ... and at the configured
 //! mount points; then `pivot_root` into it. The program runs as the user (same uid and
-//! gid, no capabilities) and sees nothing else change. When it exits, the namespace and its
+//! gid; root keeps every id mapped, so owners and `chown` are the host's) and sees
+//! nothing else change. When it exits, the namespace and its
 //! mounts go with it.
 
 use std::ffi::CString;
@@ -68,18 +69,71 @@ fn exit_signal(status: &std::process::ExitStatus) -> i32 {
     std::os::unix::process::ExitStatusExt::signal(status).unwrap_or(0)
 }
 
-/// A user namespace mapping only the caller's uid and gid (to themselves), and a private
-/// mount namespace in it.
+/// A user namespace mapping the caller's ids to themselves, and a private mount namespace
+/// in it. Root maps every id, so files keep their owners and `chown` to any user works as
+/// outside (and so does `setgroups`); anyone else may map only their own uid and gid, and
+/// only once `setgroups` is denied.
 fn enter_namespaces() -> Result<()> {
     // SAFETY: plain syscalls; the process is single-threaded here.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if uid == 0 {
+        return enter_as_root();
+    }
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
         bail!("unshare: {}", std::io::Error::last_os_error());
     }
     std::fs::write("/proc/self/setgroups", "deny").context("/proc/self/setgroups")?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).context("uid_map")?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).context("gid_map")?;
-    // Nothing done here may reach the mounts outside.
+    private_mounts()
+}
+
+/// Root's namespaces with every id mapped. A map of more than the writer's own id must be
+/// written from the parent namespace, so a child forked before `unshare` writes it.
+fn enter_as_root() -> Result<()> {
+    let (ready, go) = nix::unistd::pipe()?;
+    // SAFETY: the process is single-threaded, so the child may do anything until it exits.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        bail!("fork: {}", std::io::Error::last_os_error());
+    }
+    if child == 0 {
+        drop(go);
+        let mut byte = [0u8];
+        let ok = nix::unistd::read(&ready, &mut byte) == Ok(1) && write_full_maps().is_ok();
+        // SAFETY: leaving the forked child without running the parent's exit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    drop(ready);
+    let shared = unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) };
+    let unshared = std::io::Error::last_os_error();
+    if shared == 0 {
+        nix::unistd::write(&go, &[1])?;
+    }
+    drop(go);
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    if shared != 0 {
+        bail!("unshare: {unshared}");
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("could not write the uid and gid maps of the namespace");
+    }
+    private_mounts()
+}
+
+/// Writes, from the parent namespace, maps of every id onto itself for the parent process.
+fn write_full_maps() -> std::io::Result<()> {
+    let parent = std::os::unix::process::parent_id();
+    for map in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{parent}/{map}"), "0 0 4294967295")?;
+    }
+    Ok(())
+}
+
+/// Nothing done in the new mount namespace may reach the mounts outside.
+fn private_mounts() -> Result<()> {
     mount(
         None,
         Path::new("/"),

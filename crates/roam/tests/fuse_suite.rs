@@ -506,6 +506,37 @@ mod run_fuse {
         check(&o, 0);
     }
 
+    /// As root every id is mapped: a local file's owner shows as outside, `chown` to
+    /// another user works, and so do supplementary groups.
+    #[test]
+    fn as_root_owners_and_chown_are_the_hosts() {
+        let dir = Scratch::new("chown");
+        let f = dir.join("f");
+        fs::write(&f, "x").unwrap();
+        std::os::unix::fs::chown(&f, Some(1234), Some(5678)).unwrap();
+        let g = dir.join("g");
+        fs::write(&g, "y").unwrap();
+        let o = Roam::new()
+            .command()
+            .args(["run", "--fuse", "--", "sh", "-c"])
+            .arg(format!(
+                "stat -c %u:%g {f} && chown 4321:8765 {g} && stat -c %u:%g {g} && setpriv --groups=7,8 id -G",
+                f = f.display(),
+                g = g.display()
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "1234:5678\n4321:8765\n0 7 8\n",
+            "{}",
+            stderr(&o)
+        );
+        use std::os::unix::fs::MetadataExt;
+        let md = fs::metadata(&g).unwrap();
+        assert_eq!((md.uid(), md.gid()), (4321, 8765));
+    }
+
     #[test]
     fn as_a_user_without_privileges() {
         let host = common::fixture().server.authority();
