@@ -21,6 +21,8 @@ pub struct Caller {
 /// What a call needs of a name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Need {
+    /// To read the file, or list the directory.
+    Read,
     /// To write the file (truncate, open for writing).
     Write,
     /// To make, remove or rename names in its directory (write and search there).
@@ -42,6 +44,7 @@ impl Vfs {
         };
         let (on, bits) = match need {
             Need::ChangeNames => (Node::Remote(r.parent()), 0o3),
+            Need::Read => (node.clone(), 0o4),
             Need::Write => (node.clone(), 0o2),
             Need::Owner => (node.clone(), 0),
         };

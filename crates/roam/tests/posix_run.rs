@@ -21,6 +21,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -370,4 +371,44 @@ fn a_program_that_dropped_privileges_meets_its_own_permissions() {
         .collect();
     assert_eq!(left, ["f"]);
     assert_eq!(std::fs::read(srv.join("f")).unwrap(), b"root's\n");
+}
+
+/// A program that became nobody reads root's tree as it would natively: what its mode lets
+/// others read (a 0644 file, a 0755 directory's listing and attributes) and no more (a
+/// 0600 file: `EACCES`) and writes where it may (a 0777 directory), although roam's own
+/// copies live in its private cache.
+#[test]
+fn a_program_that_dropped_privileges_reads_what_it_may() {
+    let b = Backend::serving("file+cache", |srv| {
+        write_file(&srv.join("f"), b"root's\n", 0o644);
+        write_file(&srv.join("secret"), b"hidden\n", 0o600);
+        roam_testkit::mkdir(&srv.join("d"));
+        write_file(&srv.join("d/g"), b"in d\n", 0o644);
+        roam_testkit::mkdir(&srv.join("pub"));
+        std::fs::set_permissions(srv.join("pub"), PermissionsExt::from_mode(0o777)).unwrap();
+    });
+    let srv = b.backend("");
+    let script = "cat {}/f; echo $?; cat {}/secret; echo $?; ls {}/d; echo $?; \
+                  stat -c %s:%a {}/f; echo $?; head -c 3 {}/d/g; echo; echo $?; \
+                  echo mine > {}/pub/{n}; echo $?; cat {}/pub/{n}; echo $?";
+    let as_nobody = |base: &str, n: &str| {
+        let inner = script.replace("{}", base).replace("{n}", n);
+        format!("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c '{inner}' 2>/dev/null")
+    };
+    let native = Command::new("sh")
+        .args(["-c", &as_nobody(&srv.display().to_string(), "n")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&native),
+        "root's\n0\n1\ng\n0\n7:644\n0\nin \n0\n0\nmine\n0\n",
+        "{}",
+        stderr(&native)
+    );
+    // Cold (nothing cached), then warm (the copies in roam's cache); a new file each time.
+    for n in ["n1", "n2"] {
+        let o = b.sh(&as_nobody("/w", n));
+        assert_eq!(stdout(&o), stdout(&native), "{}", stderr(&o));
+        assert_eq!(std::fs::read(srv.join("pub").join(n)).unwrap(), b"mine\n");
+    }
 }

@@ -6,8 +6,12 @@
 //! `SECCOMP_IOCTL_NOTIF_ADDFD`, at a watched number when roam must see its close).
 //!
 //! Two things change the thread itself and cannot be done from afar: moving its working
-//! directory into a remote tree, and exec of a roam name. Both fail with a message, as does
-//! a call roam would make for a thread whose credentials are not roam's.
+//! directory into a remote tree, and exec of a roam name. Both fail with a message.
+//!
+//! Threads roam traces but whose credentials are not roam's (a daemon that dropped its
+//! privileges) are served from here too when a call names roam's private cache, which the
+//! kernel would refuse them: roam makes opens and stats of its own copies for them, after
+//! checking their permissions as the kernel would (`for_another_user`).
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -118,14 +122,10 @@ impl Kernel {
             }
             _ => {}
         }
-        if !same_credentials(tid) {
-            // roam makes the call with its own credentials: for a program that changed its
-            // own (a daemon dropping privileges), the kernel would decide otherwise.
-            return self.cannot_afar(
-                tid,
-                Some(spec),
-                "use roam's names with credentials other than roam's",
-            );
+        if !acts_as_roam(tid) {
+            if let Err(errno) = self.for_another_user(tid, call, spec, rewritten) {
+                return Reply::Return(-(errno as i64));
+            }
         }
         match self.prepare(tid, call, spec, rewritten) {
             Ok(mut own) => {
@@ -246,6 +246,57 @@ impl Kernel {
         }
     }
 
+    /// Whether roam may make `call` for thread `tid`, which acts with credentials other
+    /// than roam's (a daemon that dropped its privileges): roam makes it with its own, so
+    /// only an open or a stat of roam's own copies and skeleton entries, every name of the
+    /// call one roam rewrote, and an open only when the caller may read what it names
+    /// (roam's permission check in the kernel's place; writes were checked when the copy
+    /// was made). Anything else would let roam's credentials stand in for the program's.
+    fn for_another_user(
+        &self,
+        tid: Pid,
+        call: &Syscall,
+        spec: &Spec,
+        rewritten: &[(usize, Vec<u8>)],
+    ) -> Result<(), i32> {
+        let vfs = self.vfs();
+        // Each name is one roam rewrote into its cache, or none (the object of the
+        // program's own dirfd: `fstat` of a copy it holds).
+        let roams = |pa: &table::PathArg| match rewritten.iter().find(|(r, _)| *r == pa.path) {
+            Some((_, b)) => vfs.unmap(std::str::from_utf8(b).ok()?).map(Some),
+            None if call.args[pa.path] == 0 => Some(None),
+            None => match memory::read_cstr(tid, call.args[pa.path]) {
+                Ok(raw) if raw.is_empty() && pa.dirfd.is_some() => Some(None),
+                _ => None,
+            },
+        };
+        let names: Option<Vec<Option<String>>> = spec.paths.iter().map(roams).collect();
+        let names = match names {
+            Some(n) if matches!(spec.family, Family::Open | Family::Inspect) => n,
+            _ => {
+                self.cannot_afar(
+                    tid,
+                    Some(spec),
+                    "use roam's names with credentials other than roam's",
+                );
+                return Err(libc::EACCES);
+            }
+        };
+        let flags = open_flags(tid, call);
+        let reads = spec.family == Family::Open
+            && flags & libc::O_PATH == 0
+            && flags & libc::O_ACCMODE != libc::O_WRONLY;
+        if reads {
+            for virt in names.iter().flatten() {
+                if let Some(node) = vfs.lookup(virt).map_err(|e| e.errno())? {
+                    super::open::may(vfs, tid, &node, roam_vfs::Need::Read)
+                        .map_err(|e| e.errno())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn cannot_afar(&self, tid: Pid, spec: Option<&Spec>, what: &str) -> Reply {
         let name = spec.map_or("a call", |s| s.name.trim_start_matches("SYS_"));
         let program = std::fs::read_to_string(format!("/proc/{tid}/comm")).unwrap_or_default();
@@ -259,7 +310,7 @@ impl Kernel {
 
 /// Whether thread `tid` acts on files with roam's user and group (`/proc/TID/status`: the
 /// file-system ids, the fourth of `Uid:` and `Gid:`).
-fn same_credentials(tid: Pid) -> bool {
+pub fn acts_as_roam(tid: Pid) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
         return false;
     };

@@ -741,7 +741,7 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
                 let _ = to.wake.write(1);
                 sent
             }
-            Work::Notice(n, job) => to.answer(&n, Some(kernel.serve(&job))),
+            Work::Notice(n, job) => to.answer_or_make(kernel, &n, kernel.serve(&job)),
             Work::Afar(n, job, listener) => reply_afar(kernel, &listener, &n, kernel.serve(&job)),
         };
         if !going_on {

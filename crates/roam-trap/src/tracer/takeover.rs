@@ -13,6 +13,7 @@ use nix::sys::eventfd::EventFd;
 use nix::unistd::Pid;
 
 use super::{resume, Done, Tracer, Work};
+use crate::kernel::afar::acts_as_roam;
 use crate::kernel::{Decision, Kernel, Triage};
 use crate::platform::notify::{Listener, Notice};
 use crate::platform::{memory, ptrace};
@@ -121,6 +122,24 @@ impl Outlets {
     }
 }
 
+impl Outlets {
+    /// Answers a notified call with `decision`; one that hands roam's private paths to a
+    /// thread acting with credentials other than roam's (the kernel would refuse them to
+    /// it) is made by roam instead, as for a thread served from afar (`kernel::afar`).
+    pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
+        let rewrites = matches!(
+            decision,
+            Decision::Rewrite(_) | Decision::RewriteThen { .. } | Decision::OpenWatched { .. }
+        );
+        match self.listener.as_ref() {
+            Some(listener) if rewrites && !acts_as_roam(n.tid) => {
+                super::handover::reply_afar(kernel, listener, n, decision)
+            }
+            _ => self.answer(n, Some(decision)),
+        }
+    }
+}
+
 /// Whether `tid` is a thread roam no longer traces (handed over to a debugger, or a child
 /// of one): its calls are answered from afar, since the tracer cannot take them over.
 fn served_from_afar(kernel: &Kernel, afar: &Mutex<HashSet<Pid>>, tid: Pid) -> bool {
@@ -164,8 +183,8 @@ pub(super) fn listen(
             continue;
         }
         let answered = match kernel.triage(n.tid, n.call) {
-            Triage::Done(d) => to.answer(&n, Some(d)),
-            Triage::Later(job) if job.answerable_from_afar() => {
+            Triage::Done(d) => to.answer_or_make(kernel, &n, d),
+            Triage::Later(job) if job.answerable_from_afar() || !acts_as_roam(n.tid) => {
                 jobs.send(Work::Notice(n, job)).is_ok()
             }
             Triage::Later(_) => to.answer(&n, None),
