@@ -243,39 +243,56 @@ impl Roamfs {
             .collect()
     }
 
-    /// Opens a file for reading, or for writing through the journaled copy; a file
-    /// served in place (local or in memory) is opened itself. Says whether the kernel may
-    /// keep its cached pages, and whether `close` needs a `flush`.
+    /// Opens a file as the core decides (`Vfs::open`): for reading, or for writing through
+    /// the journaled copy; a file served in place (local or in memory) is opened itself.
+    /// Says whether the kernel may keep its cached pages, and whether `close` needs a
+    /// `flush`.
     pub(crate) fn open(&self, ino: u64, flags: i32) -> Res<(u64, bool, Opened)> {
         let virt = self.virt_of(ino)?;
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let (path, how) = match self.place(&virt)? {
-            Place::Synthetic => return Err(Errno::EISDIR),
+        match self.place(&virt)? {
+            Place::Synthetic => Err(Errno::EISDIR),
             // Only O_PATH|O_NOFOLLOW opens a symlink itself, and that never reaches roam.
-            Place::UrlAlias(_) => return Err(Errno::ELOOP),
+            Place::UrlAlias(_) => Err(Errno::ELOOP),
             Place::Local(p) => {
                 let file = open_local(&p, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
-                return Ok(self.add_file(Data::File(file), ino, virt, Opened::InPlace));
+                Ok(self.add_file(Data::File(file), ino, virt, Opened::InPlace))
             }
-            Place::Remote(node) if self.vfs.in_memory(&node) => {
-                let c = self.vfs.open_in_memory(&node, None).map_err(vfs_errno)?;
-                if flags & libc::O_TRUNC != 0 {
-                    c.set_len(0).map_err(io_errno)?;
-                }
-                return Ok(self.add_file(Data::Memory(c), ino, virt, Opened::Memory));
-            }
-            Place::Remote(node) if writes => (
-                self.vfs
-                    .open_for_write(&node, flags, 0o644)
-                    .map_err(vfs_errno)?,
-                Opened::Uploads,
-            ),
-            Place::Remote(node) => match self.vfs.open_streaming(&node).map_err(vfs_errno)? {
-                Some(part) => (part, Opened::Stream),
-                None => (self.vfs.open_path(&node).map_err(vfs_errno)?, Opened::Copy),
-            },
+            // The kernel made the new file's mode already (`create`), or it exists.
+            Place::Remote(node) => self.open_remote(&node, ino, virt, flags, 0o644),
+        }
+    }
+
+    /// Opens a remote name through the core; `mode` is a file it creates.
+    pub(crate) fn open_remote(
+        &self,
+        node: &Node,
+        ino: u64,
+        virt: String,
+        flags: i32,
+        mode: u32,
+    ) -> Res<(u64, bool, Opened)> {
+        // The kernel checked the caller's permissions (`default_permissions`).
+        let how = roam_vfs::OpenHow {
+            flags,
+            mode,
+            caller: &|| None,
+            memory: true,
         };
-        let file = open_local(&path, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
+        let (path, how) = match self.vfs.open(node, &how).map_err(vfs_errno)? {
+            roam_vfs::Opened::Memory(c) => {
+                return Ok(self.add_file(Data::Memory(c), ino, virt, Opened::Memory))
+            }
+            roam_vfs::Opened::Local(p) => (p, Opened::InPlace),
+            roam_vfs::Opened::Change(p) => (p, Opened::Uploads),
+            roam_vfs::Opened::Partial(p) => (p, Opened::Stream),
+            roam_vfs::Opened::Copy(p) => (p, Opened::Copy),
+        };
+        // A new file's copy is made here; an existing one's is there already.
+        let flags = match how {
+            Opened::Uploads => flags,
+            _ => flags & !(libc::O_CREAT | libc::O_EXCL),
+        };
+        let file = open_local(&path, flags, mode)?;
         Ok(self.add_file(Data::File(file), ino, virt, how))
     }
 

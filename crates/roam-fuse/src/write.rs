@@ -10,7 +10,6 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
-use roam_vfs::NewFile;
 use roam_vfs::{Flushed, Node};
 
 use crate::handles::{Data, OpenFile, Opened};
@@ -47,46 +46,21 @@ impl Roamfs {
     ) -> Res<(FileAttr, Duration, u64, Opened)> {
         let (virt, place) = self.new_child(parent, name)?;
         let mode = mode & 0o7777;
-        let (path, how) = match place {
+        let (fh, how) = match place {
             Place::Local(p) => {
                 let file = create_in_place(&p, flags, mode)?;
-                return self.created(Data::File(file), virt, Opened::InPlace);
+                let ino = self.ino_of(&virt);
+                let (fh, _, how) = self.add_file(Data::File(file), ino, virt, Opened::InPlace);
+                (fh, how)
             }
-            Place::Remote(node) if self.vfs.in_memory(&node) => {
-                let new = NewFile {
-                    mode,
-                    exclusive: flags & libc::O_EXCL != 0,
-                };
-                let c = self
-                    .vfs
-                    .open_in_memory(&node, Some(new))
-                    .map_err(vfs_errno)?;
-                if flags & libc::O_TRUNC != 0 {
-                    c.set_len(0).map_err(io_errno)?;
-                }
-                return self.created(Data::Memory(c), virt, Opened::Memory);
+            Place::Remote(node) => {
+                let ino = self.ino_of(&virt);
+                let (fh, _, how) =
+                    self.open_remote(&node, ino, virt, flags | libc::O_CREAT, mode)?;
+                (fh, how)
             }
-            Place::Remote(node) => (
-                self.vfs
-                    .open_for_write(&node, flags | libc::O_CREAT, mode)
-                    .map_err(vfs_errno)?,
-                Opened::Uploads,
-            ),
             Place::Synthetic | Place::UrlAlias(_) => unreachable!("refused by new_child"),
         };
-        let file = open_local(&path, flags | libc::O_CREAT, mode)?;
-        self.created(Data::File(file), virt, how)
-    }
-
-    /// The reply to `create`: the new file's attributes and handle.
-    fn created(
-        &self,
-        data: Data,
-        virt: String,
-        how: Opened,
-    ) -> Res<(FileAttr, Duration, u64, Opened)> {
-        let ino = self.ino_of(&virt);
-        let (fh, _, _) = self.add_file(data, ino, virt, how);
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         let (attr, ttl) = self.open_attr(&f)?;
         Ok((attr, ttl, fh, how))

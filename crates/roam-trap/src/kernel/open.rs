@@ -69,120 +69,32 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         Ok(f) => f,
         Err(errno) => return Ok(Decision::fail(errno)),
     };
-    let vfs = k.vfs();
-    let fail = |e| (node.clone(), e);
-    if let Some(p) = vfs.special_path(node).map_err(fail)? {
-        return Ok(rewrite_to(arg, &p));
-    }
-    let wants_write =
-        flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
-    if wants_write {
-        if let Some(p) = vfs.in_place(node) {
-            return Ok(rewrite_to(arg, &p));
-        }
-        let node = match write_target(vfs, node, flags).map_err(fail)? {
-            Ok(n) => n,
-            Err(local) => return Ok(rewrite_to(arg, std::path::Path::new(&local))),
-        };
-        let node = &node;
-        let fail = |e| (node.clone(), e);
-        if vfs.writable(node) {
-            // A name to make needs its directory; one there, itself.
-            let need = match vfs.stat(node) {
-                Ok(_) => roam_vfs::Need::Write,
-                Err(_) => roam_vfs::Need::ChangeNames,
-            };
-            may(vfs, job.tid, node, need).map_err(fail)?;
-            let copy = vfs
-                .open_for_write(node, flags, create_mode(job))
-                .map_err(fail)?;
+    let how = roam_vfs::OpenHow {
+        flags,
+        mode: create_mode(job),
+        caller: &|| caller(job.tid),
+        memory: false,
+    };
+    let opened = match k.vfs().open(node, &how) {
+        Ok(o) => o,
+        Err(e) if e.errno() == libc::EROFS => return Ok(read_only(k, job, node)),
+        Err(e) => return Err((node.clone(), e)),
+    };
+    Ok(match opened {
+        roam_vfs::Opened::Change(copy) => {
             k.write_granted(job.tid, node.virt());
             // At a watched number, so that its close (the upload) is seen.
-            return Ok(watched(arg, &copy, flags, node));
+            watched(arg, &copy, flags, node)
         }
-        return match vfs.stat(node) {
-            // O_CREAT of an existing file without write access is a plain open.
-            Ok(_) if flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0 => {
-                if flags & libc::O_EXCL != 0 {
-                    return Ok(Decision::fail(libc::EEXIST));
-                }
-                Ok(rewrite_to(arg, &vfs.open_path(node).map_err(fail)?))
+        roam_vfs::Opened::Partial(copy) => watched(arg, &copy, flags, node),
+        roam_vfs::Opened::Local(p) | roam_vfs::Opened::Copy(p) => {
+            if p.is_dir() {
+                k.resolver.roam_dir_handed_out();
             }
-            // A missing name under a read-only mount is still ENOENT when not creating.
-            Err(e) if e.errno() == libc::ENOENT && flags & libc::O_CREAT == 0 => Err(fail(e)),
-            Err(e) if e.errno() != libc::ENOENT => Err(fail(e)),
-            _ => Ok(read_only(k, job, node)),
-        };
-    }
-    if flags & (libc::O_PATH | libc::O_DIRECTORY) == 0 {
-        if let Some(copy) = vfs.open_streaming(node).map_err(fail)? {
-            return Ok(watched(arg, &copy, flags, node));
+            rewrite_to(arg, &p)
         }
-    }
-    let target = if flags & libc::O_PATH != 0 {
-        path_only(vfs, node, flags)
-    } else {
-        vfs.open_path(node)
-    }
-    .map_err(fail)?;
-    if target.is_dir() {
-        k.resolver.roam_dir_handed_out();
-    }
-    Ok(rewrite_to(arg, &target))
-}
-
-/// The name a write open of `node` changes: as the kernel does, a final symlink is
-/// followed (so `touch LINK` and `echo > LINK` change its target), unless `O_NOFOLLOW` or
-/// `O_CREAT|O_EXCL` refuse it; a link to a missing name leads to that name, which
-/// `O_CREAT` makes. `Err`: a local path outside roam that a link leads to.
-fn write_target(
-    vfs: &roam_vfs::Vfs,
-    node: &roam_vfs::Node,
-    flags: i32,
-) -> roam_vfs::Result<Result<roam_vfs::Node, String>> {
-    let excl = libc::O_CREAT | libc::O_EXCL;
-    let mut node = node.clone();
-    if flags & libc::O_NOFOLLOW != 0 || flags & excl == excl {
-        return Ok(Ok(node));
-    }
-    // The kernel's limit on links followed in one lookup.
-    for _ in 0..40 {
-        let target = match vfs.link_target(&node) {
-            Ok(Some((target, _))) => target,
-            Ok(None) => return Ok(Ok(node)),
-            Err(e) if e.errno() == libc::ENOENT => return Ok(Ok(node)),
-            Err(e) => return Err(e),
-        };
-        node = match target {
-            roam_vfs::LinkTarget::Roam(v) => {
-                vfs.lookup(&v)?.ok_or_else(|| roam_vfs::Error::Posix {
-                    errno: libc::ENOENT,
-                    message: format!("{v}: a link out of roam"),
-                })?
-            }
-            roam_vfs::LinkTarget::Local(p) => return Ok(Err(p)),
-        };
-    }
-    Err(roam_vfs::Error::Posix {
-        errno: libc::ELOOP,
-        message: format!("{}: too many levels of symbolic links", node.virt()),
+        roam_vfs::Opened::Memory(_) => unreachable!("roam run asks for no file in memory"),
     })
-}
-
-/// What an `O_PATH` open of `node` gets: its skeleton entry, or, unless `O_NOFOLLOW`, that
-/// of where roam's rule leads a link (the kernel must not follow a link's entry itself).
-fn path_only(
-    vfs: &roam_vfs::Vfs,
-    node: &roam_vfs::Node,
-    flags: i32,
-) -> roam_vfs::Result<std::path::PathBuf> {
-    if flags & libc::O_NOFOLLOW != 0 {
-        return vfs.meta_path(node);
-    }
-    match vfs.follow(node.clone())? {
-        roam_vfs::Resolved::Node(n, _) => vfs.meta_path(&n),
-        roam_vfs::Resolved::Local(p) => Ok(p.into()),
-    }
 }
 
 /// Opens `copy` at a watched fd number.
