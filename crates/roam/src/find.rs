@@ -31,8 +31,20 @@ pub struct FindArgs {
     ext_dir: Option<PathBuf>,
 }
 
-/// Runs the search; exit status 0 if something matched, 1 if nothing did, 2 on errors.
+/// Runs the search; exit status 0 if something matched, 1 if nothing did, 2 on errors
+/// (a missing extension, a bad condition, a name that cannot be searched, or a file that
+/// could not be read), as `grep` and `find` say.
 pub fn run(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
+    match search(vfs, config, args) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("roam find: {e:#}");
+            Ok(2)
+        }
+    }
+}
+
+fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
     if args.tech == Technology::Native {
         bail!("native extensions are for benchmarks only: use wasm, pulley, fork or worker");
     }

@@ -221,3 +221,26 @@ fn find_searches_mounts_inside_the_searched_one() {
         .collect();
     assert_eq!(found, expected);
 }
+
+/// A search that cannot start (no such extension) exits 2 with one line saying why, as
+/// errors of `roam find` do (0: matches, 1: none).
+#[test]
+fn find_with_a_missing_extension_exits_two() {
+    let scratch = Scratch::new("find-noext");
+    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .arg("find")
+        .arg(scratch.path.as_os_str())
+        .args(["--ext", "nosuch", "--where", "artist=Nobody"])
+        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+        .env("ROAM_CACHE_DIR", scratch.join("cache"))
+        .env("ROAM_CONFIG", scratch.join("none.toml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("roam find: ") && err.contains("nosuch"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
