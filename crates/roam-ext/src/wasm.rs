@@ -1,8 +1,9 @@
 //! The wasm technology: WebAssembly in wasmtime, compiled by Cranelift or interpreted by
 //! Pulley. Software fault isolation: the extension's loads and stores stay inside its linear
-//! memory. Each call gets a fresh instance (that *is* the rollback), a fuel budget (the
-//! deadline), a memory limit, and no WASI capability: every WASI import answers ENOTCAPABLE,
-//! except writes to stderr, which are kept (bounded) to explain a trap.
+//! memory. Each call gets a fresh instance (that *is* the rollback), a fuel budget (an
+//! instruction count), the wall-clock deadline every technology has (wasmtime's epochs,
+//! ticked by a thread per engine), a memory limit, and no WASI capability: every WASI import
+//! answers ENOTCAPABLE, except writes to stderr, which are kept (bounded) to explain a trap.
 //!
 //! A fresh instance per call costs little because everything that can be done once is done
 //! at load: the module is compiled and its imports linked once (`InstancePre`), the exports
@@ -38,6 +39,8 @@ const SLOTS: u32 = 32;
 /// rest is given back to the kernel. A call that touches more (a memory hog) pays page faults
 /// next time, not roam's memory.
 const KEEP_RESIDENT: usize = 4 << 20;
+/// How often the engine's epoch advances: the granularity of a call's deadline.
+const TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 pub(crate) struct Wasm {
     pre: InstancePre<Ctx>,
@@ -65,6 +68,7 @@ impl Wasm {
     pub(crate) fn load(path: &Path, interpreted: bool, limits: &Limits) -> Result<Wasm, Fault> {
         let load = |e: wasmtime::Error| Fault::Load(format!("{e:#}"));
         let engine = Engine::new(&config(interpreted, limits).map_err(load)?).map_err(load)?;
+        tick(&engine);
         let module = Module::from_file(&engine, path).map_err(load)?;
         let mut linker = Linker::new(&engine);
         deny_wasi(&mut linker, &module).map_err(load)?;
@@ -130,11 +134,36 @@ impl Wasm {
     }
 }
 
-/// The engine's configuration: fuel (the deadline is counted in instructions, so it holds
-/// without a timer thread), and the pooling allocator sized for `limits`.
+/// Advances `engine`'s epoch every [`TICK`] until the engine is dropped, so that a call's
+/// deadline holds in wall-clock time (an interpreted loop runs far fewer instructions per
+/// second than a compiled one: fuel alone let Pulley run 15 times longer).
+fn tick(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("roam-ext-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no deadline thread for a wasm extension ({e}): fuel alone bounds it");
+    }
+}
+
+/// The epoch ticks a call may run: its deadline, rounded up.
+fn deadline_ticks(limits: &Limits) -> u64 {
+    (limits.timeout.as_nanos().div_ceil(TICK.as_nanos()) as u64).max(1)
+}
+
+/// The engine's configuration: fuel and epochs (the instruction budget and the deadline),
+/// and the pooling allocator sized for `limits`.
 fn config(interpreted: bool, limits: &Limits) -> wasmtime::Result<Config> {
     let mut config = Config::new();
     config.consume_fuel(true);
+    config.epoch_interruption(true);
     if interpreted {
         config.target("pulley64")?;
     }
@@ -183,17 +212,21 @@ impl Runner for Wasm {
         );
         store.limiter(|ctx| &mut ctx.limits);
         store.set_fuel(limits.fuel).map_err(Fault::host)?;
+        store.set_epoch_deadline(deadline_ticks(limits));
+        store.epoch_deadline_trap();
         match self.run(&mut store, request, limits) {
             Ok(result) => result,
-            Err(e) => Err(trap_fault(&e, &store.data().stderr)),
+            Err(e) => Err(trap_fault(&e, &store.data().stderr, limits)),
         }
     }
 }
 
 /// A wasmtime error as a fault, with what the extension wrote to stderr.
-fn trap_fault(e: &wasmtime::Error, stderr: &[u8]) -> Fault {
-    if matches!(e.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)) {
-        return Fault::OutOfFuel;
+fn trap_fault(e: &wasmtime::Error, stderr: &[u8], limits: &Limits) -> Fault {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => return Fault::OutOfFuel,
+        Some(Trap::Interrupt) => return Fault::Timeout(limits.timeout),
+        _ => {}
     }
     let said = String::from_utf8_lossy(stderr);
     let said = said.trim();
