@@ -164,6 +164,8 @@ fn config(interpreted: bool, limits: &Limits) -> wasmtime::Result<Config> {
     let mut config = Config::new();
     config.consume_fuel(true);
     config.epoch_interruption(true);
+    // A trap is told in one line (with what the extension said), not a frame per line.
+    config.wasm_backtrace(false);
     if interpreted {
         config.target("pulley64")?;
     }

@@ -218,6 +218,40 @@ fn a_corrupt_archive_is_eio_with_one_line() {
     assert_eq!(told.len(), 1, "{err}");
 }
 
+/// A deflated member bigger than the extension inflates (a zip bomb: 20 MiB of zeros in a
+/// few KiB) is EIO with one line naming the limit; the archive's other members stay
+/// readable, and nothing of the extension's memory is spent on it.
+#[test]
+fn a_zip_bomb_is_eio_naming_the_inflate_limit() {
+    let zeros = vec![0u8; 20 << 20];
+    let b = Backend::serving("http", |srv| {
+        write(
+            &srv.join("bomb.zip"),
+            "zip",
+            &[
+                Item::Deflated("zeros", &zeros),
+                Item::File("small.txt", b"hello\n"),
+            ],
+        )
+    });
+    let o = b.sh_with(
+        roam(),
+        "cat /w/bomb.zip#/small.txt; cat /w/bomb.zip#/zeros > /dev/null; echo $?",
+    );
+    assert_eq!(stdout(&o), "hello\n1\n", "{}", stderr(&o));
+    let err = stderr(&o);
+    let told: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("roam: ") && l.contains("bomb.zip"))
+        .collect();
+    assert_eq!(told.len(), 1, "{err}");
+    assert!(
+        told[0].contains("inflates at most 15728640 bytes") && told[0].contains("(EIO)"),
+        "{err}"
+    );
+    assert!(err.contains("Input/output error"), "{err}");
+}
+
 fn hostile_names(frontend: Frontend) {
     let scratch = Scratch::new("archives");
     let b = archives(frontend, &scratch.join("expected"));

@@ -18,6 +18,9 @@ const LOCAL_GUESS: u64 = 30 + 512;
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
+/// The largest member inflated: its bytes travel back in one reply, and roam takes replies
+/// of at most 16 MiB (a bigger one, or a zip bomb, is refused before any memory is spent).
+const MAX_INFLATED: u64 = 15 << 20;
 
 /// One step of listing; `state` is empty at first, then the phase the previous step reached.
 pub fn list(state: &[u8], files: &Files) -> Result<Reply, String> {
@@ -183,6 +186,11 @@ pub fn extract(at: u64, method: u16, size: u64, files: &Files) -> Result<Reply, 
         0 => u64::from(le32(head, 18)),
         _ => size + size / 1024 + 64,
     };
+    if size > MAX_INFLATED {
+        return Err(format!(
+            "a deflated member of {size} bytes: the archive extension inflates at most {MAX_INFLATED} bytes"
+        ));
+    }
     let r = range(files, data, csize);
     match files.get(0, r.off, u64::from(r.len)) {
         Some(packed) => inflate(packed, size).map(Reply::Bytes),
