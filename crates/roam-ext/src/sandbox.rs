@@ -1,8 +1,9 @@
 //! The confinement of extension child processes (fork and worker technologies), after
 //! Sprockets §3.3: an address-space limit and a seccomp whitelist of system calls.
 //!
-//! The whitelist lets the child manage memory and exit, and (worker) read its request pipe and
-//! write its reply pipe; every other call fails with EPERM, so an extension that tries to open,
+//! The whitelist lets the child manage memory and exit, and (worker) read its request pipe,
+//! write its reply pipe and fork the child of each call (which narrows it to writing the
+//! reply before the extension runs); every other call fails with EPERM, so an extension that tries to open,
 //! exec or close something gets an error and its host data is out of reach. Everything here
 //! that runs in the child allocates nothing (the filter is built in the parent).
 
@@ -49,6 +50,11 @@ pub(crate) struct Filter(Vec<libc::sock_filter>);
 
 impl Filter {
     pub(crate) fn new(io: &[(libc::c_long, i32)]) -> Filter {
+        Filter::with(&[], io)
+    }
+
+    /// [`Filter::new`], also allowing the calls `extra` whatever their arguments.
+    pub(crate) fn with(extra: &[libc::c_long], io: &[(libc::c_long, i32)]) -> Filter {
         let op = |code, k, jt, jf| libc::sock_filter { code, jt, jf, k };
         // A foreign architecture's calls have other numbers: kill rather than misjudge.
         let mut p = vec![
@@ -57,7 +63,7 @@ impl Filter {
             op(RET_K, RET_KILL, 0, 0),
         ];
         p.push(op(LD_W_ABS, NR, 0, 0));
-        for nr in ALWAYS {
+        for nr in ALWAYS.iter().chain(extra) {
             p.extend([op(JEQ_K, *nr as u32, 0, 1), op(RET_K, RET_ALLOW, 0, 0)]);
         }
         for (nr, fd) in io {
@@ -74,6 +80,17 @@ impl Filter {
         Filter(p)
     }
 
+    /// Adds `filter` on top of the ones this process has (seccomp filters stack: a call
+    /// must pass all of them). Allocates nothing.
+    pub(crate) fn install(&self) -> bool {
+        let prog = libc::sock_fprog {
+            len: self.0.len() as u16,
+            filter: self.0.as_ptr().cast_mut(),
+        };
+        // SAFETY: `prog` outlives the call, and the kernel copies the filter.
+        unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) == 0 }
+    }
+
     /// Restores default crash signals, limits the address space to its current size plus
     /// `memory`, disables core dumps and installs the filter.
     /// Runs in the child; on failure the child must not run the extension.
@@ -88,12 +105,7 @@ impl Filter {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        let prog = libc::sock_fprog {
-            len: self.0.len() as u16,
-            filter: self.0.as_ptr().cast_mut(),
-        };
-        // SAFETY: plain system calls on valid arguments; `prog` outlives the prctl call, and the
-        // kernel copies the filter.
+        // SAFETY: plain system calls on valid arguments.
         let ok = unsafe {
             // roam's (and wasmtime's) fault handlers would need system calls the filter refuses:
             // a crash must simply kill the child.
@@ -109,8 +121,7 @@ impl Filter {
                 && libc::setrlimit(libc::RLIMIT_AS, &rl) == 0
                 && libc::setrlimit(libc::RLIMIT_CORE, &no_core) == 0
                 && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-                && libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) == 0
-        };
+        } && self.install();
         ok.then_some(()).ok_or(())
     }
 }

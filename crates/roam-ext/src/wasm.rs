@@ -165,7 +165,7 @@ fn config(interpreted: bool, limits: &Limits) -> wasmtime::Result<Config> {
     config.consume_fuel(true);
     config.epoch_interruption(true);
     // A trap is told in one line (with what the extension said), not a frame per line.
-    config.wasm_backtrace(false);
+    config.wasm_backtrace_max_frames(None);
     if interpreted {
         config.target("pulley64")?;
     }

@@ -97,6 +97,18 @@ fn infinite_loop_hits_the_deadline() {
     }
 }
 
+/// Every call starts from the same state, whatever the technology: an extension that counts
+/// its calls sees one each time (a worker that ran every call in itself counted on).
+#[test]
+fn no_state_survives_a_call() {
+    for tech in ISOLATED {
+        let ext = faults(tech);
+        for _ in 0..5 {
+            assert_eq!(ext.compute("count", b"").unwrap(), b"1", "{tech}");
+        }
+    }
+}
+
 #[test]
 fn memory_hog_is_stopped_by_the_limit() {
     for tech in ISOLATED {

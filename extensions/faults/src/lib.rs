@@ -101,6 +101,12 @@ fn probe(op: &str, data: &[u8]) -> Reply {
             Err(e) => Reply::Fail(format!("write: {e}")),
         },
         "oversized" => Reply::Bytes(vec![0u8; 32 << 20]),
+        // State kept between calls: every call must see the same (a count of 1).
+        "count" => {
+            static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            Reply::Bytes(n.to_string().into_bytes())
+        }
         _ => Reply::Fail(format!("unknown op {op}")),
     }
 }
