@@ -3,7 +3,8 @@
 //! `roam mount DIR` serves the whole namespace (`DIR/http/HOST/...`, `DIR/s3/...`, the
 //! configured mounts); `roam mount DIR URL` serves one remote at `DIR`. Without
 //! `--foreground` roam starts itself again in the background and returns once the mount is
-//! ready. Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
+//! ready. A remote named on the command line that cannot be used fails the mount at once
+//! (exit status 1, the reason on stderr). Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
 //! it: a watcher process waits for roam's end and lazily unmounts what it leaves behind.
 
 use std::io::{BufRead, Write};
@@ -102,7 +103,44 @@ fn daemonize() -> Result<i32> {
         return Ok(0);
     }
     let status = child.wait()?;
+    if let Some(why) = line.trim().strip_prefix(REFUSED) {
+        eprintln!("roam: {why}");
+        return Ok(1);
+    }
     bail!("mount failed ({status}); see {} for why", log.display())
+}
+
+/// What the background roam prints instead of `ready` when a remote cannot be used.
+const REFUSED: &str = "refused: ";
+
+/// Asks the root of each mount named on the command line (`roam mount DIR URL`, `-m`)
+/// for its attributes before mounting, so that a remote roam cannot use (a closed port,
+/// an unknown host key, a refused login, a missing bucket) fails `roam mount` with the
+/// reason, as sshfs and rclone do, rather than every call on the mount later. Mounts of
+/// `roam.toml` are not asked: one server down must not keep the others away.
+fn check_remotes(vfs: &roam_vfs::Vfs, mounts: &[String]) -> Result<()> {
+    for m in mounts {
+        let local = m.split_once('=').map_or(m.as_str(), |(l, _)| l);
+        let virt = roam_vfs::path::normalize(local);
+        let Some(node) = vfs.lookup(&virt)? else {
+            continue;
+        };
+        vfs.stat(&node).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(())
+}
+
+/// Says why the mount cannot be made: to the waiting parent when roam went to the
+/// background, else on stderr. Exit status 1.
+fn refuse(e: &anyhow::Error) -> Result<i32> {
+    if std::env::var_os(READY_ENV).is_some() {
+        let mut out = std::io::stdout();
+        writeln!(out, "{REFUSED}{e:#}")?;
+        out.flush()?;
+    } else {
+        eprintln!("roam: {e:#}");
+    }
+    Ok(1)
 }
 
 /// Mounts and serves until unmounted or told to stop.
@@ -118,6 +156,9 @@ fn serve(args: &MountArgs) -> Result<i32> {
         None => "/",
     };
     let vfs = Arc::new(crate::open_vfs(&mounts, crate::Use::Work)?);
+    if let Err(e) = check_remotes(&vfs, &mounts) {
+        return refuse(&e);
+    }
     let fs = Roamfs::new(vfs.clone(), root);
     let opts = Options {
         threads: args.threads,

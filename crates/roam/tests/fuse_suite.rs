@@ -651,10 +651,13 @@ fn a_name_made_behind_the_null_layer_shows_after_t_read() {
 /// /proc/mounts is world-readable: a URL's login never shows there.
 #[test]
 fn a_url_s_password_stays_out_of_the_mount_table() {
-    let port = roam_testkit::free_port();
+    let scratch = Scratch::new("ftp-login");
+    let srv = scratch.join("srv");
+    roam_testkit::mkdir(&srv);
+    let server = roam_testkit::ftp::pyftpdlib(&srv, &scratch.join("run"), "roam", "hunter2");
     let m = FuseMount::start(
         Roam::new(),
-        Some(&format!("ftp://roam:hunter2@127.0.0.1:{port}/")),
+        Some(&format!("ftp://roam:hunter2@{}/", server.authority())),
         &[],
     );
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -664,4 +667,73 @@ fn a_url_s_password_stays_out_of_the_mount_table() {
         .expect("mounted");
     assert!(line.contains("roam:ftp"), "{line}");
     assert!(!mounts.contains("hunter2"), "{line}");
+}
+
+/// A remote named on `roam mount`'s command line that cannot be used fails the mount at
+/// once, with status 1 and the reason on stderr, nothing left mounted (as sshfs and rclone
+/// do): a closed port, in the background and in the foreground; a missing bucket; an SFTP
+/// server whose host key is not known.
+mod fail_at_the_door {
+    use super::*;
+
+    /// `roam mount [ARGS] DIR URL` with `env`: its exit status and stderr, and whether
+    /// DIR is mounted afterwards.
+    fn mount(args: &[&str], url: &str, env: &[(String, String)]) -> (Option<i32>, String, bool) {
+        let scratch = Scratch::new("door");
+        let dir = scratch.join("mnt");
+        roam_testkit::mkdir(&dir);
+        let roam = Roam::new();
+        let mut cmd = roam.command();
+        cmd.arg("mount").args(args).arg(&dir).arg(url);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let o = cmd.output().unwrap();
+        let mounted = is_mounted(&dir);
+        if mounted {
+            let _ = Command::new("fusermount3").arg("-u").arg(&dir).status();
+        }
+        (o.status.code(), stderr(&o), mounted)
+    }
+
+    #[test]
+    fn a_closed_port() {
+        let port = roam_testkit::free_port();
+        let url = format!("http://127.0.0.1:{port}/");
+        for args in [&[][..], &["--foreground"][..]] {
+            let (code, err, mounted) = mount(args, &url, &[]);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(!mounted, "{args:?}");
+            assert!(
+                err.contains(&format!("127.0.0.1:{port}")) && err.contains("Connection refused"),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_missing_bucket() {
+        let b = common::Backend::new("s3");
+        let (code, err, mounted) = mount(&[], "s3://no-such-bucket", b.env());
+        assert_eq!(code, Some(1), "{err}");
+        assert!(!mounted);
+        assert!(err.contains("no-such-bucket"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_host_key() {
+        let b = common::Backend::new("sftp");
+        // The user's ssh config (the host alias, the key), without a known_hosts.
+        let home = Scratch::new("door-home");
+        roam_testkit::mkdir(&home.join(".ssh"));
+        let theirs = &b.env().iter().find(|(k, _)| k == "HOME").unwrap().1;
+        let config = std::path::Path::new(theirs).join(".ssh/config");
+        fs::copy(config, home.join(".ssh/config")).unwrap();
+        let mut env = b.env().to_vec();
+        env.retain(|(k, _)| k != "HOME");
+        env.push(("HOME".into(), home.path.display().to_string()));
+        let (code, err, mounted) = mount(&[], &b.url, &env);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(!mounted);
+        assert!(err.contains("host key"), "{err}");
+    }
 }
