@@ -301,7 +301,7 @@ fn ranges_read_what_was_asked() {
     let big = noise(MIB, 2);
     let world = World::new(&[("big.bin", &big), ("dir/f", b"f")]);
     let d = world.driver();
-    assert!(d.reads_ranges());
+    assert!(d.capabilities().read_ranges);
     assert_eq!(read_range(&d, "/big.bin", 0, 10), &big[..10]);
     assert_eq!(
         read_range(&d, "/big.bin", 4096, 65536),
@@ -328,7 +328,7 @@ fn ranges_read_what_was_asked() {
 fn put_stores_small_files_exactly() {
     let world = World::new(TREE);
     let d = world.driver();
-    assert!(d.writable());
+    assert!(d.capabilities().write);
     let meta = put(&d, "/dir/empty.txt", b"");
     assert_eq!((meta.kind, meta.size), (Kind::File, Some(0)));
     assert_eq!(fetch(&d, "/dir/empty.txt").0, b"");

@@ -260,7 +260,7 @@ fn ranges() {
 fn put_replaces_atomically_and_leaves_no_temporary() {
     let s = Served::start();
     let d = s.driver();
-    assert!(d.writable());
+    assert!(d.capabilities().write);
     let meta = d.put("/new-empty", &mut io::empty(), 0).unwrap();
     assert_eq!((meta.kind, meta.size), (Kind::File, Some(0)));
     assert_eq!(fs::read(s.disk("new-empty")).unwrap(), b"");

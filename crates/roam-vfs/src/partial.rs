@@ -124,7 +124,7 @@ impl Vfs {
             return Ok(Some(p.copy.clone()));
         }
         if r.driver.local_path(&r.path).is_some()
-            || !r.driver.reads_ranges()
+            || !r.driver.capabilities().stream_large_files
             || self.is_dirty(&r.virt)
         {
             return Ok(None);

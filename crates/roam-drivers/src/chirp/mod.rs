@@ -29,8 +29,8 @@ use self::pool::{Pool, Retry};
 use self::proto::{encode_path, is_plain_word, secs_of, Stat};
 use self::url::{parent, Target};
 use crate::{
-    is_driver_path, is_safe_name, DirEntry, Driver, Error, ErrorKind, Expect, Fetched, Kind,
-    Leftover, Listing, Meta, Result, Upload, Validator,
+    is_driver_path, is_safe_name, Capabilities, DirEntry, Driver, Error, ErrorKind, Expect,
+    Fetched, Kind, Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
 /// Mode asked for new directories (new files get it without the execute bits); the
@@ -353,16 +353,15 @@ fn still_valid(validator: &Validator, meta: &Meta) -> bool {
 }
 
 impl Driver for ChirpDriver {
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
-    }
-
-    fn serves_links(&self) -> bool {
-        true
+    /// A Unix file system over the wire: everything but hard links and special files.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            serves_links: true,
+            symlinks: true,
+            ..Capabilities::writable()
+                .with_ranges()
+                .with_modes_and_times()
+        }
     }
 
     fn describe(&self, path: &str) -> String {
