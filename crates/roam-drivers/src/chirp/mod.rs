@@ -462,11 +462,17 @@ impl Driver for ChirpDriver {
         }
     }
 
+    /// The server narrows the mode by its umask (chirp_server's: 077), so a mode with
+    /// group or other bits, or special bits, is set again after.
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         let (remote, context) = self.request("mkdir", path)?;
         let line = format!("mkdir {} {}\n", encode_path(&remote), mode & 0o7777);
         self.simple(&context, Retry::Never, &line)
-            .map_err(|e| self.refine_creation(&context, &remote, e))
+            .map_err(|e| self.refine_creation(&context, &remote, e))?;
+        match mode & 0o7077 {
+            0 => Ok(()),
+            _ => self.set_mode(path, mode & 0o7777),
+        }
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {
