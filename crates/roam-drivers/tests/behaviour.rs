@@ -352,6 +352,10 @@ fn ranges_are_read_where_declared(s: &Service) {
     assert!(range(1000, 70_000).unwrap() == data[1000..71_000], "middle");
     assert!(range(end - 100, 1000).unwrap() == data[end - 100..], "tail");
     assert!(range(end, 10).unwrap().is_empty(), "at the end");
+    assert!(range(end + 10, 10).unwrap().is_empty(), "past the end");
+    assert!(range(10, 0).unwrap().is_empty(), "nothing");
+    let missing = s.d().read_range("/nope", 0, 1, &mut Vec::new());
+    refused(missing, libc::ENOENT, "read_range of nothing");
 }
 
 /// What reading a name that is not what the request needs gives, as on a local disk:
@@ -520,6 +524,8 @@ fn files_are_renamed(s: &Service) {
     put(s.d(), "/c", b"c").unwrap();
     s.d().rename("/b", "/c").unwrap();
     assert_eq!(contents(s.d(), "/c"), b"a");
+    s.d().rename("/c", "/c").unwrap();
+    assert_eq!(contents(s.d(), "/c"), b"a", "renamed onto itself");
     refused(
         s.d().rename("/nope", "/x"),
         libc::ENOENT,
@@ -543,6 +549,13 @@ fn dirs_are_renamed(s: &Service) {
     refused(s.d().stat("/d"), libc::ENOENT, "the old name");
     assert_eq!(s.d().stat("/e").unwrap().kind, Kind::Dir);
     assert_eq!(contents(s.d(), "/e/f"), b"f");
+    // Into another directory, and over an empty one, as rename(2) allows.
+    s.d().mkdir("/into", 0o755).unwrap();
+    s.d().rename("/e", "/into/e").unwrap();
+    assert_eq!(contents(s.d(), "/into/e/f"), b"f");
+    s.d().mkdir("/empty", 0o755).unwrap();
+    s.d().rename("/into/e", "/empty").unwrap();
+    assert_eq!(contents(s.d(), "/empty/f"), b"f");
 }
 
 // ---- Metadata.
@@ -569,6 +582,11 @@ fn modes_are_kept_where_declared(s: &Service) {
     assert_eq!(s.d().stat("/d").unwrap().mode, Some(0o700));
     s.d().mkdir("/m", 0o750).unwrap();
     assert_eq!(s.d().stat("/m").unwrap().mode, Some(0o750));
+    refused(
+        s.d().set_mode("/nope", 0o600),
+        libc::ENOENT,
+        "chmod of nothing",
+    );
 }
 
 /// `set_mtime` where kept; else `ENOTSUP`.
@@ -580,6 +598,11 @@ fn mtimes_are_set_where_declared(s: &Service) {
     s.d().set_mtime("/f", when()).unwrap();
     assert_eq!(secs(s.d().stat("/f").unwrap().mtime), secs(Some(when())));
     assert_eq!(contents(s.d(), "/f"), b"f");
+    refused(
+        s.d().set_mtime("/nope", when()),
+        libc::ENOENT,
+        "set mtime of nothing",
+    );
 }
 
 /// `symlink`, read back by `stat` (lstat) and listed; else `ENOTSUP`.
