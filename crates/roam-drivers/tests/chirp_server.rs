@@ -2,6 +2,10 @@
 //! test serves a freshly generated tree from its own server process on a free loopback
 //! port (`roam-testkit`), talks to it through the driver, and checks the outcome on disk.
 //!
+//! What every driver does alike (the errnos of changes, ranges, chmod, utime, symlinks,
+//! preconditions) is tests/behaviour.rs's; here is what is Chirp's own: ACLs,
+//! authentication, chunked transfers, connections.
+//!
 //! `chirp_server` is required: a machine without it fails these tests (CI installs
 //! coop-computing-tools) rather than skipping them.
 
