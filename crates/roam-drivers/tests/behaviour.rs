@@ -167,11 +167,13 @@ fn s3() -> Service {
     let scratch = Scratch::new("behaviour-s3");
     let server = kit::s3::moto(&scratch.join("run"));
     kit::s3::create_bucket(&server, BUCKET);
+    // moto checks every request's signature from here on, as AWS does.
+    let credentials = kit::s3::enforce_auth(&server);
     let config = S3Config {
         endpoint: Some(server.url()),
         region: Some("us-east-1".into()),
-        access_key: Some("AK".into()),
-        secret_key: Some("SECRET".into()),
+        access_key: Some(credentials.access_key),
+        secret_key: Some(credentials.secret_key),
         session_token: None,
         path_style: true,
         profile: None,
