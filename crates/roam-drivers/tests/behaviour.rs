@@ -40,7 +40,8 @@ use roam_testkit::{self as kit, noise, write_file, Scratch, Server};
 struct Service {
     driver: Box<dyn Driver>,
     caps: Capabilities,
-    /// The served tree on disk, for a read-only service's files (they cannot be put).
+    /// The served tree on disk: where a read-only service's files are made (they cannot
+    /// be put), and where an upload's temporaries would show.
     disk: Option<PathBuf>,
     /// What `set_mode` fails with where modes are not kept: `ENOTSUP`, or the server's
     /// refusal of the user (FTP's anonymous login: `EACCES`).
@@ -64,6 +65,26 @@ impl Service {
 
     fn d(&self) -> &dyn Driver {
         &*self.driver
+    }
+
+    /// `self` serving the tree at `disk`.
+    fn on_disk(self, disk: PathBuf) -> Service {
+        Service {
+            disk: Some(disk),
+            ..self
+        }
+    }
+
+    /// Upload temporaries left at the top of the served tree.
+    fn litter(&self) -> Vec<String> {
+        let Some(disk) = &self.disk else {
+            return Vec::new();
+        };
+        fs::read_dir(disk)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains("roam-put"))
+            .collect()
     }
 
     /// Makes the file `path` holding `data`: through the driver where it writes, else on
@@ -96,20 +117,30 @@ fn http() -> Service {
     let server = Server::nginx(&www, &scratch.join("run"));
     let client = common::http_client(Duration::from_secs(10));
     let driver = HttpDriver::new(client, &server.url()).unwrap();
-    Service {
-        disk: Some(www),
-        ..Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)])
-    }
+    Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)]).on_disk(www)
 }
 
-fn dav() -> Service {
+/// WebDAV on nginx with locks (class 2: `dav_ext_lock`), or without (class 1, where
+/// the driver takes roam's lock on a name for a conditional replace).
+fn dav_with(locks: bool) -> Service {
     let scratch = Scratch::new("behaviour-dav");
     let www = scratch.join("www");
     fs::create_dir_all(&www).unwrap();
-    let server = kit::dav::nginx_dav(&www, &scratch.join("run"));
+    let server = match locks {
+        true => kit::dav::nginx_dav(&www, &scratch.join("run")),
+        false => kit::dav::nginx_dav_unlocked(&www, &scratch.join("run")),
+    };
     let client = common::http_client(Duration::from_secs(10));
     let driver = DavDriver::new(client, &server.url()).unwrap();
-    Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)])
+    Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)]).on_disk(www)
+}
+
+fn dav() -> Service {
+    dav_with(true)
+}
+
+fn dav_unlocked() -> Service {
+    dav_with(false)
 }
 
 /// FTP on pyftpdlib (a named user: SITE CHMOD, MFMT) or vsftpd (anonymous: neither).
@@ -134,6 +165,7 @@ fn ftp_on(vsftpd: bool) -> Service {
     Service {
         chmod_refusal: if vsftpd { libc::EACCES } else { libc::ENOTSUP },
         ..Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)])
+            .on_disk(root.join("pub"))
     }
 }
 
@@ -159,7 +191,7 @@ fn sftp() -> Service {
         accept_new_host_keys: false,
     };
     let driver = SftpDriver::new(cfg, &ssh.url("root", &root)).unwrap();
-    Service::new(Box::new(driver), vec![Box::new(ssh), Box::new(scratch)])
+    Service::new(Box::new(driver), vec![Box::new(ssh), Box::new(scratch)]).on_disk(root)
 }
 
 fn s3() -> Service {
@@ -189,7 +221,7 @@ fn chirp() -> Service {
     fs::create_dir_all(&root).unwrap();
     let server = Server::chirp(&root, &scratch.join("run"));
     let driver = ChirpDriver::new(ChirpConfig::default(), &server.chirp_url()).unwrap();
-    Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)])
+    Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)]).on_disk(root)
 }
 
 /// A local directory made by `driver` (served in place, or through the cache).
@@ -197,7 +229,7 @@ fn local_by(name: &str, driver: fn(PathBuf) -> Box<dyn Driver>) -> Service {
     let scratch = Scratch::new(name);
     let root = scratch.join("root");
     fs::create_dir_all(&root).unwrap();
-    Service::new(driver(root), vec![Box::new(scratch)])
+    Service::new(driver(root.clone()), vec![Box::new(scratch)]).on_disk(root)
 }
 
 /// `file://`: served in place.
@@ -685,33 +717,64 @@ fn in_place_and_in_memory_where_declared(s: &Service) {
 
 // ---- Concurrent writers.
 
-/// An upload from a version another client has since replaced fails with `ESTALE` and
-/// leaves the other's bytes; from the current version it replaces; create-only refuses an
-/// existing name. A read-only service refuses the upload itself (`EROFS`).
+/// An upload's precondition ([`Expect`]), where declared: (1) a version that still holds
+/// is replaced; (2) one another client changed is not (`ESTALE`), and the server keeps
+/// that client's bytes; (3) a create-only upload meets a name another client made; (4) a
+/// version another client removed is not brought back; and no refused upload leaves its
+/// temporary. A read-only service refuses the upload itself (`EROFS`).
 fn stale_versions_are_not_replaced(s: &Service) {
     if !s.caps.conditional_replace {
         let refusal = upload(s.d(), "/c", b"x", &Expect::Absent);
         return refused(refusal, libc::EROFS, "conditional upload");
     }
-    let first = put(s.d(), "/c", b"one").unwrap();
-    let started_from = Expect::version_of(Some(&first));
-    put(s.d(), "/c", b"another client's").unwrap();
-    refused(
-        upload(s.d(), "/c", b"mine", &started_from),
-        libc::ESTALE,
-        "upload over a changed version",
+    let base = put(s.d(), "/kept", b"version one").unwrap();
+    let replaced = upload(
+        s.d(),
+        "/kept",
+        b"version two!",
+        &Expect::version_of(Some(&base)),
     );
-    assert_eq!(contents(s.d(), "/c"), b"another client's");
-    let now = Expect::version_of(Some(&s.d().stat("/c").unwrap()));
-    upload(s.d(), "/c", b"mine", &now).unwrap();
-    assert_eq!(contents(s.d(), "/c"), b"mine");
-    refused(
-        upload(s.d(), "/c", b"new", &Expect::Absent),
-        libc::ESTALE,
-        "create-only over an existing name",
-    );
+    assert_eq!(replaced.unwrap().size, Some(12));
+    assert_eq!(contents(s.d(), "/kept"), b"version two!");
+
+    let seen = put(s.d(), "/theirs", b"as roam saw it").unwrap();
+    let theirs = noise(4096, 3);
+    put(s.d(), "/theirs", &theirs).unwrap();
+    let stale = upload(s.d(), "/theirs", b"edit", &Expect::version_of(Some(&seen)));
+    refused(stale, libc::ESTALE, "replacing a version changed meanwhile");
+    assert!(contents(s.d(), "/theirs") == theirs);
+
+    put(s.d(), "/appeared", &theirs).unwrap();
+    let create = upload(s.d(), "/appeared", b"new", &Expect::Absent);
+    refused(create, libc::ESTALE, "a create over a new file");
+    assert!(contents(s.d(), "/appeared") == theirs);
     upload(s.d(), "/fresh", b"new", &Expect::Absent).unwrap();
     assert_eq!(contents(s.d(), "/fresh"), b"new");
+
+    let gone = put(s.d(), "/gone", b"soon removed").unwrap();
+    s.d().remove_file("/gone").unwrap();
+    let revived = upload(s.d(), "/gone", b"edit", &Expect::version_of(Some(&gone)));
+    refused(revived, libc::ESTALE, "replacing a removed version");
+    refused(s.d().stat("/gone"), libc::ENOENT, "nothing may come back");
+    assert_eq!(s.litter(), Vec::<String>::new());
+}
+
+/// A version known by its size and time only (no ETag) is checked by them; else `EROFS`.
+fn versions_without_etags_by_size_and_time(s: &Service) {
+    let base = s.seed("/timed", b"twelve bytes");
+    let by_time = Expect::Version {
+        etag: None,
+        size: 12,
+        mtime: base.mtime,
+    };
+    if !s.caps.conditional_replace {
+        let refusal = upload(s.d(), "/timed", b"x", &by_time);
+        return refused(refusal, libc::EROFS, "conditional upload");
+    }
+    upload(s.d(), "/timed", b"thirteen byte", &by_time).unwrap();
+    let stale = upload(s.d(), "/timed", b"again", &by_time);
+    refused(stale, libc::ESTALE, "a stale size");
+    assert_eq!(contents(s.d(), "/timed"), b"thirteen byte");
 }
 
 /// One `#[test]` per (service, case): `service::case`, each on a server of its own.
@@ -731,7 +794,8 @@ macro_rules! behaviour {
 
 behaviour! {
     services: [
-        http, dav, pyftpdlib, vsftpd, sftp, s3, chirp, local, file_cache, rot13, mem,
+        http, dav, dav_unlocked, pyftpdlib, vsftpd, sftp, s3, chirp, local, file_cache, rot13,
+        mem,
     ],
     cases: [
         file_is_stated_listed_and_fetched,
@@ -751,5 +815,6 @@ behaviour! {
         special_files_where_declared,
         in_place_and_in_memory_where_declared,
         stale_versions_are_not_replaced,
+        versions_without_etags_by_size_and_time,
     ],
 }
