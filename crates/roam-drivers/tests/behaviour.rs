@@ -2,7 +2,8 @@
 //! function of a [`Service`] (a driver, its declared [`Capabilities`] and its server), run
 //! against the real server of every protocol: nginx (HTTP, and WebDAV with dav-ext),
 //! pyftpdlib and vsftpd (FTP), OpenSSH's sshd (SFTP), moto (S3), chirp_server (Chirp), a
-//! local directory (served in place and through the cache), `mem:` and a `rot13:` layer.
+//! local directory (served in place and through the cache), `mem:`, and layers over them
+//! (`rot13:`, `null:`).
 //!
 //! Each case holds the capability table to its word both ways: what a service declares
 //! works (bytes and metadata checked), and what it does not declare fails with the errno
@@ -25,7 +26,7 @@ use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::HttpDriver;
-use roam_drivers::layer::{rot13::Rot13, Stacked};
+use roam_drivers::layer::{null::Null, rot13::Rot13, Stacked};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
@@ -254,6 +255,20 @@ fn rot13() -> Service {
 
 fn mem() -> Service {
     Service::new(Box::new(MemDriver::new()), Vec::new())
+}
+
+/// `null:mem:`: a layer that changes nothing passes being in memory through.
+fn null_over_mem() -> Service {
+    let lower: Arc<dyn Driver> = Arc::new(MemDriver::new());
+    Service::new(Box::new(Stacked::new(Null, lower)), Vec::new())
+}
+
+/// `null:/dir`: and being served in place.
+fn null_over_local() -> Service {
+    local_by("behaviour-null", |root| {
+        let lower: Arc<dyn Driver> = Arc::new(LocalDriver::new(root));
+        Box::new(Stacked::new(Null, lower))
+    })
 }
 
 // ---- Helpers.
@@ -795,7 +810,7 @@ macro_rules! behaviour {
 behaviour! {
     services: [
         http, dav, dav_unlocked, pyftpdlib, vsftpd, sftp, s3, chirp, local, file_cache, rot13,
-        mem,
+        null_over_local, mem, null_over_mem,
     ],
     cases: [
         file_is_stated_listed_and_fetched,
