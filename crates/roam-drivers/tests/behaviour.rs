@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::calls::{contents, named, names, upload};
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
@@ -31,9 +32,7 @@ use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
-use roam_drivers::{
-    Attrs, Capabilities, Driver, Expect, Fetched, Kind, Meta, NewFile, Result, Upload,
-};
+use roam_drivers::{Attrs, Capabilities, Driver, Expect, Kind, Meta, NewFile, Result};
 use roam_testkit::{self as kit, noise, write_file, Scratch, Server};
 
 /// One backend under test: a driver of its server, what it declares, and what keeps the
@@ -277,23 +276,6 @@ fn put(d: &dyn Driver, path: &str, data: &[u8]) -> Result<Meta> {
     d.put(path, &mut &data[..], data.len() as u64)
 }
 
-fn upload(d: &dyn Driver, path: &str, data: &[u8], expect: &Expect) -> Result<Meta> {
-    let how = Upload {
-        expect,
-        ..Upload::default()
-    };
-    d.upload(path, &mut &data[..], data.len() as u64, &how)
-}
-
-fn contents(d: &dyn Driver, path: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    match d.fetch(path, &mut out, None).unwrap() {
-        Fetched::Body(meta) => assert_eq!(meta.size, Some(out.len() as u64), "{path}"),
-        Fetched::NotModified => panic!("{path}: not modified without a validator"),
-    }
-    out
-}
-
 /// The errno `result` failed with.
 fn errno<T: std::fmt::Debug>(result: Result<T>) -> i32 {
     result.expect_err("the request must fail").errno()
@@ -309,22 +291,6 @@ fn refused<T: std::fmt::Debug>(result: Result<T>, want: i32, what: &str) {
         err.message,
         err.errno()
     );
-}
-
-/// The names in the directory `path`, sorted, with their kinds.
-fn names(d: &dyn Driver, path: &str) -> Vec<(String, Kind)> {
-    let listing = d.list(path).unwrap();
-    let mut names: Vec<_> = listing
-        .entries
-        .into_iter()
-        .map(|e| (e.name, e.meta.kind))
-        .collect();
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    names
-}
-
-fn named(pairs: &[(&str, Kind)]) -> Vec<(String, Kind)> {
-    pairs.iter().map(|(n, k)| (n.to_string(), *k)).collect()
 }
 
 /// A time every protocol that keeps times keeps exactly (whole seconds, after 2001).

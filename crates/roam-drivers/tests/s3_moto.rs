@@ -16,6 +16,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::calls::{named, names};
 use roam_drivers::http::HttpClient;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::{Attrs, Driver, Error, ErrorKind, Fetched, Kind, Known, Meta, Validator};
@@ -110,22 +111,6 @@ fn put(driver: &S3Driver, path: &str, data: &[u8]) -> Meta {
     driver.put(path, &mut &data[..], data.len() as u64).unwrap()
 }
 
-fn names(driver: &S3Driver, path: &str) -> Vec<(String, Kind)> {
-    let listing = driver.list(path).unwrap();
-    assert!(listing.complete, "{path}");
-    let mut names: Vec<_> = listing
-        .entries
-        .into_iter()
-        .map(|e| (e.name, e.meta.kind))
-        .collect();
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    names
-}
-
-fn owned(expected: &[(&str, Kind)]) -> Vec<(String, Kind)> {
-    expected.iter().map(|(n, k)| (n.to_string(), *k)).collect()
-}
-
 fn kind<T: std::fmt::Debug>(result: Result<T, Error>) -> ErrorKind {
     result.unwrap_err().kind
 }
@@ -165,7 +150,7 @@ fn listings_show_nested_prefixes_and_skip_markers_and_hostile_keys() {
     use Kind::*;
     assert_eq!(
         names(&d, "/"),
-        owned(&[
+        named(&[
             ("dir", Dir),
             ("empty", Dir),
             ("marked", Dir),
@@ -174,7 +159,7 @@ fn listings_show_nested_prefixes_and_skip_markers_and_hostile_keys() {
     );
     assert_eq!(
         names(&d, "/dir"),
-        owned(&[
+        named(&[
             ("a b.txt", File),
             ("deeper", Dir),
             ("sub", Dir),
@@ -182,7 +167,7 @@ fn listings_show_nested_prefixes_and_skip_markers_and_hostile_keys() {
         ])
     );
     assert_eq!(names(&d, "/empty"), []);
-    assert_eq!(names(&d, "/marked"), owned(&[("one.txt", File)]));
+    assert_eq!(names(&d, "/marked"), named(&[("one.txt", File)]));
     let listing = d.list("/dir").unwrap();
     let file = listing
         .entries
@@ -430,7 +415,7 @@ fn mkdir_creates_markers() {
     assert_eq!(names(&d, "/new"), []);
     assert!(names(&d, "/").contains(&("new".to_owned(), Kind::Dir)));
     d.mkdir("/new/nested dir", 0o755).unwrap();
-    assert_eq!(names(&d, "/new"), owned(&[("nested dir", Kind::Dir)]));
+    assert_eq!(names(&d, "/new"), named(&[("nested dir", Kind::Dir)]));
     // Directories of keys alone exist too.
     for existing in ["/dir", "/dir/sub", "/"] {
         assert_eq!(
@@ -481,7 +466,7 @@ fn directories_outlive_their_last_entry() {
         "removing /a/c keeps /a"
     );
     d.remove_dir("/a").unwrap();
-    assert_eq!(names(&d, "/"), owned(&[("moved.txt", Kind::File)]));
+    assert_eq!(names(&d, "/"), named(&[("moved.txt", Kind::File)]));
 }
 
 #[test]

@@ -31,6 +31,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use common::calls::{contents, upload};
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
@@ -39,7 +40,7 @@ use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
-use roam_drivers::{Driver, ErrorKind, Expect, Fetched, Leftover, Meta, Upload};
+use roam_drivers::{Driver, ErrorKind, Expect, Leftover, Meta, Upload};
 use roam_testkit::fault::{Cut, Proxy};
 use roam_testkit::{dav, ftp, noise, s3, sftp, Scratch, Server};
 
@@ -281,22 +282,6 @@ fn mem_site() -> Site {
 }
 
 // ---- Helpers.
-
-fn upload(d: &dyn Driver, path: &str, data: &[u8], expect: &Expect) -> roam_drivers::Result<Meta> {
-    let how = Upload {
-        expect,
-        ..Upload::default()
-    };
-    d.upload(path, &mut &data[..], data.len() as u64, &how)
-}
-
-fn contents(d: &dyn Driver, path: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    match d.fetch(path, &mut out, None).unwrap() {
-        Fetched::Body(_) => out,
-        Fetched::NotModified => panic!("{path}: not modified without a validator"),
-    }
-}
 
 fn sha256(data: &[u8]) -> Vec<u8> {
     ring::digest::digest(&ring::digest::SHA256, data)
