@@ -531,7 +531,8 @@ fn files_are_removed(s: &Service) {
     );
 }
 
-/// `rename` of a file, also onto another (replaced, as rename(2) does); else `EROFS`.
+/// `rename` of a file, also onto another (replaced, as rename(2) does), onto itself, and
+/// into a directory; else `EROFS`.
 fn files_are_renamed(s: &Service) {
     s.seed("/a", b"a");
     if !s.caps.rename_files {
@@ -545,6 +546,10 @@ fn files_are_renamed(s: &Service) {
     assert_eq!(contents(s.d(), "/c"), b"a");
     s.d().rename("/c", "/c").unwrap();
     assert_eq!(contents(s.d(), "/c"), b"a", "renamed onto itself");
+    s.d().mkdir("/d", 0o755).unwrap();
+    s.d().rename("/c", "/d/c").unwrap();
+    assert_eq!(contents(s.d(), "/d/c"), b"a", "into a directory");
+    refused(s.d().stat("/c"), libc::ENOENT, "the old name");
     refused(
         s.d().rename("/nope", "/x"),
         libc::ENOENT,
