@@ -596,6 +596,11 @@ fn modes_are_kept_where_declared(s: &Service) {
         assert_eq!(s.d().stat("/f").unwrap().mode, Some(0o600));
     }
     if !s.caps.dir_modes {
+        if s.caps.write {
+            // The directory is made all the same, with the server's mode.
+            s.d().mkdir("/m", 0o750).unwrap();
+            assert_eq!(s.d().stat("/m").unwrap().kind, Kind::Dir);
+        }
         return refused(
             s.d().set_mode("/d", 0o700),
             s.chmod_refusal,

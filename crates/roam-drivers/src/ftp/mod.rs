@@ -505,11 +505,11 @@ impl Driver for FtpDriver {
     }
 
     /// MKD takes no mode: the directory gets the server's (0777 less its umask, 0755 as a
-    /// rule), so another mode follows with SITE CHMOD (where the server has none, the
-    /// server's mode stays).
+    /// rule), so another mode follows with SITE CHMOD (where the server has none, or
+    /// refuses it to an anonymous user, the server's mode stays: the directory is made).
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         self.simple("MKD", "", Action::MakeDir, path)?;
-        if mode & 0o7777 == 0o755 {
+        if mode & 0o7777 == 0o755 || !self.capabilities().dir_modes {
             return Ok(());
         }
         match self.set_mode(path, mode & 0o7777) {
