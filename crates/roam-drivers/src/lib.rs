@@ -7,6 +7,7 @@
 //! names programs use into driver paths; a driver turns them into requests.
 
 mod calendar;
+mod capabilities;
 pub mod chirp;
 pub mod dav;
 mod error;
@@ -29,6 +30,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+pub use capabilities::Capabilities;
 pub use error::{Error, ErrorKind, Result};
 
 /// What kind of object a path names.
@@ -436,41 +438,19 @@ pub trait Driver: Send + Sync + Debug {
         None
     }
 
-    /// Whether this backend keeps its files in this process as open local files (`mem:`'s
-    /// memory files), so a frontend reads, writes, truncates and stats them in place
-    /// ([`Driver::open_in_place`]): there is nothing to copy, journal or upload, and
-    /// nothing to cache, since asking the backend costs no more than asking a cache.
-    fn in_memory(&self) -> bool {
-        false
-    }
+    /// What this backend can express ([`Capabilities`]): a plain value, computed without
+    /// asking the server (it may depend on the configuration, or on what the server said
+    /// when a connection was made). What it leaves out fails with the errno its field says.
+    fn capabilities(&self) -> Capabilities;
 
     /// The file `path` itself, shared by everyone who has it open (where
-    /// [`Driver::in_memory`]). With `create` it is made first when missing.
+    /// [`Capabilities::in_memory`]). With `create` it is made first when missing.
     fn open_in_place(
         &self,
         path: &str,
         _create: Option<NewFile>,
     ) -> Result<std::sync::Arc<mem::Contents>> {
         Err(unsupported(self, "open files in place", path))
-    }
-
-    /// Whether [`Driver::read_range`] works, so large files can be read in pieces.
-    fn reads_ranges(&self) -> bool {
-        false
-    }
-
-    /// Whether a `stat` costs no round trip (a local directory): a name that a listing
-    /// lacks is then confirmed by one, since a listing read while another program renames
-    /// over a name may miss it (readdir is not atomic with rename).
-    fn cheap_stat(&self) -> bool {
-        false
-    }
-
-    /// Whether its names may pass through symbolic links that the server itself would
-    /// follow in the middle of a path (SFTP, FTP, Chirp): roam then follows them by its
-    /// own rule instead, one component at a time (roam-vfs, `links.rs`).
-    fn serves_links(&self) -> bool {
-        false
     }
 
     /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
@@ -488,11 +468,6 @@ pub trait Driver: Send + Sync + Debug {
 
     // ---- The write side. Every method defaults to "this backend cannot" (EROFS), so a
     // ---- read-only protocol needs to implement nothing here.
-
-    /// Whether this backend can change files at all (`put`, `mkdir`, ... are implemented).
-    fn writable(&self) -> bool {
-        false
-    }
 
     /// Replaces (or creates) the file `path` with the `len` bytes of `src`, atomically where
     /// the protocol allows (temporary name + rename, or one PUT): a reader never sees a

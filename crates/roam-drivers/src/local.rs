@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::{
-    is_safe_name, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover, Listing, Meta, Result,
-    Upload, Validator,
+    is_safe_name, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover, Listing,
+    Meta, Result, Upload, Validator,
 };
 
 /// A local directory tree.
@@ -75,8 +75,23 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
 }
 
 impl Driver for LocalDriver {
-    fn cheap_stat(&self) -> bool {
-        true
+    /// A local directory: everything but special files through the driver. Served in
+    /// place, the kernel does what frontends hand it (hard links, FIFOs, access times) and
+    /// follows a link in the middle of a path; through the cache, such a link is
+    /// roam-vfs's to follow (by its rule, inside the mount).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            cheap_stat: true,
+            serves_links: !self.in_place,
+            in_place: self.in_place,
+            symlinks: true,
+            set_atime: self.in_place,
+            hard_links: self.in_place,
+            special_files: self.in_place,
+            ..Capabilities::writable()
+                .with_ranges()
+                .with_modes_and_times()
+        }
     }
 
     fn describe(&self, path: &str) -> String {
@@ -146,20 +161,6 @@ impl Driver for LocalDriver {
 
     fn local_path(&self, path: &str) -> Option<PathBuf> {
         self.in_place.then(|| self.real(path))
-    }
-
-    /// Through the cache, a link in the middle of a path is roam-vfs's to follow (by its
-    /// rule, inside the mount); served in place, the kernel follows it.
-    fn serves_links(&self) -> bool {
-        !self.in_place
-    }
-
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::{
-    is_driver_path, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Leftover, Listing, Meta,
-    NewFile, Result, Upload, Validator,
+    is_driver_path, Capabilities, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Leftover,
+    Listing, Meta, NewFile, Result, Upload, Validator,
 };
 
 /// The largest file, as on tmpfs (the kernel's `MAX_LFS_FILESIZE`): beyond it, EFBIG.
@@ -591,14 +591,19 @@ impl Driver for MemDriver {
         Ok(Fetched::Body(meta))
     }
 
-    fn in_memory(&self) -> bool {
-        true
-    }
-
-    /// Paths through a symlink in their middle are roam-vfs's to follow (the tree takes
-    /// each component as a name).
-    fn serves_links(&self) -> bool {
-        true
+    /// Everything but hard links. Paths through a symlink in their middle are roam-vfs's
+    /// to follow (`serves_links`: the tree takes each component as a name).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            serves_links: true,
+            in_memory: true,
+            symlinks: true,
+            set_atime: true,
+            special_files: true,
+            ..Capabilities::writable()
+                .with_ranges()
+                .with_modes_and_times()
+        }
     }
 
     fn open_in_place(&self, path: &str, create: Option<NewFile>) -> Result<Arc<Contents>> {
@@ -628,18 +633,10 @@ impl Driver for MemDriver {
         }
     }
 
-    fn reads_ranges(&self) -> bool {
-        true
-    }
-
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         self.file(path)?
             .copy_to(dest, offset, len)
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))
-    }
-
-    fn writable(&self) -> bool {
-        true
     }
 
     /// The new contents replace the file as one object, checked against `how.expect`

@@ -2,6 +2,10 @@
 //! started by `roam-testkit`. Each test serves a freshly generated tree from its own nginx
 //! on a free loopback port, and checks what the driver wrote on the served files themselves.
 //!
+//! What every driver does alike (the errnos of put, mkdir, rmdir, unlink and rename,
+//! ranges, preconditions) is tests/behaviour.rs's; here is what is WebDAV's and nginx's:
+//! escaped names, messages, PROPFIND replies, what nginx alone would get wrong.
+//!
 //! nginx and libnginx-mod-http-dav-ext are required: a machine without them fails these
 //! tests (CI installs them) rather than skipping them silently.
 
@@ -269,24 +273,9 @@ fn ranges() {
     let served = Served::new();
     let driver = served.driver();
     let big = big_contents();
-    let len = BIG_LEN as u64;
-    assert!(read_range(&driver, "/dir/big.bin", 1000, 5000) == big[1000..6000]);
     assert!(read_range(&driver, "/dir/big.bin", 0, 1) == big[..1]);
-    // A range that runs past the end gives what there is; one past the end nothing.
-    assert!(read_range(&driver, "/dir/big.bin", len - 10, 100) == big[BIG_LEN - 10..]);
-    assert!(read_range(&driver, "/dir/big.bin", len, 10).is_empty());
-    assert!(read_range(&driver, "/dir/big.bin", len + 5000, 10).is_empty());
-    assert!(read_range(&driver, "/dir/a b.txt", 3, 0).is_empty());
     assert_eq!(read_range(&driver, "/dir/q?#%.txt", 2, 3), b"cap");
     let mut sink = Vec::new();
-    assert_eq!(
-        errno(driver.read_range("/dir/sub", 0, 10, &mut sink)),
-        libc::EISDIR
-    );
-    assert_eq!(
-        errno(driver.read_range("/dir/missing", 0, 10, &mut sink)),
-        libc::ENOENT
-    );
     assert_eq!(
         errno(driver.read_range("/dir/secret.txt", 0, 10, &mut sink)),
         libc::EACCES
@@ -356,13 +345,9 @@ fn failed_puts_leave_nothing_behind() {
     );
     assert!(!served.real("/nope").exists());
 
-    let under_file = driver.put("/dir/a b.txt/f", &mut &b"x"[..], 1);
-    assert_eq!(errno(under_file), libc::ENOTDIR);
-
-    let onto_dir = driver.put("/dir/sub", &mut &b"x"[..], 1).unwrap_err();
-    assert_eq!(onto_dir.errno(), libc::EISDIR, "{}", onto_dir.message);
+    let onto_dir = driver.put("/dir/sub", &mut &b"x"[..], 1);
+    assert!(onto_dir.is_err());
     assert!(served.real("/dir/sub/inner.txt").is_file());
-    assert_eq!(errno(driver.put("/", &mut &b"x"[..], 1)), libc::EISDIR);
 
     // nginx answers 500 when it may not write in the directory (its log says EACCES).
     let denied = driver.put("/readonly/f", &mut &b"x"[..], 1);
@@ -388,7 +373,6 @@ fn mkdir_creates_one_directory() {
             served.url()
         )
     );
-    assert_eq!(errno(driver.mkdir("/dir/a b.txt", 0o755)), libc::EEXIST);
     assert_eq!(errno(driver.mkdir("/", 0o755)), libc::EEXIST);
     let missing = driver.mkdir("/nope/x", 0o755).unwrap_err();
     assert_eq!(missing.errno(), libc::ENOENT);
@@ -399,7 +383,6 @@ fn mkdir_creates_one_directory() {
             served.url()
         )
     );
-    assert_eq!(errno(driver.mkdir("/dir/a b.txt/x", 0o755)), libc::ENOTDIR);
     assert_eq!(errno(driver.mkdir("/readonly/x", 0o755)), libc::EACCES);
     assert!(!served.real("/nope").exists() && !served.real("/readonly/x").exists());
 }
@@ -408,9 +391,6 @@ fn mkdir_creates_one_directory() {
 fn remove_file() {
     let served = Served::new();
     let driver = served.driver();
-    driver.remove_file("/dir/a b.txt").unwrap();
-    assert!(!served.real("/dir/a b.txt").exists());
-    assert_eq!(errno(driver.remove_file("/dir/a b.txt")), libc::ENOENT);
     driver.remove_file("/dir/q?#%.txt").unwrap();
     assert!(!served.real("/dir/q?#%.txt").exists());
     let dir = driver.remove_file("/dir/sub").unwrap_err();
@@ -429,7 +409,6 @@ fn remove_dir() {
     let driver = served.driver();
     driver.remove_dir("/empty").unwrap();
     assert!(!served.real("/empty").exists());
-    assert_eq!(errno(driver.remove_dir("/empty")), libc::ENOENT);
     let full = driver.remove_dir("/full").unwrap_err();
     assert_eq!(full.errno(), libc::ENOTEMPTY);
     assert_eq!(
@@ -437,8 +416,6 @@ fn remove_dir() {
         format!("DELETE {}/full/: directory not empty", served.url())
     );
     assert!(served.real("/full/one.txt").is_file());
-    assert_eq!(errno(driver.remove_dir("/dir/a b.txt")), libc::ENOTDIR);
-    assert!(served.real("/dir/a b.txt").is_file());
     assert_eq!(errno(driver.remove_dir("/")), libc::EACCES);
 }
 
@@ -460,11 +437,6 @@ fn rename_files() {
     assert!(!served.real("/full/one.txt").exists());
     driver.rename("/dir/q?#%.txt", "/empty/moved").unwrap();
     assert_eq!(fs::read(served.real("/empty/moved")).unwrap(), b"1");
-    // Onto itself: nothing happens.
-    driver.rename("/empty/moved", "/empty/moved").unwrap();
-    assert!(served.real("/empty/moved").is_file());
-
-    assert_eq!(errno(driver.rename("/missing", "/x")), libc::ENOENT);
     let no_parent = driver.rename("/empty/moved", "/nope/moved").unwrap_err();
     assert_eq!(no_parent.errno(), libc::ENOENT, "{}", no_parent.message);
     assert!(!served.real("/nope").exists(), "nginx created the parent");
@@ -502,11 +474,6 @@ fn rename_directories() {
     let full = driver.rename("/empty", "/full").unwrap_err();
     assert_eq!(full.errno(), libc::ENOTEMPTY);
     assert!(served.real("/full/one.txt").is_file() && served.real("/empty/inner.txt").is_file());
-    assert_eq!(
-        errno(driver.rename("/empty", "/dir/a b.txt")),
-        libc::ENOTDIR
-    );
-    assert!(served.real("/dir/a b.txt").is_file());
     let inside = driver.rename("/dir", "/dir/x").unwrap_err();
     assert_eq!(inside.errno(), libc::EINVAL);
     assert_eq!(

@@ -2,9 +2,9 @@
 //! without locks; moto; OpenSSH's sshd; pyftpdlib and vsftpd; chirp_server), and against
 //! the local and in-memory backends and a layer, through [`Driver::upload`]:
 //!
-//! - preconditions ([`Expect`]): a version that still holds is replaced; one that another
-//!   client changed, created or removed meanwhile is not ([`ErrorKind::Changed`]), and the
-//!   server keeps the other client's bytes;
+//! - preconditions ([`Expect`]) one at a time (a version that still holds is replaced; one
+//!   another client changed, created or removed is not) are tests/behaviour.rs's, for every
+//!   service; here are their races and their costs;
 //! - races: two clients on separate connections replace the same version (or create the
 //!   same new name) at the same moment, round after round. No round is won by both: where
 //!   the protocol has an atomic tool exactly one wins each round; where the driver can
@@ -31,6 +31,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use common::calls::{contents, upload};
 use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
@@ -39,7 +40,7 @@ use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
-use roam_drivers::{Driver, ErrorKind, Expect, Fetched, Leftover, Meta, Upload};
+use roam_drivers::{Driver, ErrorKind, Expect, Leftover, Meta, Upload};
 use roam_testkit::fault::{Cut, Proxy};
 use roam_testkit::{dav, ftp, noise, s3, sftp, Scratch, Server};
 
@@ -282,22 +283,6 @@ fn mem_site() -> Site {
 
 // ---- Helpers.
 
-fn upload(d: &dyn Driver, path: &str, data: &[u8], expect: &Expect) -> roam_drivers::Result<Meta> {
-    let how = Upload {
-        expect,
-        ..Upload::default()
-    };
-    d.upload(path, &mut &data[..], data.len() as u64, &how)
-}
-
-fn contents(d: &dyn Driver, path: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    match d.fetch(path, &mut out, None).unwrap() {
-        Fetched::Body(_) => out,
-        Fetched::NotModified => panic!("{path}: not modified without a validator"),
-    }
-}
-
 fn sha256(data: &[u8]) -> Vec<u8> {
     ring::digest::digest(&ring::digest::SHA256, data)
         .as_ref()
@@ -326,94 +311,10 @@ fn changed<T: std::fmt::Debug>(result: roam_drivers::Result<T>, site: &str, what
     assert_eq!(err.errno(), libc::ESTALE);
 }
 
-// ---- Preconditions.
-
-/// (1) A version that still holds is replaced; (2) one another client changed is not, and
-/// the server keeps that client's bytes; (3) a create-only upload meets a name another
-/// client made; (4) a version another client removed is not brought back.
-fn preconditions(site: &Site) {
-    let (ours, other) = (site.driver(), site.driver());
-    let base = ours.put("/kept", &mut &b"version one"[..], 11).unwrap();
-    let replaced = upload(
-        &*ours,
-        "/kept",
-        b"version two!",
-        &Expect::version_of(Some(&base)),
-    );
-    let replaced = replaced.unwrap_or_else(|e| panic!("{}: {}", site.name, e.message));
-    assert_eq!(replaced.size, Some(12), "{}", site.name);
-    assert_holds(&*ours, "/kept", b"version two!", site.name);
-
-    let seen = ours
-        .put("/theirs", &mut &b"as roam saw it"[..], 14)
-        .unwrap();
-    let theirs = noise(4096, 3);
-    other.put("/theirs", &mut &theirs[..], 4096).unwrap();
-    let stale = upload(
-        &*ours,
-        "/theirs",
-        b"roam's edit",
-        &Expect::version_of(Some(&seen)),
-    );
-    changed(stale, site.name, "replacing a version changed meanwhile");
-    assert_holds(&*ours, "/theirs", &theirs, site.name);
-
-    other.put("/appeared", &mut &theirs[..], 4096).unwrap();
-    changed(
-        upload(&*ours, "/appeared", b"new", &Expect::Absent),
-        site.name,
-        "a create over a new file",
-    );
-    assert_holds(&*ours, "/appeared", &theirs, site.name);
-
-    let gone = ours.put("/gone", &mut &b"soon removed"[..], 12).unwrap();
-    other.remove_file("/gone").unwrap();
-    let revived = upload(&*ours, "/gone", b"edit", &Expect::version_of(Some(&gone)));
-    changed(revived, site.name, "replacing a removed version");
-    let err = ours.stat("/gone").expect_err("nothing may come back");
-    assert_eq!(
-        err.kind,
-        ErrorKind::NotFound,
-        "{}: {}",
-        site.name,
-        err.message
-    );
-    assert!(
-        site.litter().is_empty(),
-        "{}: {:?}",
-        site.name,
-        site.litter()
-    );
-}
-
-/// A version known by its size and time only (no ETag) is checked by them.
-fn versions_without_etags(site: &Site) {
-    let d = site.driver();
-    let base = d.put("/timed", &mut &b"twelve bytes"[..], 12).unwrap();
-    let by_time = Expect::Version {
-        etag: None,
-        size: 12,
-        mtime: base.mtime,
-    };
-    upload(&*d, "/timed", b"thirteen byte", &by_time).unwrap();
-    // The size no longer matches.
-    changed(
-        upload(&*d, "/timed", b"again", &by_time),
-        site.name,
-        "a stale size",
-    );
-}
+// ---- Every site: its races and its leftovers.
 
 macro_rules! each_site {
     ($($name:ident => $site:expr,)*) => {
-        mod preconditions {
-            use super::*;
-            $(#[test] fn $name() {
-                let site = $site;
-                preconditions(&site);
-                versions_without_etags(&site);
-            })*
-        }
         mod races {
             use super::*;
             $(#[test] fn $name() { races(&$site); })*
@@ -437,6 +338,9 @@ each_site! {
     layer => local_site(true),
     mem => mem_site(),
 }
+
+// ---- Preconditions where they cost more than one request (one at a time, small:
+// ---- tests/behaviour.rs).
 
 /// Past 64 MiB S3 uploads in parts: the precondition goes with `CompleteMultipartUpload`
 /// (and a `HEAD` right before it, as moto ignores `If-Match` there); a failed one is

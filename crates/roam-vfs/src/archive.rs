@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use roam_drivers::{DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator};
+use roam_drivers::{
+    Capabilities, DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator,
+};
 use roam_ext::abi::MemberKind;
 use roam_ext::archive::{Data, Entry, Index};
 use roam_ext::{Extension, Fault};
@@ -430,8 +432,15 @@ impl Driver for ArchiveDriver {
         Ok(Fetched::Body(meta))
     }
 
-    fn reads_ranges(&self) -> bool {
-        self.archive.driver.reads_ranges()
+    /// Read-only (`EROFS`); members are read in ranges of the archive, as its backend
+    /// reads them.
+    fn capabilities(&self) -> Capabilities {
+        let below = self.archive.driver.capabilities();
+        Capabilities {
+            read_ranges: below.read_ranges,
+            stream_large_files: below.stream_large_files,
+            ..Capabilities::READ_ONLY
+        }
     }
 
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> DResult<u64> {

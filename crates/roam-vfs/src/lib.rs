@@ -521,7 +521,7 @@ impl Vfs {
         if let Some(local) = self.dirty_meta(&r.virt) {
             return local;
         }
-        if r.driver.in_memory() || r.driver.local_path(&r.path).is_some() {
+        if r.driver.capabilities().in_memory || r.driver.local_path(&r.path).is_some() {
             // Changed in place by frontends (or by the kernel, for a directory served in
             // place), behind the caches: asked every time. A name that is not there cost
             // no request, so it is nothing to tell the user about.
@@ -533,9 +533,10 @@ impl Vfs {
         if let Some(hit) = self.fresh_attr(&r.virt) {
             return hit.map_err(Error::from);
         }
-        // A listing's "absent" is asked again where asking is cheap (see `cheap_stat`).
-        let trusted =
-            |hit: &Result<Meta>| !(r.driver.cheap_stat() && matches!(hit, Err(Error::Absent(_))));
+        // A listing's "absent" is asked again where asking is cheap (see `Capabilities::cheap_stat`).
+        let trusted = |hit: &Result<Meta>| {
+            !(r.driver.capabilities().cheap_stat && matches!(hit, Err(Error::Absent(_))))
+        };
         if let Some(hit) = self.lookup_in_listing(&r.virt).filter(trusted) {
             return hit;
         }
@@ -676,7 +677,7 @@ impl Vfs {
     fn list_dir(&self, r: &Remote) -> Result<PathBuf> {
         // An in-memory backend is listed every time: files change in place behind the
         // caches, and a listing costs no more than reading a saved one.
-        let t_read = match r.driver.in_memory() {
+        let t_read = match r.driver.capabilities().in_memory {
             true => Duration::ZERO,
             false => self.t_read_dir(&r.virt),
         };
@@ -696,7 +697,7 @@ impl Vfs {
                 Some(saved) => saved,
                 None => {
                     let listing = r.driver.list(&r.path)?;
-                    if !r.driver.in_memory() {
+                    if !r.driver.capabilities().in_memory {
                         listings::save(self.cache.root(), &r.virt, &listing);
                     }
                     (listing, Duration::ZERO)

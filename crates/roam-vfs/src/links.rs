@@ -68,7 +68,7 @@ impl Vfs {
         let Node::Remote(r) = &node else {
             return Ok(Some(node));
         };
-        if !r.driver.serves_links() {
+        if !r.driver.capabilities().serves_links {
             return Ok(Some(node));
         }
         let comps = below_root(r);
@@ -116,7 +116,7 @@ impl Vfs {
         let Ok(Some(Node::Remote(r))) = self.mounts.lookup(virt) else {
             return false;
         };
-        if !r.driver.serves_links() {
+        if !r.driver.capabilities().serves_links {
             return false;
         }
         let comps = below_root(&r);
@@ -186,6 +186,9 @@ mod tests {
     struct Described(&'static str);
 
     impl Driver for Described {
+        fn capabilities(&self) -> roam_drivers::Capabilities {
+            roam_drivers::Capabilities::READ_ONLY
+        }
         fn describe(&self, path: &str) -> String {
             format!("{}{}", self.0, path.trim_start_matches('/'))
         }

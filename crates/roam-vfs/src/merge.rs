@@ -43,7 +43,7 @@ impl<'a> ServerVersion<'a> {
     /// `len` bytes at `off` (fewer at the end of the file).
     pub(crate) fn read(&self, off: u64, len: u32) -> std::io::Result<Vec<u8>> {
         let io = |e: Error| std::io::Error::other(e.to_string());
-        if self.r.driver.reads_ranges() {
+        if self.r.driver.capabilities().stream_large_files {
             let mut buf = Vec::with_capacity(len as usize);
             self.r
                 .driver

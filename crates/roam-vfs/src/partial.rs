@@ -124,7 +124,7 @@ impl Vfs {
             return Ok(Some(p.copy.clone()));
         }
         if r.driver.local_path(&r.path).is_some()
-            || !r.driver.reads_ranges()
+            || !r.driver.capabilities().stream_large_files
             || self.is_dirty(&r.virt)
         {
             return Ok(None);
@@ -312,7 +312,7 @@ impl Vfs {
         if let Some(path) = here {
             return read_at(&path, off, len);
         }
-        if r.driver.reads_ranges() {
+        if r.driver.capabilities().read_ranges {
             let mut buf = Vec::new();
             r.driver.read_range(&r.path, off, len, &mut buf)?;
             return Ok(buf);

@@ -98,7 +98,7 @@ impl Vfs {
 
     /// Whether writes may go to this node.
     pub fn writable(&self, node: &Node) -> bool {
-        matches!(node, Node::Remote(r) if r.driver.writable())
+        matches!(node, Node::Remote(r) if r.driver.capabilities().write)
     }
 
     /// The local path that *is* this node (the local driver serves files in place); all
@@ -114,7 +114,7 @@ impl Vfs {
     /// and writes them in place ([`Vfs::open_in_memory`]) instead of through
     /// [`Vfs::open_for_write`]'s journaled copy.
     pub fn in_memory(&self, node: &Node) -> bool {
-        matches!(node, Node::Remote(r) if r.driver.in_memory())
+        matches!(node, Node::Remote(r) if r.driver.capabilities().in_memory)
     }
 
     /// The file itself of an in-memory node, made first (with `create`) when missing. Its
@@ -851,7 +851,7 @@ impl Vfs {
         let Node::Remote(r) = node else {
             return Ok(None);
         };
-        if !r.driver.in_memory() {
+        if !r.driver.capabilities().in_memory {
             return Ok(None);
         }
         match self.stat(node) {
@@ -1304,7 +1304,7 @@ impl Vfs {
 
 fn writable_remote(node: &Node) -> Result<&Remote> {
     match node {
-        Node::Remote(r) if r.driver.writable() => Ok(r),
+        Node::Remote(r) if r.driver.capabilities().write => Ok(r),
         _ => Err(posix(libc::EROFS, node.virt(), "this mount is read-only")),
     }
 }

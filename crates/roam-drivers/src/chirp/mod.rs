@@ -29,8 +29,8 @@ use self::pool::{Pool, Retry};
 use self::proto::{encode_path, is_plain_word, secs_of, Stat};
 use self::url::{parent, Target};
 use crate::{
-    is_driver_path, is_safe_name, DirEntry, Driver, Error, ErrorKind, Expect, Fetched, Kind,
-    Leftover, Listing, Meta, Result, Upload, Validator,
+    is_driver_path, is_safe_name, Capabilities, DirEntry, Driver, Error, ErrorKind, Expect,
+    Fetched, Kind, Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
 /// Mode asked for new directories (new files get it without the execute bits); the
@@ -353,16 +353,15 @@ fn still_valid(validator: &Validator, meta: &Meta) -> bool {
 }
 
 impl Driver for ChirpDriver {
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
-    }
-
-    fn serves_links(&self) -> bool {
-        true
+    /// A Unix file system over the wire: everything but hard links and special files.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            serves_links: true,
+            symlinks: true,
+            ..Capabilities::writable()
+                .with_ranges()
+                .with_modes_and_times()
+        }
     }
 
     fn describe(&self, path: &str) -> String {
@@ -463,11 +462,17 @@ impl Driver for ChirpDriver {
         }
     }
 
+    /// The server narrows the mode by its umask (chirp_server's: 077), so a mode with
+    /// group or other bits, or special bits, is set again after.
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         let (remote, context) = self.request("mkdir", path)?;
         let line = format!("mkdir {} {}\n", encode_path(&remote), mode & 0o7777);
         self.simple(&context, Retry::Never, &line)
-            .map_err(|e| self.refine_creation(&context, &remote, e))
+            .map_err(|e| self.refine_creation(&context, &remote, e))?;
+        match mode & 0o7077 {
+            0 => Ok(()),
+            _ => self.set_mode(path, mode & 0o7777),
+        }
     }
 
     fn remove_file(&self, path: &str) -> Result<()> {

@@ -36,8 +36,8 @@ use self::multistatus::Resource;
 use crate::http::url::Base;
 use crate::http::{read_page, HttpClient, HttpDriver};
 use crate::{
-    is_driver_path, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover, Listing, Meta,
-    Result, Upload, Validator,
+    is_driver_path, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover,
+    Listing, Meta, Result, Upload, Validator,
 };
 
 /// The requests this driver sends itself (its reads go through the HTTP driver).
@@ -437,8 +437,9 @@ impl DavDriver {
 }
 
 impl Driver for DavDriver {
-    fn writable(&self) -> bool {
-        true
+    /// WebDAV keeps names and bytes: no modes, no times (the server's), no links.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::writable().with_ranges()
     }
 
     fn describe(&self, path: &str) -> String {
@@ -485,10 +486,6 @@ impl Driver for DavDriver {
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
         self.http.fetch(path, dest, validator)
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
     }
 
     /// Plain HTTP: the HTTP driver's `GET` with `Range`.

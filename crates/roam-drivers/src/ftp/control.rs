@@ -67,6 +67,12 @@ pub(super) struct Login {
     pub password: String,
 }
 
+/// Whether `user` is an anonymous login, which servers give the least (vsftpd never lets
+/// it use SITE CHMOD).
+pub(super) fn is_anonymous(user: &str) -> bool {
+    user == "anonymous" || user == "ftp"
+}
+
 /// What FEAT advertised, of what we use. SIZE and MDTM are simply tried: servers older
 /// than FEAT often have them.
 #[derive(Default)]

@@ -31,6 +31,7 @@ mod url;
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use self::control::{Conn, Fault, Login, Timeouts};
@@ -40,8 +41,8 @@ use self::pool::Pool;
 use self::session::{list_command, Stamp};
 use self::url::{is_driver_path, Site};
 use crate::{
-    Attrs, Driver, Error, ErrorKind, Expect, Fetched, Leftover, Listing, Meta, Result, Upload,
-    Validator,
+    Attrs, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Leftover, Listing, Meta,
+    Result, Upload, Validator,
 };
 
 /// The password anonymous FTP asks for (by convention an e-mail address; any will do).
@@ -76,6 +77,8 @@ pub struct FtpDriver {
     login: Login,
     timeouts: Timeouts,
     pool: Pool,
+    /// Whether the server's FEAT offered MFMT, from the last login (false before one).
+    mfmt: AtomicBool,
 }
 
 // By hand: the login holds a password.
@@ -117,6 +120,7 @@ impl FtpDriver {
                 read: cfg.read_timeout,
             },
             pool: Pool::new(cfg.idle_keep),
+            mfmt: AtomicBool::new(false),
         })
     }
 
@@ -134,8 +138,10 @@ impl FtpDriver {
     /// A new logged-in connection. A refused login is EACCES (530), a busy server EIO
     /// (421), no server EHOSTUNREACH.
     fn connect(&self) -> Result<Conn> {
-        Conn::open(&self.site, &self.login, self.timeouts)
-            .map_err(|fault| self.fail(&format!("connect {}", self.site.origin()), fault))
+        let conn = Conn::open(&self.site, &self.login, self.timeouts)
+            .map_err(|fault| self.fail(&format!("connect {}", self.site.origin()), fault))?;
+        self.mfmt.store(conn.features.mfmt, Ordering::Relaxed);
+        Ok(conn)
     }
 
     /// Runs `op` on a pooled (or new) connection and pools the connection again. An
@@ -302,7 +308,7 @@ fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
         .clone()
         .or(found.login)
         .unwrap_or_else(|| "anonymous".into());
-    let anonymous = user == "anonymous" || user == "ftp";
+    let anonymous = control::is_anonymous(&user);
     let password = site
         .password
         .clone()
@@ -408,16 +414,18 @@ fn rename_on(conn: &mut Conn, from: &str, to: &str) -> std::result::Result<(), F
 }
 
 impl Driver for FtpDriver {
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
-    }
-
-    fn serves_links(&self) -> bool {
-        true
+    /// Modes by SITE CHMOD, which servers refuse anonymous users (`EACCES`); times by MFMT
+    /// where the server's FEAT offers it, known once a connection has logged in; no links
+    /// made (a server's own are shown, and followed by it in the middle of a path).
+    fn capabilities(&self) -> Capabilities {
+        let chmod = !control::is_anonymous(&self.login.user);
+        Capabilities {
+            serves_links: true,
+            file_modes: chmod,
+            dir_modes: chmod,
+            set_mtime: self.mfmt.load(Ordering::Relaxed),
+            ..Capabilities::writable().with_ranges()
+        }
     }
 
     fn describe(&self, path: &str) -> String {
@@ -497,11 +505,11 @@ impl Driver for FtpDriver {
     }
 
     /// MKD takes no mode: the directory gets the server's (0777 less its umask, 0755 as a
-    /// rule), so another mode follows with SITE CHMOD (where the server has none, the
-    /// server's mode stays).
+    /// rule), so another mode follows with SITE CHMOD (where the server has none, or
+    /// refuses it to an anonymous user, the server's mode stays: the directory is made).
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         self.simple("MKD", "", Action::MakeDir, path)?;
-        if mode & 0o7777 == 0o755 {
+        if mode & 0o7777 == 0o755 || !self.capabilities().dir_modes {
             return Ok(());
         }
         match self.set_mode(path, mode & 0o7777) {

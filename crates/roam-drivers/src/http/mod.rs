@@ -18,7 +18,8 @@ use ureq::{Body, ResponseExt};
 
 use self::url::Base;
 use crate::{
-    is_driver_path, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+    is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
+    Validator,
 };
 
 /// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
@@ -269,8 +270,9 @@ pub(crate) fn read_page(response: Response<Body>, method: &str, url: &str) -> Re
 }
 
 impl Driver for HttpDriver {
-    fn reads_ranges(&self) -> bool {
-        true
+    /// Read-only (every change: `EROFS`); `GET` with `Range`.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::READ_ONLY.with_ranges()
     }
 
     /// A `GET` with `Range`. A server may ignore the range and send the whole file with

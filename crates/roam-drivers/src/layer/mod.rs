@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::{
-    DirEntry, Driver, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile, Result, Upload,
-    Validator,
+    Capabilities, DirEntry, Driver, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile, Result,
+    Upload, Validator,
 };
 
 /// Which way data passes through a layer.
@@ -235,8 +235,21 @@ impl<T: Transform> Driver for Stacked<T> {
         }
     }
 
-    fn in_memory(&self) -> bool {
-        T::TRANSPARENT && self.lower.in_memory()
+    /// The lower driver's, but what serves files as they are (in memory, in place, and
+    /// what the kernel does there) only through a layer that leaves contents unchanged.
+    fn capabilities(&self) -> Capabilities {
+        let lower = self.lower.capabilities();
+        if T::TRANSPARENT {
+            return lower;
+        }
+        Capabilities {
+            in_memory: false,
+            in_place: false,
+            set_atime: false,
+            hard_links: false,
+            special_files: lower.special_files && !lower.in_place,
+            ..lower
+        }
     }
 
     fn open_in_place(
@@ -251,18 +264,6 @@ impl<T: Transform> Driver for Stacked<T> {
         }
     }
 
-    fn reads_ranges(&self) -> bool {
-        self.lower.reads_ranges()
-    }
-
-    fn serves_links(&self) -> bool {
-        self.lower.serves_links()
-    }
-
-    fn cheap_stat(&self) -> bool {
-        self.lower.cheap_stat()
-    }
-
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let mut down = Down::new(&self.t, dest, offset);
         let n = self
@@ -270,10 +271,6 @@ impl<T: Transform> Driver for Stacked<T> {
             .read_range(&self.down(path)?, offset, len, &mut down)?;
         down.finish()?;
         Ok(n)
-    }
-
-    fn writable(&self) -> bool {
-        self.lower.writable()
     }
 
     /// The precondition and the leftovers pass through: versions are the lower driver's

@@ -51,8 +51,8 @@ use self::sign::{Credentials, Signer};
 use self::upload::Precondition;
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Expect, Fetched, Kind, Known, Leftover,
-    Listing, Meta, Result, Upload, Validator,
+    is_driver_path, is_safe_name, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind,
+    Known, Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
 /// The largest object one `CopyObject` can copy.
@@ -351,12 +351,13 @@ fn conditional<'a>(req: Req<'a>, validator: Option<&Validator>) -> Req<'a> {
 }
 
 impl Driver for S3Driver {
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn reads_ranges(&self) -> bool {
-        true
+    /// Objects under keys: no modes, times or links; a directory is a key prefix, which
+    /// cannot be renamed in one request (`EXDEV`: `mv` copies).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            rename_dirs: false,
+            ..Capabilities::writable().with_ranges()
+        }
     }
 
     fn describe(&self, path: &str) -> String {

@@ -47,8 +47,8 @@ use self::requests::Simple;
 use self::ssh_config::{Endpoint, Local};
 use self::url::Target;
 use crate::{
-    is_driver_path, is_safe_name, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover,
-    Listing, Meta, Result, Upload, Validator,
+    is_driver_path, is_safe_name, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind,
+    Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
 /// Timeouts, OpenSSH files and trust settings of the SFTP driver.
@@ -626,12 +626,15 @@ impl Write for Tally<'_> {
 }
 
 impl Driver for SftpDriver {
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn serves_links(&self) -> bool {
-        true
+    /// A Unix file system over SSH. Its `read_range` answers (archives use it), but roam
+    /// fetches its large files whole: one pipelined download.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_ranges: true,
+            serves_links: true,
+            symlinks: true,
+            ..Capabilities::writable().with_modes_and_times()
+        }
     }
 
     fn describe(&self, path: &str) -> String {

@@ -1,4 +1,7 @@
-//! What the driver tests over HTTP (plain, WebDAV, S3) share: the client they talk through.
+//! What the driver tests share: the client the tests over HTTP (plain, WebDAV, S3) talk
+//! through, and the driver calls several files make ([`calls`]).
+
+pub mod calls;
 
 use std::time::Duration;
 
