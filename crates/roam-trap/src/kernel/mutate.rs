@@ -130,7 +130,7 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         libc::SYS_utime | libc::SYS_utimes | libc::SYS_futimesat | libc::SYS_utimensat => {
             set_times(k, job, node)
         }
-        libc::SYS_link | libc::SYS_linkat => link(k, node, nodes[1]),
+        libc::SYS_link | libc::SYS_linkat => link(k, job, node, nodes[1]),
         libc::SYS_mknod => mknod(k, job, node, a[1]),
         libc::SYS_mknodat => mknod(k, job, node, a[2]),
         libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => {
@@ -232,15 +232,20 @@ fn source_then_failure(k: &Kernel, job: &Job, from: &Node) -> Served {
 }
 
 /// link(2) of a remote name: the kernel's checks in its order, then EPERM (no remote
-/// backend keeps hard links; see [`roam_vfs::Vfs::link`]).
-fn link(k: &Kernel, from: &Node, to: &Node) -> Served {
-    k.vfs()
-        .link(from, to)
-        .map(|()| Decision::Return(0))
-        .map_err(|e| {
-            let at = if e.errno() == libc::EPERM { to } else { from };
-            (at.clone(), e)
-        })
+/// backend keeps hard links; see [`roam_vfs::Vfs::link`]), told on stderr as before.
+fn link(k: &Kernel, job: &Job, from: &Node, to: &Node) -> Served {
+    match k.vfs().link(from, to) {
+        Err(e) if e.errno() == libc::EPERM => Ok(refused(
+            k,
+            job,
+            to,
+            libc::EPERM,
+            "hard links are not supported on remote mounts",
+        )),
+        done => done
+            .map(|()| Decision::Return(0))
+            .map_err(|e| (from.clone(), e)),
+    }
 }
 
 fn refused(k: &Kernel, job: &Job, node: &Node, errno: i32, why: &str) -> Decision {
