@@ -59,6 +59,8 @@ struct Cannot {
     seeds: u64,
 }
 
+/// A backend that expresses every operation, keeping modes, but no hard links and no access
+/// times apart.
 const ALL: Cannot = Cannot {
     ops: &[],
     modeless: false,
