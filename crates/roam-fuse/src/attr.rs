@@ -66,6 +66,15 @@ pub fn from_local(ino: u64, md: &Metadata) -> FileAttr {
     }
 }
 
+/// Attributes of roam's copy of a remote file: the copy's, with one link, as a remote file
+/// has (the cache may give the copy's inode other names of its own).
+pub fn from_copy(ino: u64, md: &Metadata) -> FileAttr {
+    FileAttr {
+        nlink: 1,
+        ..from_local(ino, md)
+    }
+}
+
 /// Attributes of a remote object from its metadata; what the server did not say gets the
 /// usual defaults (0644 files, 0755 directories, the mount time).
 pub fn from_meta(ino: u64, meta: &Meta, owner: Owner, mounted: SystemTime) -> FileAttr {

@@ -44,7 +44,7 @@ impl Roamfs {
             // Being written here: the journaled copy is the truth (unless it was published
             // meanwhile: then the new version's attributes follow).
             if let Ok(md) = std::fs::metadata(self.vfs.copy_path(virt)) {
-                return Ok((attr::from_local(ino, &md), Duration::ZERO));
+                return Ok((attr::from_copy(ino, &md), Duration::ZERO));
             }
         }
         let mut meta = self.vfs.stat(node).map_err(vfs_errno)?;
@@ -136,11 +136,13 @@ impl Roamfs {
         match &f.data {
             Data::File(file) => {
                 let md = file.metadata().map_err(io_errno)?;
-                let ttl = match f.how {
-                    Opened::InPlace => self.ttl(&f.virt, md.modified().ok()),
-                    _ => Duration::ZERO,
-                };
-                Ok((attr::from_local(f.ino, &md), ttl))
+                Ok(match f.how {
+                    Opened::InPlace => (
+                        attr::from_local(f.ino, &md),
+                        self.ttl(&f.virt, md.modified().ok()),
+                    ),
+                    _ => (attr::from_copy(f.ino, &md), Duration::ZERO),
+                })
             }
             Data::Memory(c) => {
                 let meta = c.meta();

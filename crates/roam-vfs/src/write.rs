@@ -1035,8 +1035,9 @@ impl Vfs {
     /// (EINVAL) nor anything over a directory above it (ENOTEMPTY), and a file and a
     /// directory do not replace each other (EISDIR, ENOTDIR).
     fn may_rename(&self, a: &Remote, b: &Remote) -> Result<()> {
-        // Both directories are walked before either last name is looked at.
-        if let Some(e) = self.why_absent(a).or_else(|| self.why_absent(b)) {
+        // Both directories are walked, the source's first, before either last name is
+        // looked at.
+        if let Some(e) = self.walk(a).or_else(|| self.walk(b)) {
             return Err(e);
         }
         let from = self.stat_remote(a)?;
@@ -1058,6 +1059,46 @@ impl Vfs {
             }
             _ => Ok(()),
         }
+    }
+
+    /// What walking to `r`'s directory meets, as the kernel's path walk: `ENOTDIR` (a
+    /// file on the way), `ENOENT` (a missing directory), or nothing.
+    fn walk(&self, r: &Remote) -> Option<Error> {
+        if r.path == "/" {
+            return None;
+        }
+        let missing = || match self.stat_remote(&r.parent()) {
+            Err(e) if e.errno() == libc::ENOENT => Some(e),
+            _ => None,
+        };
+        self.why_absent(r).or_else(missing)
+    }
+
+    /// What walking to `node`'s directory meets (rename(2)'s first check): `ENOTDIR`,
+    /// `ENOENT`, or nothing.
+    pub fn walk_to(&self, node: &Node) -> Option<Error> {
+        match node {
+            Node::Remote(r) => self.walk(r),
+            Node::SchemeRoot { .. } => None,
+        }
+    }
+
+    /// link(2) of a remote name: the kernel's checks in its order (the source; the new
+    /// name's directory; the new name: `EEXIST`), then `EPERM`, Linux's errno for a file
+    /// system without hard links (none of the remote backends keeps them).
+    pub fn link(&self, from: &Node, to: &Node) -> Result<()> {
+        self.stat(from)?;
+        if let Some(e) = writable_remote(to).ok().and_then(|b| self.walk(b)) {
+            return Err(e);
+        }
+        if self.stat(to).is_ok() {
+            return Err(exists(to.virt()));
+        }
+        Err(posix(
+            libc::EPERM,
+            to.virt(),
+            "hard links are not supported on remote mounts",
+        ))
     }
 
     pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {

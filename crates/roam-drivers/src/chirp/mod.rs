@@ -184,6 +184,26 @@ impl ChirpDriver {
         self.simple(context, Retry::Never, &rename_line(from, to))
     }
 
+    /// chirp_server refuses a rename over a dangling symlink (`ENOENT`: it follows the
+    /// link), which rename(2) replaces: the link goes, then the rename is made (a link
+    /// holds no contents to lose between the two).
+    fn rename_over_link(&self, context: &str, from: &str, to: &str, err: Error) -> Result<()> {
+        let own_kind = |remote: &str| {
+            self.pool
+                .run(context, Retry::Idempotent, |c| c.stat(false, remote))
+                .map(|st| st.kind())
+        };
+        let replaceable = err.kind == ErrorKind::NotFound
+            && own_kind(to).is_ok_and(|k| k == Kind::Symlink)
+            && own_kind(from).is_ok();
+        if !replaceable {
+            return Err(err);
+        }
+        let unlink = format!("unlink {}\n", encode_path(to));
+        self.simple(context, Retry::Never, &unlink)?;
+        self.simple(context, Retry::Never, &rename_line(from, to))
+    }
+
     /// Uploads to the hidden sibling `tmp`, gives it `mode` (a replaced file keeps its
     /// permission bits; without one, the server's umask narrows [`NEW_MODE`]) and `mtime`,
     /// then renames it over `remote` if what is there is still what `expect` says: Chirp
@@ -503,6 +523,7 @@ impl Driver for ChirpDriver {
             &rename_line(&remote_from, &remote_to),
         )
         .or_else(|e| self.rename_over_empty_dir(&context, &remote_from, &remote_to, e))
+        .or_else(|e| self.rename_over_link(&context, &remote_from, &remote_to, e))
         .map_err(|e| self.refine_creation(&context, &remote_to, e))
     }
 

@@ -356,6 +356,15 @@ impl Kernel {
 
     /// Triage of a call whose names are resolved.
     fn decide(&self, tid: Pid, spec: &'static Spec, call: Syscall, places: Vec<Place>) -> Triage {
+        if mutate::source_first(spec, &places) {
+            // link(2) looks its source up whole before the new name's directory.
+            return Triage::Later(Job {
+                tid,
+                call,
+                spec,
+                places,
+            });
+        }
         if let Some(d) = places.iter().find_map(|p| self.lookup_failed(tid, spec, p)) {
             return Triage::Done(d);
         }

@@ -4,6 +4,7 @@
 //! two different mounts (or roam and local names) is EXDEV, as between file systems.
 //! Calls that make no sense on a remote name (chroot, mount ...) are refused loudly.
 
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use nix::unistd::Pid;
@@ -102,6 +103,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     };
     let fail = |e| (node.clone(), e);
+    if source_first(job.spec, &job.places) {
+        return source_then_failure(k, job, node);
+    }
     for (n, need) in needs(job.spec.nr, &nodes) {
         super::open::may(vfs, job.tid, n, need).map_err(|e| (n.clone(), e))?;
     }
@@ -126,13 +130,7 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
         libc::SYS_utime | libc::SYS_utimes | libc::SYS_futimesat | libc::SYS_utimensat => {
             set_times(k, job, node)
         }
-        libc::SYS_link | libc::SYS_linkat => Ok(refused(
-            k,
-            job,
-            node,
-            libc::EPERM,
-            "hard links are not supported on remote mounts",
-        )),
+        libc::SYS_link | libc::SYS_linkat => link(k, job, node, nodes[1]),
         libc::SYS_mknod => mknod(k, job, node, a[1]),
         libc::SYS_mknodat => mknod(k, job, node, a[2]),
         libc::SYS_chown | libc::SYS_lchown | libc::SYS_fchownat | libc::SYS_fchown => {
@@ -200,6 +198,56 @@ fn mknod(k: &Kernel, job: &Job, node: &Node, mode: u64) -> Served {
         .map_err(|e| (node.clone(), e))
 }
 
+/// Whether a call is a link(2) or rename(2) of a roam name whose new name's lookup failed:
+/// the kernel walks to the source first (link: the whole source), so its `ENOENT` comes
+/// before that failure; decided on a worker ([`source_then_failure`]).
+pub(super) fn source_first(spec: &Spec, places: &[Place]) -> bool {
+    matches!(
+        spec.nr,
+        libc::SYS_link
+            | libc::SYS_linkat
+            | libc::SYS_rename
+            | libc::SYS_renameat
+            | libc::SYS_renameat2
+    ) && matches!(
+        places,
+        [Place::Roam(_) | Place::RoamFd(_), Place::Failed { .. }]
+    )
+}
+
+/// The answer to a [`source_first`] call: the source's error, else the new name's.
+fn source_then_failure(k: &Kernel, job: &Job, from: &Node) -> Served {
+    let vfs = k.vfs();
+    let source = match job.spec.nr {
+        libc::SYS_link | libc::SYS_linkat => vfs.stat(from).err(),
+        _ => vfs.walk_to(from),
+    };
+    if let Some(e) = source {
+        return Err((from.clone(), e));
+    }
+    Ok(match &job.places[1] {
+        Place::Failed { errno, .. } => Decision::fail(*errno),
+        _ => Decision::fail(libc::EINVAL),
+    })
+}
+
+/// link(2) of a remote name: the kernel's checks in its order, then EPERM (no remote
+/// backend keeps hard links; see [`roam_vfs::Vfs::link`]), told on stderr as before.
+fn link(k: &Kernel, job: &Job, from: &Node, to: &Node) -> Served {
+    match k.vfs().link(from, to) {
+        Err(e) if e.errno() == libc::EPERM => Ok(refused(
+            k,
+            job,
+            to,
+            libc::EPERM,
+            "hard links are not supported on remote mounts",
+        )),
+        done => done
+            .map(|()| Decision::Return(0))
+            .map_err(|e| (from.clone(), e)),
+    }
+}
+
 fn refused(k: &Kernel, job: &Job, node: &Node, errno: i32, why: &str) -> Decision {
     k.report
         .error(job.tid, job.spec.name, node.virt(), errno, why);
@@ -239,9 +287,30 @@ fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
             &vfs.copy_path(node.virt()),
         ));
     }
+    // A final symlink the resolver could not follow (a dangling one) is followed here:
+    // ENOENT, as the kernel says; only AT_SYMLINK_NOFOLLOW sets a link's own times.
+    let followed;
+    let node = match super::table::follows_last(job.spec, &job.call.args) {
+        true => match vfs.follow(node.clone()).map_err(|e| (node.clone(), e))? {
+            roam_vfs::Resolved::Node(n, _) => {
+                followed = n;
+                &followed
+            }
+            roam_vfs::Resolved::Local(p) => {
+                return Ok(rewrite_to(job.spec.paths[0].path, Path::new(&p)))
+            }
+        },
+        false => node,
+    };
     let mtime = match requested_mtime(job) {
         Ok(Some(t)) => t,
-        Ok(None) => return Ok(Decision::Return(0)),
+        // Only the access time: not kept apart on remote mounts, but the name must be there.
+        Ok(None) => {
+            return vfs
+                .stat(node)
+                .map(|_| Decision::Return(0))
+                .map_err(|e| (node.clone(), e))
+        }
         Err(errno) => return Ok(Decision::fail(errno)),
     };
     vfs.set_mtime(node, mtime)
