@@ -1,7 +1,8 @@
-//! Strict host key checking against an OpenSSH `known_hosts` file: plain names, `*`/`?`
+//! Strict host key checking against OpenSSH `known_hosts` files (the user's, then the
+//! global ones, as `ssh` reads them): plain names, `*`/`?`
 //! patterns and `!` negations, hashed names (`|1|salt|hmac-sha1`), `[host]:port` for ports
-//! other than 22, and the `@revoked` marker. `@cert-authority` lines are ignored: roam
-//! accepts no host certificates. Lines that cannot be parsed (a key type we do not know)
+//! other than 22, and the `@revoked` marker. `@cert-authority` lines are parsed and
+//! ignored: roam accepts no host certificates. Lines that cannot be parsed (a key type we do not know)
 //! are skipped, as `ssh` skips them, rather than making the whole file unusable.
 
 use std::fs::OpenOptions;
@@ -42,6 +43,65 @@ pub(super) fn host_name(host: &str, port: u16) -> String {
     match port {
         22 => host.to_owned(),
         port => format!("[{host}]:{port}"),
+    }
+}
+
+/// The known hosts files of one connection (`UserKnownHostsFile`, then
+/// `GlobalKnownHostsFile`), read once; missing ones are empty.
+pub(super) struct Files {
+    files: Vec<(std::path::PathBuf, String)>,
+}
+
+impl Files {
+    pub fn read(paths: impl IntoIterator<Item = std::path::PathBuf>) -> Files {
+        let files = paths
+            .into_iter()
+            .map(|path| {
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                    Err(e) => {
+                        tracing::warn!("sftp: cannot read {}: {e}", path.display());
+                        String::new()
+                    }
+                };
+                (path, text)
+            })
+            .collect();
+        Files { files }
+    }
+
+    /// The files, as a list for messages.
+    pub fn names(&self) -> String {
+        let names: Vec<String> = self
+            .files
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        names.join(", ")
+    }
+
+    /// The verdict of all files together, and the file it comes from: a revoked key loses
+    /// over everything, a recorded equal key wins over a changed one.
+    pub fn check(&self, name: &str, key: &PublicKey) -> (Check, Option<&Path>) {
+        let mut verdict = (Check::Unknown, None);
+        for (path, text) in &self.files {
+            match check(text, name, key) {
+                Check::Unknown => {}
+                found @ Check::Revoked { .. } => return (found, Some(path)),
+                Check::Known => verdict = (Check::Known, Some(path.as_path())),
+                changed if verdict.0 == Check::Unknown => verdict = (changed, Some(path)),
+                _ => {}
+            }
+        }
+        verdict
+    }
+
+    pub fn known_algorithms(&self, name: &str) -> Vec<Algorithm> {
+        self.files
+            .iter()
+            .flat_map(|(_, text)| known_algorithms(text, name))
+            .collect()
     }
 }
 
