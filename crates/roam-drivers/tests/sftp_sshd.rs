@@ -566,7 +566,7 @@ fn changed_host_keys_are_refused() {
     )
     .unwrap();
     for strict in ["yes", "ask", "accept-new"] {
-        let config = s.scratch.join(format!("{strict}.conf"));
+        let config = s.scratch.join(&format!("{strict}.conf"));
         fs::write(&config, format!("StrictHostKeyChecking {strict}\n")).unwrap();
         let cfg = SftpConfig {
             known_hosts: Some(known.clone()),
