@@ -346,14 +346,21 @@ fn known_hosts_files() {
         }
         assert!(!message.contains("accept_new_host_keys"), "{message}");
     }
-    // accept-new: recorded in the first user file, then known under `yes`.
-    for (i, result) in check(&format!("{strict}  StrictHostKeyChecking accept-new\n"))
-        .into_iter()
-        .enumerate()
+    // accept-new: recorded in the first user file (hashed, as HashKnownHosts says), then
+    // known under `yes`.
+    for (i, result) in check(&format!(
+        "{strict}  StrictHostKeyChecking accept-new\n  HashKnownHosts yes\n"
+    ))
+    .into_iter()
+    .enumerate()
     {
         assert_eq!(result.unwrap(), Kind::File);
         let learnt = fs::read_to_string(&first).unwrap();
         assert_eq!(learnt.matches(&ssh.host_key).count(), 1, "{i}: {learnt}");
+        assert!(
+            learnt.starts_with("|1|") && !learnt.contains("127.0.0.1"),
+            "{learnt}"
+        );
     }
     for result in check(&format!("{strict}  StrictHostKeyChecking yes\n")) {
         assert_eq!(result.unwrap(), Kind::File);

@@ -107,6 +107,7 @@ fn session(
             name,
             learn_into: endpoint.trust.user_files.first().cloned(),
             strict: endpoint.trust.strict,
+            hash_names: endpoint.trust.hash_names,
             label: label.clone(),
         };
         let mut ssh = client::connect_stream(Arc::new(config), stream, client)
@@ -290,6 +291,7 @@ pub(super) struct Client {
     /// Where a new key is recorded: the first `UserKnownHostsFile`.
     learn_into: Option<std::path::PathBuf>,
     strict: Strict,
+    hash_names: bool,
     label: String,
 }
 
@@ -356,7 +358,7 @@ impl Client {
             );
             return Ok(true);
         };
-        match known_hosts::learn(file, &self.name, key) {
+        match known_hosts::learn(file, &self.name, key, self.hash_names) {
             Ok(()) => {
                 tracing::warn!(
                     "{}: new host key {} for {} added to {}",

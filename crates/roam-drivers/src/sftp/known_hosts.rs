@@ -134,8 +134,13 @@ pub(super) fn known_algorithms(text: &str, name: &str) -> Vec<Algorithm> {
 }
 
 /// Appends `name key` to the file at `path` (created 0600 in a 0700 directory if needed),
-/// as `ssh` does for a new host under `StrictHostKeyChecking accept-new`.
-pub(super) fn learn(path: &Path, name: &str, key: &PublicKey) -> std::io::Result<()> {
+/// as `ssh` does for a new host under `StrictHostKeyChecking accept-new`; the name hashed
+/// if `hashed` (`HashKnownHosts yes`).
+pub(super) fn learn(path: &Path, name: &str, key: &PublicKey, hashed: bool) -> std::io::Result<()> {
+    let name = match hashed {
+        true => hash_name(name)?,
+        false => name.to_owned(),
+    };
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path
         .parent()
@@ -199,6 +204,23 @@ fn matches(patterns: &str, name: &str) -> bool {
         }
     }
     matched
+}
+
+/// `|1|SALT|HASH` for `name`, with a fresh random 20-byte salt (as `ssh` writes it).
+fn hash_name(name: &str) -> std::io::Result<String> {
+    use ring::rand::SecureRandom;
+    let mut salt = [0u8; 20];
+    ring::rand::SystemRandom::new()
+        .fill(&mut salt)
+        .map_err(|_| std::io::Error::other("no random salt"))?;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &salt);
+    let hash = ring::hmac::sign(&key, name.to_ascii_lowercase().as_bytes());
+    let b64 = base64::engine::general_purpose::STANDARD;
+    Ok(format!(
+        "|1|{}|{}",
+        b64.encode(salt),
+        b64.encode(hash.as_ref())
+    ))
 }
 
 /// `|1|SALT|HASH`: HASH is HMAC-SHA1 of the name keyed with SALT, both base64.
@@ -290,17 +312,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("roam-kh-{}", std::process::id()));
         let path = dir.join("sub/known_hosts");
         let _ = std::fs::remove_dir_all(&dir);
-        learn(&path, "[h]:2222", &key(ED_A)).unwrap();
+        learn(&path, "[h]:2222", &key(ED_A), false).unwrap();
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap()
             .write_all(b"# no newline")
             .unwrap();
-        learn(&path, "other", &key(ED_B)).unwrap();
+        learn(&path, "other", &key(ED_B), false).unwrap();
+        learn(&path, "[Hashed]:22", &key(ED_B), true).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(check(&text, "[h]:2222", &key(ED_A)), Check::Known);
         assert_eq!(check(&text, "other", &key(ED_B)), Check::Known);
+        assert_eq!(check(&text, "[hashed]:22", &key(ED_B)), Check::Known);
+        assert!(!text.contains("ashed"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -26,6 +26,8 @@ use std::time::Duration;
 const MAX_HOPS: usize = 8;
 /// Nested `Include`s beyond which roam gives up, as OpenSSH does.
 const MAX_INCLUDE_DEPTH: usize = 16;
+/// The system-wide file, read after the user's unless another file was named (`ssh -F`).
+const SYSTEM_CONFIG: &str = "/etc/ssh/ssh_config";
 
 /// Where and as whom to connect, once the URL and the config have spoken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +83,8 @@ pub(super) struct Trust {
     /// `HostKeyAlias`: the name to look the host up by, instead of `[host]:port`.
     pub alias: Option<String>,
     pub strict: Strict,
+    /// `HashKnownHosts`: record new names hashed (`|1|salt|hash`).
+    pub hash_names: bool,
 }
 
 /// `StrictHostKeyChecking`.
@@ -302,6 +306,7 @@ impl Resolver {
             local: &self.local,
             original: host,
             options: Options::default(),
+            system: false,
         };
         if let Some(user) = user {
             reader.options.set("user", user);
@@ -311,6 +316,12 @@ impl Resolver {
         }
         if let Some(config) = &self.config {
             reader.file(config, 0);
+            // As `ssh` without `-F`: the system's file after the user's own.
+            let own = self.local.home.as_ref().map(|h| h.join(".ssh/config"));
+            if own.as_ref() == Some(config) {
+                reader.system = true;
+                reader.file(Path::new(SYSTEM_CONFIG), 0);
+            }
         }
         reader.options
     }
@@ -447,6 +458,7 @@ fn build(
             Some("no" | "off" | "false") => Strict::No,
             _ => Strict::Yes,
         },
+        hash_names: yes(options.first("hashknownhosts")),
     };
     let agent = match options.first("identityagent") {
         None => Agent::Env,
@@ -475,14 +487,17 @@ fn build(
         user,
         identities,
         certificates,
-        identities_only: options
-            .first("identitiesonly")
-            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "yes" | "true")),
+        identities_only: yes(options.first("identitiesonly")),
         agent,
         proxy,
         trust,
         connect_timeout,
     })
+}
+
+/// A flag's value: `yes` (or `true`, as `ssh -G` prints some).
+fn yes(value: Option<&str>) -> bool {
+    value.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "yes" | "true"))
 }
 
 /// OpenSSH's default keys, tried when no `IdentityFile` is configured.
@@ -502,6 +517,8 @@ struct Reader<'a> {
     /// The host as written (what `Host` and `Match originalhost` match).
     original: &'a str,
     options: Options,
+    /// Reading the system's file, whose relative `Include`s are in `/etc/ssh`.
+    system: bool,
 }
 
 impl Reader<'_> {
@@ -538,11 +555,12 @@ impl Reader<'_> {
         }
     }
 
-    /// The files an `Include` pattern names: `~` expanded, relative to `~/.ssh`, globbed
-    /// and sorted (as glob(3) does).
+    /// The files an `Include` pattern names: `~` expanded, relative to `~/.ssh` (to
+    /// `/etc/ssh` in the system's file), globbed and sorted (as glob(3) does).
     fn include_files(&self, pattern: &str) -> Vec<PathBuf> {
         let path = tilde(pattern, self.local);
         let path = match (path.is_absolute(), &self.local.home) {
+            (false, _) if self.system => Path::new("/etc/ssh").join(path),
             (false, Some(home)) => home.join(".ssh").join(path),
             _ => path,
         };
