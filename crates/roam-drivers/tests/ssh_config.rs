@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::{Driver, ErrorKind, Kind};
+use roam_testkit::net::{command_ok, own_network};
 use roam_testkit::sftp::{keygen, ssh_agent, sshd, sshd_with, SshServer};
 use roam_testkit::{write_file, Scratch};
 
@@ -41,6 +42,27 @@ fn driver(config: &Path, ssh: &Option<PathBuf>, url: &str) -> SftpDriver {
 fn failure<T: std::fmt::Debug>(result: roam_drivers::Result<T>) -> (ErrorKind, String) {
     let err = result.expect_err("the call should fail");
     (err.kind, err.message)
+}
+
+/// Both resolvers' outcomes, each a file's kind.
+type Outcomes = [roam_drivers::Result<Kind>; 2];
+
+/// Both resolvers reached the file.
+fn reached(outcomes: Outcomes) {
+    for outcome in outcomes {
+        assert_eq!(outcome.unwrap(), Kind::File);
+    }
+}
+
+/// Both resolvers were refused (EACCES) with messages holding each of `wanted`.
+fn refused(outcomes: Outcomes, wanted: &[&str]) {
+    for outcome in outcomes {
+        let (kind, message) = failure(outcome);
+        assert_eq!(kind, ErrorKind::PermissionDenied, "{message}");
+        for wanted in wanted {
+            assert!(message.contains(wanted), "{wanted:?} in {message}");
+        }
+    }
 }
 
 /// The block that reaches `ssh` as `alias`, by its own address and port.
@@ -98,14 +120,9 @@ fn included_hosts_resolve() {
             &ssh_program,
             &format!("sftp://inc-alias{}", root.display()),
         );
-        let names: Vec<String> = d
-            .list("/")
-            .unwrap()
-            .entries
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
-        assert_eq!(names, ["f"], "{ssh_program:?}");
+        let listing = d.list("/").unwrap();
+        assert_eq!(listing.entries.len(), 1, "{ssh_program:?}");
+        assert_eq!(listing.entries[0].name, "f");
     }
 }
 
@@ -143,32 +160,6 @@ fn match_blocks_negation_and_first_values() {
         assert_eq!(kind, ErrorKind::Unreachable, "{ssh_program:?}: {message}");
         assert!(message.to_lowercase().contains("refused"), "{message}");
     }
-}
-
-/// A thread of its own in a network namespace of its own (as in `crates/roam/tests/faults.rs`),
-/// so that its firewall rules touch nothing else.
-fn own_network() {
-    // SAFETY: unshare(2) of this thread's network namespace; touches no memory.
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    assert_eq!(
-        rc,
-        0,
-        "a network namespace of the test's own needs CAP_SYS_ADMIN (run the tests as root): {}",
-        std::io::Error::last_os_error()
-    );
-    command_ok("ip", &["link", "set", "lo", "up"]);
-}
-
-fn command_ok(program: &str, args: &[&str]) {
-    let o = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e} (.ci/run installs it)"));
-    assert!(
-        o.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// (2) A target on 127.0.0.2 that only the bastion's forwarding (as `nobody`) may reach:
@@ -297,32 +288,26 @@ fn known_hosts_files() {
     assert!(status.success());
     assert!(fs::read_to_string(&hashed).unwrap().starts_with("|1|"));
     let missing = scratch.join("missing");
-    for result in check(&format!(
+    reached(check(&format!(
         "  UserKnownHostsFile {} {}\n  GlobalKnownHostsFile none\n",
         missing.display(),
         hashed.display()
-    )) {
-        assert_eq!(result.unwrap(), Kind::File);
-    }
+    )));
     // Only in the global file.
     let global = scratch.join("global");
     fs::write(&global, &entry).unwrap();
-    for result in check(&format!(
+    reached(check(&format!(
         "  UserKnownHostsFile {}\n  GlobalKnownHostsFile {}\n",
         missing.display(),
         global.display()
-    )) {
-        assert_eq!(result.unwrap(), Kind::File);
-    }
+    )));
     // Under an alias.
     let aliased = scratch.join("aliased");
     fs::write(&aliased, format!("kh-key {}\n", ssh.host_key)).unwrap();
-    for result in check(&format!(
+    reached(check(&format!(
         "  UserKnownHostsFile {}\n  HostKeyAlias kh-key\n",
         aliased.display()
-    )) {
-        assert_eq!(result.unwrap(), Kind::File);
-    }
+    )));
     // Unknown: refused, saying what was checked and how to proceed.
     let first = scratch.join("learnt");
     let strict = format!(
@@ -331,21 +316,24 @@ fn known_hosts_files() {
         missing.display(),
         missing.display()
     );
-    for result in check(&strict) {
-        let (kind, message) = failure(result);
-        assert_eq!(kind, ErrorKind::PermissionDenied, "{message}");
-        for wanted in [
-            "not known",
-            &format!("[127.0.0.1]:{}", ssh.port),
-            "SHA256:",
-            &first.display().to_string(),
-            "ssh-keyscan -p",
-            "StrictHostKeyChecking accept-new",
-        ] {
-            assert!(message.contains(wanted), "{wanted:?} in {message}");
-        }
+    let name = format!("[127.0.0.1]:{}", ssh.port);
+    let first_name = first.display().to_string();
+    let outcomes = check(&strict);
+    for outcome in &outcomes {
+        let message = &outcome.as_ref().unwrap_err().message;
         assert!(!message.contains("accept_new_host_keys"), "{message}");
     }
+    refused(
+        outcomes,
+        &[
+            "not known",
+            &name,
+            "SHA256:",
+            &first_name,
+            "ssh-keyscan -p",
+            "StrictHostKeyChecking accept-new",
+        ],
+    );
     // accept-new: recorded in the first user file (hashed, as HashKnownHosts says), then
     // known under `yes`.
     for (i, result) in check(&format!(
@@ -362,20 +350,17 @@ fn known_hosts_files() {
             "{learnt}"
         );
     }
-    for result in check(&format!("{strict}  StrictHostKeyChecking yes\n")) {
-        assert_eq!(result.unwrap(), Kind::File);
-    }
+    reached(check(&format!("{strict}  StrictHostKeyChecking yes\n")));
     // Revoked in the global file: refused, even under `no`, known in the user file or not.
     fs::write(&global, format!("@revoked * {}\n", ssh.host_key)).unwrap();
-    for result in check(&format!(
-        "  UserKnownHostsFile {}\n  GlobalKnownHostsFile {}\n  StrictHostKeyChecking no\n",
-        first.display(),
-        global.display()
-    )) {
-        let (kind, message) = failure(result);
-        assert_eq!(kind, ErrorKind::PermissionDenied, "{message}");
-        assert!(message.contains("REVOKED"), "{message}");
-    }
+    refused(
+        check(&format!(
+            "  UserKnownHostsFile {}\n  GlobalKnownHostsFile {}\n  StrictHostKeyChecking no\n",
+            first.display(),
+            global.display()
+        )),
+        &["REVOKED"],
+    );
 }
 
 /// (4) `IdentitiesOnly yes`: the agent's key, which the server accepts, is not offered
@@ -416,20 +401,14 @@ fn identities_only_keeps_agent_keys_back() {
                 .map(|m| m.kind)
         })
     };
-    for result in check(&stranger, "no") {
-        assert_eq!(result.unwrap(), Kind::File);
+    reached(check(&stranger, "no"));
+    let outcomes = check(&stranger, "yes");
+    for outcome in &outcomes {
+        let message = &outcome.as_ref().unwrap_err().message;
+        assert!(!message.contains("ssh-agent"), "{message}");
     }
-    for result in check(&stranger, "yes") {
-        let (kind, message) = failure(result);
-        assert_eq!(kind, ErrorKind::PermissionDenied, "{message}");
-        assert!(
-            message.contains(&stranger.display().to_string()) && !message.contains("ssh-agent"),
-            "{message}"
-        );
-    }
-    for result in check(&agent_pub, "yes") {
-        assert_eq!(result.unwrap(), Kind::File);
-    }
+    refused(outcomes, &[&stranger.display().to_string()]);
+    reached(check(&agent_pub, "yes"));
 }
 
 /// `CertificateFile`: a key the server knows only through the CA that signed its

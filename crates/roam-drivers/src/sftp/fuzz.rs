@@ -3,7 +3,6 @@
 //! hostile keywords, quotes, patterns, `%` tokens and keys whose encoded lengths lie
 //! (issue 14).
 
-use std::path::PathBuf;
 
 use base64::Engine;
 use proptest::prelude::*;
@@ -23,15 +22,6 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
 
-fn local() -> Local {
-    Local {
-        home: Some(PathBuf::from("/home/u")),
-        user: Some("u".into()),
-        passwd_home: None,
-        uid: 1000,
-    }
-}
-
 /// roam's parser on `text`, in a file of its own (removed when the case ends).
 fn resolve_text(text: &str, host: &str, port: Option<u16>) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!(
@@ -42,16 +32,7 @@ fn resolve_text(text: &str, host: &str, port: Option<u16>) -> Result<(), String>
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config");
     std::fs::write(&file, text).unwrap();
-    let resolver = Resolver {
-        ssh: None,
-        config: Some(file),
-        local: Local {
-            home: Some(dir.clone()),
-            ..local()
-        },
-        identity_files: Vec::new(),
-        known_hosts: None,
-    };
+    let resolver = Resolver::parser_for_tests(file, Local::for_tests(&dir, "u"));
     let found = resolver.resolve(host, port, None).map(|e| {
         // Never port 0.
         assert!(e.port != 0);

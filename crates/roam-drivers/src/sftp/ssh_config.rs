@@ -781,4 +781,31 @@ fn tilde(path: &str, local: &Local) -> PathBuf {
 }
 
 #[cfg(test)]
+impl Local {
+    /// A user `user` at home in `home` (also their passwd home), uid 1000.
+    pub fn for_tests(home: &Path, user: &str) -> Local {
+        Local {
+            home: Some(home.to_path_buf()),
+            user: Some(user.into()),
+            passwd_home: Some(home.to_path_buf()),
+            uid: 1000,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Resolver {
+    /// roam's parser of the config file `config`, with no keys nor known hosts of roam's.
+    pub fn parser_for_tests(config: PathBuf, local: Local) -> Resolver {
+        Resolver {
+            ssh: None,
+            config: Some(config),
+            local,
+            identity_files: Vec::new(),
+            known_hosts: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests;

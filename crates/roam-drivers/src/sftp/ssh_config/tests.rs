@@ -43,12 +43,7 @@ Host *
 "#;
 
 fn local() -> Local {
-    Local {
-        home: Some(PathBuf::from("/home/me")),
-        user: Some("me".into()),
-        passwd_home: Some(PathBuf::from("/home/me")),
-        uid: 1000,
-    }
+    Local::for_tests(Path::new("/home/me"), "me")
 }
 
 /// A resolver of `text` (written to a file of its own) with roam's parser.
@@ -61,14 +56,7 @@ fn parser(text: &str) -> (Resolver, PathBuf) {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config");
     std::fs::write(&file, text).unwrap();
-    let resolver = Resolver {
-        ssh: None,
-        config: Some(file),
-        local: local(),
-        identity_files: Vec::new(),
-        known_hosts: None,
-    };
-    (resolver, dir)
+    (Resolver::parser_for_tests(file, local()), dir)
 }
 
 static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
