@@ -464,3 +464,75 @@ fn certificates_log_in() {
         assert_eq!(d.stat("/f").unwrap().kind, Kind::File, "{ssh_program:?}");
     }
 }
+
+/// Host certificates: a server known only through `@cert-authority` is accepted when its
+/// certificate is signed by that authority; another authority, or a revoked one, is not.
+#[test]
+fn host_certificates() {
+    let scratch = Scratch::new("sshcfg-hostcert");
+    let root = scratch.join("root");
+    write_file(&root.join("f"), b"certified host", 0o644);
+    let ca = keygen(&scratch.join("host_ca"), "");
+    let other_ca = keygen(&scratch.join("other_ca"), "");
+    // An ECDSA host key next to the server's own ed25519 one, with a certificate.
+    let host_key = scratch.join("host_ecdsa");
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ecdsa", "-N", "", "-f"])
+        .arg(&host_key)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-s"])
+        .arg(&ca)
+        .args(["-h", "-I", "roam-host", "-n", "127.0.0.1,localhost"])
+        .arg(host_key.with_extension("pub"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ssh = sshd_with(
+        &scratch.join("run"),
+        "127.0.0.1",
+        &format!(
+            "HostKey {key}\nHostCertificate {key}-cert.pub\n",
+            key = host_key.display()
+        ),
+    );
+    let ca_pub = fs::read_to_string(ca.with_extension("pub")).unwrap();
+    let other_pub = fs::read_to_string(other_ca.with_extension("pub")).unwrap();
+    let known = scratch.join("known_hosts");
+    let config = scratch.join("config");
+    fs::write(
+        &config,
+        format!(
+            "Host hc\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {}\n  \
+             UserKnownHostsFile {}\n  GlobalKnownHostsFile none\n  StrictHostKeyChecking yes\n",
+            ssh.port,
+            ssh.client_key.display(),
+            known.display()
+        ),
+    )
+    .unwrap();
+    let url = format!("sftp://hc{}", root.display());
+    let outcomes = || {
+        resolvers().map(|ssh_program| {
+            driver(&config, &ssh_program, &url)
+                .stat("/f")
+                .map(|m| m.kind)
+        })
+    };
+    fs::write(&known, format!("@cert-authority [127.0.0.1]:* {ca_pub}")).unwrap();
+    reached(outcomes());
+    // Nothing was learnt: the authority vouches for the host.
+    assert_eq!(fs::read_to_string(&known).unwrap().lines().count(), 1);
+    fs::write(&known, format!("@cert-authority * {other_pub}")).unwrap();
+    refused(outcomes(), &["host certificate", "no @cert-authority line"]);
+    fs::write(
+        &known,
+        format!("@cert-authority * {ca_pub}@revoked * {ca_pub}"),
+    )
+    .unwrap();
+    refused(outcomes(), &["host certificate", "REVOKED"]);
+}

@@ -7,7 +7,8 @@
 //! - no such host, refused, unreachable → EHOSTUNREACH; no answer in time → ETIMEDOUT;
 //! - unknown host key → EACCES, saying how to allow it; changed or revoked key → EACCES
 //!   with a warning in the log as well (a changed key only under `StrictHostKeyChecking
-//!   no` is accepted, with the warning, as `ssh` does);
+//!   no` is accepted, with the warning, as `ssh` does); a host certificate no
+//!   `@cert-authority` vouches for → EACCES;
 //! - no key accepted → EACCES (`auth.rs`); no sftp subsystem → ENOTSUP;
 //! - anything else in the SSH exchange → EIO.
 
@@ -18,7 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use russh::client::{self, Handle};
-use russh::keys::{Algorithm, HashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::keys::ssh_key::certificate::CertType;
+use russh::keys::{Algorithm, Certificate, HashAlg, PublicKey, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Preferred};
 use russh_sftp::client::RawSftpSession;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -101,11 +103,18 @@ fn session(
             Some(alias) => alias.clone(),
             None => known_hosts::host_name(&endpoint.host, endpoint.port),
         };
-        let config = client_config(&known.known_algorithms(&name));
+        let authorities = known.authorities(&name);
+        let config = client_config(&known.known_algorithms(&name), !authorities.is_empty());
         let client = Client {
             known,
             name,
             learn_into: endpoint.trust.user_files.first().cloned(),
+            authorities,
+            principal: endpoint
+                .trust
+                .alias
+                .clone()
+                .unwrap_or_else(|| endpoint.host.clone()),
             strict: endpoint.trust.strict,
             hash_names: endpoint.trust.hash_names,
             label: label.clone(),
@@ -213,8 +222,10 @@ async fn dial(endpoint: &Endpoint, label: &str) -> Result<TcpStream> {
 }
 
 /// russh's defaults, but asking first for the host key types known_hosts has for this
-/// host, so that a server with several host keys presents one we can check.
-fn client_config(known: &[Algorithm]) -> client::Config {
+/// host, so that a server with several host keys presents one we can check; and, when an
+/// `@cert-authority` line names the host, for host certificates before plain keys (as
+/// `ssh` does).
+fn client_config(known: &[Algorithm], certificates: bool) -> client::Config {
     let (mut first, rest): (Vec<Algorithm>, Vec<Algorithm>) = Preferred::DEFAULT
         .key
         .iter()
@@ -223,6 +234,10 @@ fn client_config(known: &[Algorithm]) -> client::Config {
     first.extend(rest);
     client::Config {
         preferred: Preferred {
+            host_key_certificates: match certificates {
+                true => Cow::Owned(first.clone()),
+                false => Cow::Borrowed(&[]),
+            },
             key: Cow::Owned(first),
             ..Preferred::DEFAULT
         },
@@ -290,6 +305,10 @@ pub(super) struct Client {
     name: String,
     /// Where a new key is recorded: the first `UserKnownHostsFile`.
     learn_into: Option<std::path::PathBuf>,
+    /// The `@cert-authority` keys for the host, which may sign its host certificate.
+    authorities: Vec<PublicKey>,
+    /// The name a host certificate must list (the host, or `HostKeyAlias`; no port).
+    principal: String,
     strict: Strict,
     hash_names: bool,
     label: String,
@@ -315,15 +334,9 @@ impl client::Handler for Client {
         &mut self,
         key: &PublicKeyOrCertificate,
     ) -> std::result::Result<bool, Refusal> {
-        let PublicKeyOrCertificate::PublicKey { key, .. } = key else {
-            return Err(Refusal::HostKey(Error::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "{}: the server showed a host certificate, which roam does not check \
-                     (@cert-authority is not supported)",
-                    self.label
-                ),
-            )));
+        let key = match key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => key,
+            PublicKeyOrCertificate::Certificate(cert) => return self.certificate(cert),
         };
         let (verdict, file) = self.known.check(&self.name, key);
         let file = file.map(|f| f.display().to_string()).unwrap_or_default();
@@ -347,6 +360,57 @@ impl client::Handler for Client {
 }
 
 impl Client {
+    /// A host certificate: signed by an `@cert-authority` key for the host, for a host,
+    /// naming it (or naming no one), valid now, and neither it nor its authority revoked
+    /// (as `ssh` checks it). `StrictHostKeyChecking` does not apply: there is no key to learn.
+    fn certificate(&self, cert: &Certificate) -> std::result::Result<bool, Refusal> {
+        let refuse = |why: String| {
+            let message = format!(
+                "{}: the host certificate of {} (key {}, signed by {}) is refused: {why}",
+                self.label,
+                self.name,
+                cert.public_key().fingerprint(HashAlg::Sha256),
+                cert.signature_key().fingerprint(HashAlg::Sha256),
+            );
+            tracing::error!("{message}");
+            Err(Refusal::HostKey(Error::new(
+                ErrorKind::PermissionDenied,
+                message,
+            )))
+        };
+        for key in [cert.public_key(), cert.signature_key()] {
+            let key = PublicKey::from(key.clone());
+            if let (Check::Revoked { line }, Some(file)) = self.known.check(&self.name, &key) {
+                return refuse(format!("REVOKED at line {line} of {}", file.display()));
+            }
+        }
+        let Some(authority) = self
+            .authorities
+            .iter()
+            .find(|a| a.key_data() == cert.signature_key())
+        else {
+            return refuse(format!(
+                "no @cert-authority line for {} names its signer (checked: {})",
+                self.name,
+                self.known.names()
+            ));
+        };
+        if cert.cert_type() != CertType::Host {
+            return refuse("it is a user certificate".into());
+        }
+        let principals = cert.valid_principals();
+        if !principals.is_empty() && !principals.iter().any(|p| *p == self.principal) {
+            return refuse(format!("it does not name {}", self.principal));
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match cert.validate_at(now, [&authority.fingerprint(HashAlg::Sha256)]) {
+            Ok(()) => Ok(true),
+            Err(e) => refuse(format!("{e} (a bad signature, or outside its validity)")),
+        }
+    }
+
     /// `StrictHostKeyChecking accept-new` (or `no`): record the key in the first user
     /// known hosts file, as `ssh` does.
     fn learn(&self, key: &PublicKey) -> std::result::Result<bool, Refusal> {
@@ -459,12 +523,12 @@ mod tests {
 
     #[test]
     fn known_key_types_are_asked_for_first() {
-        let rsa = client_config(&[Algorithm::Rsa { hash: None }])
+        let rsa = client_config(&[Algorithm::Rsa { hash: None }], false)
             .preferred
             .key;
         assert!(rsa[..3].iter().all(|a| a.clone().is_rsa()), "{rsa:?}");
         assert_eq!(rsa.len(), Preferred::DEFAULT.key.len());
-        let none = client_config(&[]).preferred.key;
+        let none = client_config(&[], false).preferred.key;
         assert_eq!(none, Preferred::DEFAULT.key);
     }
 }

@@ -3,7 +3,6 @@
 //! hostile keywords, quotes, patterns, `%` tokens and keys whose encoded lengths lie
 //! (issue 14).
 
-
 use base64::Engine;
 use proptest::prelude::*;
 use roam_testkit::fuzz::{bounded, config, mutated, mutated_text, name, number};

@@ -1,8 +1,8 @@
 //! Strict host key checking against OpenSSH `known_hosts` files (the user's, then the
 //! global ones, as `ssh` reads them): plain names, `*`/`?`
 //! patterns and `!` negations, hashed names (`|1|salt|hmac-sha1`), `[host]:port` for ports
-//! other than 22, and the `@revoked` marker. `@cert-authority` lines are parsed and
-//! ignored: roam accepts no host certificates. Lines that cannot be parsed (a key type we do not know)
+//! other than 22, and the `@revoked` marker. `@cert-authority` lines name the keys that
+//! may sign a host's certificate (checked in `connect.rs`). Lines that cannot be parsed (a key type we do not know)
 //! are skipped, as `ssh` skips them, rather than making the whole file unusable.
 
 use std::fs::OpenOptions;
@@ -95,6 +95,18 @@ impl Files {
             }
         }
         verdict
+    }
+
+    /// The keys of the `@cert-authority` lines for `name`.
+    pub fn authorities(&self, name: &str) -> Vec<PublicKey> {
+        self.files
+            .iter()
+            .flat_map(|(_, text)| {
+                entries(text)
+                    .filter(|e| e.marker == Some("@cert-authority") && matches(e.hosts, name))
+                    .map(|e| e.key)
+            })
+            .collect()
     }
 
     pub fn known_algorithms(&self, name: &str) -> Vec<Algorithm> {
@@ -305,6 +317,30 @@ mod tests {
             check(&text, "a.corp", &key(ED_B)),
             Check::Revoked { line: 4 }
         );
+    }
+
+    #[test]
+    fn files_together() {
+        let dir = std::env::temp_dir().join(format!("roam-khf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (user, global) = (dir.join("user"), dir.join("global"));
+        std::fs::write(&user, format!("h ssh-ed25519 {ED_B}\n")).unwrap();
+        std::fs::write(
+            &global,
+            format!("h ssh-ed25519 {ED_A}\n@cert-authority h,g ssh-ed25519 {ED_B}\n"),
+        )
+        .unwrap();
+        let files = Files::read([dir.join("missing"), user.clone(), global.clone()]);
+        // Known in one file wins over changed in another.
+        assert_eq!(
+            files.check("h", &key(ED_A)),
+            (Check::Known, Some(global.as_path()))
+        );
+        assert_eq!(files.check("h", &key(ED_B)).0, Check::Known);
+        assert_eq!(files.authorities("g"), [key(ED_B)]);
+        assert!(files.authorities("x").is_empty());
+        assert!(files.names().contains("missing"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
