@@ -26,6 +26,8 @@ use std::time::Duration;
 const MAX_HOPS: usize = 8;
 /// Nested `Include`s beyond which roam gives up, as OpenSSH does.
 const MAX_INCLUDE_DEPTH: usize = 16;
+/// How long `ssh -G` may take (it runs `Match exec` commands).
+const SSH_G_TIMEOUT: Duration = Duration::from_secs(30);
 /// The system-wide file, read after the user's unless another file was named (`ssh -F`).
 const SYSTEM_CONFIG: &str = "/etc/ssh/ssh_config";
 
@@ -252,11 +254,13 @@ impl Resolver {
         if let Some(port) = port {
             command.arg("-p").arg(port.to_string());
         }
-        let output = command
+        command
             .arg("--")
             .arg(host)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let output = run_bounded(command, SSH_G_TIMEOUT)
             .map_err(|e| format!("cannot run {} -G: {e}", ssh.display()))?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
@@ -325,6 +329,44 @@ impl Resolver {
         }
         reader.options
     }
+}
+
+/// Runs `command` to its end, killed if it takes longer than `limit` (a `Match exec`
+/// that hangs must not hang the mount).
+fn run_bounded(mut command: Command, limit: Duration) -> std::io::Result<std::process::Output> {
+    let mut child = command.spawn()?;
+    // Drained on threads of their own, so that a chatty child cannot fill a pipe and stall.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {limit:?}"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 /// `[user@]host[:port]` or `ssh://[user@]host[:port]` of a `ProxyJump` hop.
