@@ -399,7 +399,7 @@ impl Client {
             return refuse("it is a user certificate".into());
         }
         let principals = cert.valid_principals();
-        if !principals.is_empty() && !principals.iter().any(|p| *p == self.principal) {
+        if !principals.is_empty() && !principals.contains(&self.principal) {
             return refuse(format!("it does not name {}", self.principal));
         }
         let now = std::time::SystemTime::now()

@@ -9,7 +9,7 @@ use roam_testkit::fuzz::{bounded, config, mutated, mutated_text, name, number};
 use russh::keys::{parse_public_key_base64, PublicKey};
 
 use super::known_hosts;
-use super::ssh_config::{wildcard, Local, Resolver};
+use super::ssh_config::{jump_host, wildcard, Local, Resolver};
 
 /// Real keys to mutate: the key parser is reached only through valid base64.
 const KEYS: [&str; 2] = [
@@ -124,6 +124,13 @@ proptest! {
         // a host that jumps through itself).
         let port = port.filter(|p| *p != 0);
         let _ = bounded(text.len(), || resolve_text(&text, &host, port));
+    }
+
+    #[test]
+    fn jump_hosts_parse_safely(spec in "(ssh://)?([a-z@\\[\\]:]{0,6}@)?\\[?[a-z0-9.:]{0,12}\\]?(:[0-9]{0,7})?") {
+        if let Ok((_, _, port)) = jump_host(&spec) {
+            prop_assert!(port != Some(0));
+        }
     }
 
     #[test]

@@ -370,7 +370,7 @@ fn run_bounded(mut command: Command, limit: Duration) -> std::io::Result<std::pr
 }
 
 /// `[user@]host[:port]` or `ssh://[user@]host[:port]` of a `ProxyJump` hop.
-fn jump_host(spec: &str) -> Result<(Option<String>, String, Option<u16>), String> {
+pub(super) fn jump_host(spec: &str) -> Result<(Option<String>, String, Option<u16>), String> {
     let spec = spec.trim();
     let spec = spec.strip_prefix("ssh://").unwrap_or(spec);
     let (user, rest) = match spec.rsplit_once('@') {

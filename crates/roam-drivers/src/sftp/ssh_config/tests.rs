@@ -329,3 +329,26 @@ fn the_parser_agrees_with_ssh() {
         assert_eq!(strip(mine), strip(theirs), "{host} {user:?}");
     }
 }
+
+#[test]
+fn slow_commands_are_cut_short() {
+    let mut sleeper = Command::new("/bin/sh");
+    sleeper
+        .args(["-c", "echo out; sleep 5"])
+        .stdout(Stdio::piped());
+    let started = std::time::Instant::now();
+    let err = run_bounded(sleeper, Duration::from_millis(200)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(4));
+    let mut quick = Command::new("/bin/sh");
+    quick
+        .args(["-c", "echo out; echo err >&2; exit 3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = run_bounded(quick, Duration::from_secs(10)).unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(
+        (&output.stdout[..], &output.stderr[..]),
+        (&b"out\n"[..], &b"err\n"[..])
+    );
+}
