@@ -18,6 +18,7 @@
 //! under the passwd home are moved under `$HOME`.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -243,29 +244,23 @@ impl Resolver {
         port: Option<u16>,
         user: Option<&str>,
     ) -> Result<Options, String> {
-        let mut command = Command::new(ssh);
-        command.arg("-G");
+        let mut args: Vec<OsString> = vec!["-G".into()];
         if let Some(config) = self.config_argument() {
-            command.arg("-F").arg(config);
+            args.extend(["-F".into(), config.into_os_string()]);
         }
         if let Some(user) = user {
-            command.arg("-l").arg(user);
+            args.extend(["-l".into(), user.into()]);
         }
         if let Some(port) = port {
-            command.arg("-p").arg(port.to_string());
+            args.extend(["-p".into(), port.to_string().into()]);
         }
-        command
-            .arg("--")
-            .arg(host)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let output = run_bounded(command, SSH_G_TIMEOUT)
+        args.extend(["--".into(), host.into()]);
+        let output = run_bounded(ssh.as_os_str(), &args, SSH_G_TIMEOUT)
             .map_err(|e| format!("cannot run {} -G: {e}", ssh.display()))?;
-        if !output.status.success() {
+        if output.status != Some(0) {
             let stderr = String::from_utf8_lossy(&output.stderr);
             return Err(format!(
-                "`{} -G {host}` failed ({}): {}",
+                "`{} -G {host}` failed (exit status {:?}): {}",
                 ssh.display(),
                 output.status,
                 stderr.trim()
@@ -331,41 +326,88 @@ impl Resolver {
     }
 }
 
-/// Runs `command` to its end, killed if it takes longer than `limit` (a `Match exec`
-/// that hangs must not hang the mount).
-fn run_bounded(mut command: Command, limit: Duration) -> std::io::Result<std::process::Output> {
-    let mut child = command.spawn()?;
+/// What a program run by [`run_bounded`] printed, and its exit status (`None`: killed by
+/// a signal).
+pub(super) struct Ran {
+    pub status: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// The last line `run_bounded`'s shell adds to the program's stderr.
+const STATUS_MARK: &str = "\nroam-exit-status:";
+
+/// Runs `program` with `args` to its end (stdin `/dev/null`), killed if it takes longer
+/// than `limit` (a `Match exec` that hangs must not hang the mount).
+///
+/// The exit status travels in-band, written by `/bin/sh` after the program ends: under
+/// `roam run` the tracer waits for any child of roam's process (`waitpid(-1)`), so it may
+/// reap this one before we do, and `wait` would only say ECHILD.
+pub(super) fn run_bounded(
+    program: &OsStr,
+    args: &[OsString],
+    limit: Duration,
+) -> std::io::Result<Ran> {
+    use std::io::Read;
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#""$@"; printf '\nroam-exit-status:%s' "$?" >&2"#)
+        .arg("sh")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (sender, receiver) = std::sync::mpsc::channel();
     // Drained on threads of their own, so that a chatty child cannot fill a pipe and stall.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+    let pipes: [(bool, Option<Box<dyn Read + Send>>); 2] = [
+        (true, child.stdout.take().map(|p| Box::new(p) as _)),
+        (false, child.stderr.take().map(|p| Box::new(p) as _)),
+    ];
+    for (is_stdout, pipe) in pipes {
+        let sender = sender.clone();
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
             if let Some(mut pipe) = pipe {
                 let _ = pipe.read_to_end(&mut bytes);
             }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+            let _ = sender.send((is_stdout, bytes));
+        });
+    }
     let deadline = std::time::Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
+    let (mut stdout, mut stderr) = (None, None);
+    while stdout.is_none() || stderr.is_none() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok((true, bytes)) => stdout = Some(bytes),
+            Ok((false, bytes)) => stderr = Some(bytes),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {limit:?}"),
+                ));
+            }
         }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no answer within {limit:?}"),
-            ));
+    }
+    // Reaped here, or already by a tracer (ECHILD): the status is in stderr either way.
+    let _ = child.wait();
+    let mut stderr = stderr.unwrap_or_default();
+    let text = String::from_utf8_lossy(&stderr);
+    let status = match text.rfind(STATUS_MARK) {
+        Some(at) => {
+            let status = text[at + STATUS_MARK.len()..].trim().parse().ok();
+            stderr.truncate(at);
+            status
         }
-        std::thread::sleep(Duration::from_millis(2));
+        None => None,
     };
-    Ok(std::process::Output {
+    Ok(Ran {
         status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout: stdout.unwrap_or_default(),
+        stderr,
     })
 }
 
@@ -663,13 +705,9 @@ impl Reader<'_> {
                         ('d', home.as_deref().unwrap_or("")),
                     ],
                 );
-                Command::new("/bin/sh")
-                    .arg("-c")
-                    .arg(&command)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
+                let args = ["-c".into(), command.into()];
+                run_bounded(OsStr::new("/bin/sh"), &args, SSH_G_TIMEOUT)
+                    .is_ok_and(|ran| ran.status == Some(0))
             }
             other => {
                 tracing::warn!("sftp: Match {other} is not understood: the block is skipped");

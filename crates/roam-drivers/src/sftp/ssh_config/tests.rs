@@ -332,23 +332,53 @@ fn the_parser_agrees_with_ssh() {
 
 #[test]
 fn slow_commands_are_cut_short() {
-    let mut sleeper = Command::new("/bin/sh");
-    sleeper
-        .args(["-c", "echo out; sleep 5"])
-        .stdout(Stdio::piped());
+    let sh = OsStr::new("/bin/sh");
     let started = std::time::Instant::now();
-    let err = run_bounded(sleeper, Duration::from_millis(200)).unwrap_err();
+    let args = ["-c".into(), "echo out; sleep 5".into()];
+    let err = run_bounded(sh, &args, Duration::from_millis(200))
+        .err()
+        .unwrap();
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     assert!(started.elapsed() < Duration::from_secs(4));
-    let mut quick = Command::new("/bin/sh");
-    quick
-        .args(["-c", "echo out; echo err >&2; exit 3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let output = run_bounded(quick, Duration::from_secs(10)).unwrap();
-    assert_eq!(output.status.code(), Some(3));
+    let args = ["-c".into(), "echo out; echo err >&2; exit 3".into()];
+    let ran = run_bounded(sh, &args, Duration::from_secs(10)).unwrap();
+    assert_eq!(ran.status, Some(3));
     assert_eq!(
-        (&output.stdout[..], &output.stderr[..]),
+        (&ran.stdout[..], &ran.stderr[..]),
         (&b"out\n"[..], &b"err\n"[..])
     );
+}
+
+/// The status survives the child being reaped by someone else, as `roam run`'s tracer
+/// does with `waitpid(-1)`. In a process of its own (this test binary again, running
+/// only this case), whose reaper takes no other test's children.
+#[test]
+fn statuses_survive_a_reaper() {
+    const ALONE: &str = "ROAM_TEST_REAPER_ALONE";
+    if std::env::var_os(ALONE).is_none() {
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sftp::ssh_config::tests::statuses_survive_a_reaper",
+                "--test-threads=1",
+            ])
+            .env(ALONE, "1")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+        return;
+    }
+    let reaper = std::thread::spawn(|| {
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < until {
+            // SAFETY: waitpid(2) on this process's own children, writing no status.
+            unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    let args = ["-c".into(), "sleep 0.3; exit 4".into()];
+    let ran = run_bounded(OsStr::new("/bin/sh"), &args, Duration::from_secs(10)).unwrap();
+    reaper.join().unwrap();
+    assert_eq!(ran.status, Some(4));
 }
