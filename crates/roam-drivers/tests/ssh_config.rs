@@ -213,9 +213,22 @@ fn bastions_reach_what_roam_cannot() {
             proxy_command.display()
         ),
     );
+    // Twice through the bastion (a chain of hops), and ssh's own `exec` form.
+    let chain = write("chain", "  ProxyJump bastion,nobody@bastion\n");
+    let command_exec = write(
+        "command_exec",
+        &format!(
+            "  ProxyCommand exec /usr/bin/ssh -F {} -W %h:%p bastion\n",
+            proxy_command.display()
+        ),
+    );
     for ssh_program in resolvers() {
         let (kind, message) = failure(driver(&direct, &ssh_program, &url).stat("/f"));
         assert_eq!(kind, ErrorKind::Unreachable, "{message}");
+        for config in [&chain, &command_exec] {
+            let d = driver(config, &ssh_program, &url);
+            assert_eq!(d.stat("/f").unwrap().kind, Kind::File, "{config:?}");
+        }
         let d = driver(&jump, &ssh_program, &url);
         assert_eq!(d.stat("/f").unwrap().kind, Kind::File, "{ssh_program:?}");
         let mut out = Vec::new();

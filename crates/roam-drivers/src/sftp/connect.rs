@@ -134,7 +134,11 @@ async fn transport(endpoint: &Endpoint, label: &str) -> Result<(Box<dyn Transpor
         Proxy::Command(command) => {
             let mut child = tokio::process::Command::new("/bin/sh")
                 .arg("-c")
-                .arg(format!("exec {command}"))
+                .arg(match command.trim_start().starts_with("exec ") {
+                    // ssh's own advice is `ProxyCommand exec nc ...`.
+                    true => command.clone(),
+                    false => format!("exec {command}"),
+                })
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .kill_on_drop(true)
