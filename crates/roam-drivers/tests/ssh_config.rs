@@ -549,3 +549,36 @@ fn host_certificates() {
     .unwrap();
     refused(outcomes(), &["host certificate", "REVOKED"]);
 }
+
+/// `ConnectTimeout` bounds reaching a host that never answers (its packets dropped),
+/// well within roam's own connect timeout.
+#[test]
+fn connect_timeouts() {
+    let scratch = Scratch::new("sshcfg-timeout");
+    own_network();
+    let port = roam_testkit::free_port();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let port_text = port.to_string();
+    command_ok(
+        "iptables",
+        &[
+            "-A", "INPUT", "-p", "tcp", "--dport", &port_text, "-j", "DROP",
+        ],
+    );
+    let config = scratch.join("config");
+    fs::write(
+        &config,
+        format!(
+            "Host slow\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  ConnectTimeout 1\n"
+        ),
+    )
+    .unwrap();
+    for ssh_program in resolvers() {
+        let started = std::time::Instant::now();
+        let (kind, message) = failure(driver(&config, &ssh_program, "sftp://slow/").stat("/"));
+        assert_eq!(kind, ErrorKind::TimedOut, "{message}");
+        assert!(message.contains("ConnectTimeout"), "{message}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{message}");
+    }
+    drop(listener);
+}
