@@ -44,6 +44,28 @@ fn failure<T: std::fmt::Debug>(result: roam_drivers::Result<T>) -> (ErrorKind, S
     (err.kind, err.message)
 }
 
+/// A scratch directory whose `root/f` holds `content`, and that root.
+fn tree(name: &str, content: &[u8]) -> (Scratch, PathBuf) {
+    let scratch = Scratch::new(name);
+    let root = scratch.join("root");
+    write_file(&root.join("f"), content, 0o644);
+    (scratch, root)
+}
+
+/// Signs the public half of `key` with the CA key `ca` (`KEY-cert.pub`), with `options`.
+fn sign(ca: &Path, key: &Path, options: &[&str]) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-s"])
+        .arg(ca)
+        .args(options)
+        .arg(key.with_extension("pub"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "ssh-keygen -s: {status}");
+}
+
 /// Both resolvers' outcomes, each a file's kind.
 type Outcomes = [roam_drivers::Result<Kind>; 2];
 
@@ -80,9 +102,7 @@ fn host_block(alias: &str, ssh: &SshServer, address: &str, user: &str) -> String
 /// `UserKnownHostsFile` use tokens.
 #[test]
 fn included_hosts_resolve() {
-    let scratch = Scratch::new("sshcfg-include");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"included", 0o644);
+    let (scratch, root) = tree("sshcfg-include", b"included");
     let ssh = sshd(&scratch.join("run"));
     let keys = scratch.join("keys");
     fs::create_dir_all(&keys).unwrap();
@@ -129,9 +149,7 @@ fn included_hosts_resolve() {
 /// (5) `Match host X user Y`, `!` negation and the first value winning.
 #[test]
 fn match_blocks_negation_and_first_values() {
-    let scratch = Scratch::new("sshcfg-match");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"matched", 0o644);
+    let (scratch, root) = tree("sshcfg-match", b"matched");
     let ssh = sshd(&scratch.join("run"));
     let config = scratch.join("config");
     fs::write(
@@ -167,9 +185,7 @@ fn match_blocks_negation_and_first_values() {
 /// the same config without them does not.
 #[test]
 fn bastions_reach_what_roam_cannot() {
-    let scratch = Scratch::new("sshcfg-jump");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"behind the bastion", 0o644);
+    let (scratch, root) = tree("sshcfg-jump", b"behind the bastion");
     own_network();
     let bastion = sshd(&scratch.join("bastion"));
     let target = sshd_with(&scratch.join("target"), "127.0.0.2", "");
@@ -264,9 +280,7 @@ fn bastions_reach_what_roam_cannot() {
 /// revoked keys refused.
 #[test]
 fn known_hosts_files() {
-    let scratch = Scratch::new("sshcfg-known");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"trusted", 0o644);
+    let (scratch, root) = tree("sshcfg-known", b"trusted");
     let ssh = sshd(&scratch.join("run"));
     let entry = fs::read_to_string(&ssh.known_hosts).unwrap();
     let key = ssh.client_key.display().to_string();
@@ -380,9 +394,7 @@ fn known_hosts_files() {
 /// unless it is one of the identity files (here by its `.pub` alone).
 #[test]
 fn identities_only_keeps_agent_keys_back() {
-    let scratch = Scratch::new("sshcfg-only");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"only", 0o644);
+    let (scratch, root) = tree("sshcfg-only", b"only");
     let ssh = sshd(&scratch.join("run"));
     let agent = ssh_agent(&scratch.join("agent"), &ssh.client_key);
     let stranger = keygen(&scratch.join("stranger"), "");
@@ -428,9 +440,7 @@ fn identities_only_keeps_agent_keys_back() {
 /// certificate.
 #[test]
 fn certificates_log_in() {
-    let scratch = Scratch::new("sshcfg-cert");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"certified", 0o644);
+    let (scratch, root) = tree("sshcfg-cert", b"certified");
     let ca = keygen(&scratch.join("ca"), "");
     let ssh = sshd_with(
         &scratch.join("run"),
@@ -438,16 +448,11 @@ fn certificates_log_in() {
         &format!("TrustedUserCAKeys {}.pub\n", ca.display()),
     );
     let user_key = keygen(&scratch.join("user"), "");
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-s"])
-        .arg(&ca)
-        .args(["-I", "roam-test", "-n", "root", "-V", "-5m:+1h"])
-        .arg(user_key.with_extension("pub"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sign(
+        &ca,
+        &user_key,
+        &["-I", "roam-test", "-n", "root", "-V", "-5m:+1h"],
+    );
     let cert = scratch.join("user-cert.pub");
     assert!(cert.exists());
     let moved = scratch.join("my.cert");
@@ -482,9 +487,7 @@ fn certificates_log_in() {
 /// certificate is signed by that authority; another authority, or a revoked one, is not.
 #[test]
 fn host_certificates() {
-    let scratch = Scratch::new("sshcfg-hostcert");
-    let root = scratch.join("root");
-    write_file(&root.join("f"), b"certified host", 0o644);
+    let (scratch, root) = tree("sshcfg-hostcert", b"certified host");
     let ca = keygen(&scratch.join("host_ca"), "");
     let other_ca = keygen(&scratch.join("other_ca"), "");
     // An ECDSA host key next to the server's own ed25519 one, with a certificate.
@@ -495,16 +498,11 @@ fn host_certificates() {
         .status()
         .unwrap();
     assert!(status.success());
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-s"])
-        .arg(&ca)
-        .args(["-h", "-I", "roam-host", "-n", "127.0.0.1,localhost"])
-        .arg(host_key.with_extension("pub"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sign(
+        &ca,
+        &host_key,
+        &["-h", "-I", "roam-host", "-n", "127.0.0.1,localhost"],
+    );
     let ssh = sshd_with(
         &scratch.join("run"),
         "127.0.0.1",
