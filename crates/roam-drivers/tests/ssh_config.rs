@@ -481,6 +481,22 @@ fn certificates_log_in() {
         let d = driver(&config, &ssh_program, &url);
         assert_eq!(d.stat("/f").unwrap().kind, Kind::File, "{ssh_program:?}");
     }
+    // The certificate held by ssh-agent (ssh-add loads KEY-cert.pub with KEY), no file.
+    fs::copy(&moved, &cert).unwrap();
+    let agent = ssh_agent(&scratch.join("agent"), &user_key);
+    fs::write(
+        &config,
+        base.replace(
+            "IdentityAgent none",
+            &format!("IdentityAgent {}", agent.socket.display()),
+        )
+        .replace(&user_key.display().to_string(), "/nonexistent/key"),
+    )
+    .unwrap();
+    for ssh_program in resolvers() {
+        let d = driver(&config, &ssh_program, &url);
+        assert_eq!(d.stat("/f").unwrap().kind, Kind::File, "{ssh_program:?}");
+    }
 }
 
 /// Host certificates: a server known only through `@cert-authority` is accepted when its

@@ -1,5 +1,5 @@
-//! Logging in with public keys, in `ssh`'s order: the keys of ssh-agent (`IdentityAgent`,
-//! by default `SSH_AUTH_SOCK`) first, then certificates (`CertificateFile` and
+//! Logging in with public keys, in `ssh`'s order: the keys and certificates of ssh-agent
+//! (`IdentityAgent`, by default `SSH_AUTH_SOCK`) first, then certificates (`CertificateFile` and
 //! `IDENTITY-cert.pub`, signed by the identity file or the agent holding their key), then
 //! the identity files (unencrypted OpenSSH, PEM or PuTTY keys: ed25519, ecdsa, rsa). With
 //! `IdentitiesOnly yes` only the agent's keys that are also identity files are offered.
@@ -105,8 +105,8 @@ fn public_of(path: &Path) -> Option<PublicKey> {
         })
 }
 
-/// Offers the plain keys the agent holds (all, or those in `only`); its certificates are
-/// offered with `CertificateFile`'s.
+/// Offers the keys and certificates the agent holds (all, or those of the keys in
+/// `only`).
 async fn with_agent(
     ssh: &mut Handle<Client>,
     user: &str,
@@ -119,18 +119,27 @@ async fn with_agent(
     });
     let mut refused = 0;
     for identity in identities {
-        let AgentIdentity::PublicKey { key, .. } = identity else {
-            continue;
+        let key_data = match &identity {
+            AgentIdentity::PublicKey { key, .. } => key.key_data().clone(),
+            AgentIdentity::Certificate { certificate, .. } => certificate.public_key().clone(),
         };
-        if only.is_some_and(|only| !only.iter().any(|k| k.key_data() == key.key_data())) {
+        if only.is_some_and(|only| !only.iter().any(|k| *k.key_data() == key_data)) {
             tracing::debug!("sftp: IdentitiesOnly: not offering an agent key of no IdentityFile");
             continue;
         }
-        let hash = rsa_hash(ssh, &key).await;
-        match ssh
-            .authenticate_publickey_with(user, key, hash, agent)
-            .await
-        {
+        let outcome = match identity {
+            AgentIdentity::PublicKey { key, .. } => {
+                let hash = rsa_hash(ssh, &key).await;
+                ssh.authenticate_publickey_with(user, key, hash, agent)
+                    .await
+            }
+            AgentIdentity::Certificate { certificate, .. } => {
+                let hash = rsa_hash_of(ssh, certificate.algorithm().is_rsa()).await;
+                ssh.authenticate_certificate_with(user, certificate, hash, agent)
+                    .await
+            }
+        };
+        match outcome {
             Ok(result) if result.success() => return Offered::Accepted,
             Ok(_) => refused += 1,
             Err(e) => tracing::debug!("sftp: ssh-agent did not sign: {e}"),
