@@ -126,6 +126,7 @@ impl SftpDriver {
                     .filter(|u| !u.is_empty())
                     .or_else(|| passwd.as_ref().map(|p| p.0.clone())),
                 passwd_home: passwd.map(|p| p.1),
+                host_name: host_name(),
                 // SAFETY: geteuid(2) cannot fail and touches no memory.
                 uid: unsafe { libc::geteuid() },
             },
@@ -837,6 +838,18 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|p| {
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// The machine's host name (gethostname(2)).
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..end].to_vec()).ok()
 }
 
 /// The name and home directory of the effective uid's passwd entry.

@@ -110,6 +110,8 @@ pub(super) struct Local {
     pub user: Option<String>,
     /// The home of the passwd entry, which `ssh` uses for `~`.
     pub passwd_home: Option<PathBuf>,
+    /// The machine's host name (`%l`; `%L` is its first label).
+    pub host_name: Option<String>,
     pub uid: u32,
 }
 
@@ -469,6 +471,25 @@ fn build(
         .as_deref()
         .map_or(String::new(), |h| h.display().to_string());
     let (port_text, uid) = (port.to_string(), local.uid.to_string());
+    let full_name = local.host_name.clone().unwrap_or_default();
+    let short_name = full_name.split('.').next().unwrap_or("").to_owned();
+    let key_alias = options.first("hostkeyalias").unwrap_or(alias).to_owned();
+    // %C: SHA-1 of %l%h%p%r, in hex.
+    let connection = ring::digest::digest(
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+        format!("{full_name}{host}{port}{user}").as_bytes(),
+    );
+    let connection: String = connection
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let command_tokens = [
+        ('h', host.as_str()),
+        ('n', alias),
+        ('r', user.as_str()),
+        ('p', port_text.as_str()),
+    ];
     let tokens = [
         ('d', home.as_str()),
         ('u', local.user.as_deref().unwrap_or("")),
@@ -477,11 +498,15 @@ fn build(
         ('r', user.as_str()),
         ('p', port_text.as_str()),
         ('i', uid.as_str()),
+        ('k', key_alias.as_str()),
+        ('l', full_name.as_str()),
+        ('L', short_name.as_str()),
+        ('C', connection.as_str()),
     ];
-    // A path option: `~` and tokens (unless `ssh -G` expanded them already).
+    // A path option: `~`, `${VAR}` and tokens (unless `ssh -G` expanded them already).
     let path = |value: &str, expanded: bool| match expanded {
         true => PathBuf::from(value),
-        false => tilde(&expand(value, &tokens), local),
+        false => tilde(&expand(&environment(value), &tokens), local),
     };
     // A path given twice counts once, as in `ssh`.
     let paths = |key: &str| -> Vec<PathBuf> {
@@ -556,7 +581,9 @@ fn build(
     // ProxyJump and ProxyCommand exclude each other: whichever came first counts.
     let proxy = match (options.first("proxyjump"), options.first("proxycommand")) {
         (Some(j), _) if !j.eq_ignore_ascii_case("none") => jump(j)?,
-        (_, Some(c)) if !c.eq_ignore_ascii_case("none") => Proxy::Command(expand(c, &tokens)),
+        (_, Some(c)) if !c.eq_ignore_ascii_case("none") => {
+            Proxy::Command(expand(c, &command_tokens))
+        }
         _ => Proxy::Direct,
     };
     let connect_timeout = options
@@ -851,6 +878,32 @@ pub(super) fn expand(text: &str, tokens: &[(char, &str)]) -> String {
     out
 }
 
+/// `${VAR}` → the variable's value; an unset one stays as written.
+fn environment(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                let name = &after[..end];
+                match std::env::var(name) {
+                    Ok(value) if !name.is_empty() => out.push_str(&value),
+                    _ => out.push_str(&rest[start..start + 3 + end]),
+                }
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `~/x` → `$HOME/x`.
 fn tilde(path: &str, local: &Local) -> PathBuf {
     match (path.strip_prefix("~/"), &local.home) {
@@ -868,6 +921,7 @@ impl Local {
             home: Some(home.to_path_buf()),
             user: Some(user.into()),
             passwd_home: Some(home.to_path_buf()),
+            host_name: Some("box.example.org".into()),
             uid: 1000,
         }
     }

@@ -382,3 +382,24 @@ fn statuses_survive_a_reaper() {
     reaper.join().unwrap();
     assert_eq!(ran.status, Some(4));
 }
+
+#[test]
+fn tokens_and_variables_in_paths() {
+    std::env::set_var("ROAM_TEST_KEYS", "/env/keys");
+    let (r, _) = parser(
+        "Host t\n  HostKeyAlias ka\n  IdentityFile ${ROAM_TEST_KEYS}/%L_%l_%k_%i_%%\n  \
+         CertificateFile ${ROAM_UNSET_VAR}/%C\n  ProxyCommand nc %h %p %d %i\n",
+    );
+    let e = r.resolve("t", Some(22), Some("u")).unwrap();
+    assert_eq!(
+        e.identities,
+        [PathBuf::from("/env/keys/box_box.example.org_ka_1000_%")]
+    );
+    // %C is SHA-1 of %l%h%p%r (`printf box.example.orgt22u | sha1sum`).
+    assert_eq!(
+        e.certificates[0],
+        PathBuf::from("${ROAM_UNSET_VAR}/5d930c264ec2191c98b74dff27d64de9b46b0878")
+    );
+    // ProxyCommand takes %h %n %p %r only.
+    assert_eq!(e.proxy, Proxy::Command("nc t 22 %d %i".into()));
+}
