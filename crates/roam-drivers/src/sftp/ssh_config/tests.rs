@@ -385,15 +385,18 @@ fn statuses_survive_a_reaper() {
 
 #[test]
 fn tokens_and_variables_in_paths() {
-    std::env::set_var("ROAM_TEST_KEYS", "/env/keys");
+    // A variable every test process has (setting one would race with other tests).
+    let path = std::env::var("PATH").unwrap();
     let (r, _) = parser(
-        "Host t\n  HostKeyAlias ka\n  IdentityFile ${ROAM_TEST_KEYS}/%L_%l_%k_%i_%%\n  \
+        "Host t\n  HostKeyAlias ka\n  IdentityFile ${PATH}/%L_%l_%k_%i_%%\n  \
          CertificateFile ${ROAM_UNSET_VAR}/%C\n  ProxyCommand nc %h %p %d %i\n",
     );
     let e = r.resolve("t", Some(22), Some("u")).unwrap();
     assert_eq!(
         e.identities,
-        [PathBuf::from("/env/keys/box_box.example.org_ka_1000_%")]
+        [PathBuf::from(format!(
+            "{path}/box_box.example.org_ka_1000_%"
+        ))]
     );
     // %C is SHA-1 of %l%h%p%r (`printf box.example.orgt22u | sha1sum`).
     assert_eq!(
