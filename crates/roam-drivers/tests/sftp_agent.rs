@@ -25,7 +25,7 @@ fn agent_keys_log_in() {
         ssh_config: Some(scratch.join("no-ssh-config")),
         known_hosts: Some(ssh.known_hosts.clone()),
         identity_files: vec![keygen(&scratch.join("locked"), "a passphrase")],
-        accept_new_host_keys: false,
+        ..SftpConfig::default()
     };
     let d = SftpDriver::new(cfg, &ssh.url("root", &root)).unwrap();
     assert_eq!(d.stat("/f").unwrap().kind, Kind::File);

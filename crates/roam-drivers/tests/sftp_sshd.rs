@@ -67,7 +67,7 @@ impl Served {
             ssh_config: Some(self.scratch.join("no-ssh-config")),
             known_hosts: Some(self.ssh.known_hosts.clone()),
             identity_files: vec![self.ssh.client_key.clone()],
-            accept_new_host_keys: false,
+            ..SftpConfig::default()
         }
     }
 
@@ -446,12 +446,14 @@ fn unknown_host_keys_are_refused_unless_allowed() {
     let (got, message) = kind(s.driver_with(cfg.clone(), "root").stat("/"));
     assert_eq!(got, ErrorKind::PermissionDenied, "{message}");
     assert!(
-        message.contains("not known") && message.contains("accept_new_host_keys"),
+        message.contains("not known") && message.contains("StrictHostKeyChecking accept-new"),
         "{message}"
     );
     assert!(message.contains("SHA256:"), "{message}");
+    let config = s.scratch.join("accept-new.conf");
+    fs::write(&config, "StrictHostKeyChecking accept-new\n").unwrap();
     let allowed = SftpConfig {
-        accept_new_host_keys: true,
+        ssh_config: Some(config),
         ..cfg.clone()
     };
     s.driver_with(allowed, "root").stat("/").unwrap();
@@ -461,8 +463,10 @@ fn unknown_host_keys_are_refused_unless_allowed() {
     s.driver_with(cfg, "root").stat("/").unwrap();
 }
 
+/// Under every `StrictHostKeyChecking` but `no`, which lets `ssh` (and roam) go on with a
+/// warning.
 #[test]
-fn changed_host_keys_are_always_refused() {
+fn changed_host_keys_are_refused() {
     let s = Served::start();
     let other = keygen(&s.scratch.join("other_host_key"), "");
     let known = s.scratch.join("changed_known_hosts");
@@ -472,10 +476,12 @@ fn changed_host_keys_are_always_refused() {
         format!("[127.0.0.1]:{port} {}\n", public_half(&other)),
     )
     .unwrap();
-    for accept_new in [false, true] {
+    for strict in ["yes", "ask", "accept-new"] {
+        let config = s.scratch.join(&format!("{strict}.conf"));
+        fs::write(&config, format!("StrictHostKeyChecking {strict}\n")).unwrap();
         let cfg = SftpConfig {
             known_hosts: Some(known.clone()),
-            accept_new_host_keys: accept_new,
+            ssh_config: Some(config),
             ..s.config()
         };
         let (got, message) = kind(s.driver_with(cfg, "root").stat("/"));
@@ -485,6 +491,21 @@ fn changed_host_keys_are_always_refused() {
             "{message}"
         );
     }
+    assert!(!fs::read_to_string(&known)
+        .unwrap()
+        .contains(&s.ssh.host_key));
+    let config = s.scratch.join("no.conf");
+    fs::write(&config, "StrictHostKeyChecking no\n").unwrap();
+    let cfg = SftpConfig {
+        known_hosts: Some(known.clone()),
+        ssh_config: Some(config),
+        ..s.config()
+    };
+    assert_eq!(
+        s.driver_with(cfg, "root").stat("/dir").unwrap().kind,
+        Kind::Dir
+    );
+    // The changed key is not recorded over the old one.
     assert!(!fs::read_to_string(&known)
         .unwrap()
         .contains(&s.ssh.host_key));

@@ -198,13 +198,15 @@ fn sftp_site() -> Site {
             next.fetch_add(1, Ordering::Relaxed)
         ));
         fs::copy(&known, &copy).unwrap();
+        let config = clients.join("accept-new.conf");
+        fs::write(&config, "StrictHostKeyChecking accept-new\n").unwrap();
         let cfg = SftpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(10),
-            ssh_config: Some(clients.join("no-ssh-config")),
+            ssh_config: Some(config),
             known_hosts: Some(copy),
             identity_files: vec![key.clone()],
-            accept_new_host_keys: true,
+            ..SftpConfig::default()
         };
         let url = format!("sftp://root@127.0.0.1:{port}{}", at.display());
         Box::new(SftpDriver::new(cfg, &url).unwrap())

@@ -12,6 +12,7 @@ pub mod fault;
 pub mod ftp;
 pub mod fuzz;
 pub mod mp3;
+pub mod net;
 pub mod s3;
 pub mod sftp;
 pub mod tls;

@@ -72,9 +72,15 @@ impl Drop for SshServer {
     }
 }
 
-/// Starts sshd with its state in `run`. A port taken by another process between choosing
-/// and binding makes sshd exit; it is then started again on another port.
+/// Starts sshd on 127.0.0.1 with its state in `run`. A port taken by another process
+/// between choosing and binding makes sshd exit; it is then started again on another port.
 pub fn sshd(run: &Path) -> SshServer {
+    sshd_with(run, "127.0.0.1", "")
+}
+
+/// Starts sshd listening on `address` (a loopback address), with `extra` lines appended to
+/// its configuration (e.g. `TrustedUserCAKeys ...`); `known_hosts` names `[address]:PORT`.
+pub fn sshd_with(run: &Path, address: &str, extra: &str) -> SshServer {
     let sshd = required("/usr/sbin/sshd", "Debian's openssh-server");
     mkdir(run);
     // sshd's privilege-separation directory; the package creates it only at boot.
@@ -86,7 +92,8 @@ pub fn sshd(run: &Path) -> SshServer {
     write_file(&run.join("authorized_keys"), client_pub.as_bytes(), 0o644);
     for _ in 0..5 {
         let port = free_port();
-        fs::write(run.join("sshd_config"), sshd_config(run, &host_key, port)).unwrap();
+        let config = sshd_config(run, &host_key, address, port) + extra;
+        fs::write(run.join("sshd_config"), config).unwrap();
         let child = Command::new(&sshd)
             .args(["-D", "-e", "-f"])
             .arg(run.join("sshd_config"))
@@ -101,7 +108,7 @@ pub fn sshd(run: &Path) -> SshServer {
         if let Some(child) = pid_file_ready(child, &run.join("sshd.pid"), "sshd") {
             let host_key = public_half(&host_key);
             let known_hosts = run.join("known_hosts");
-            fs::write(&known_hosts, format!("[127.0.0.1]:{port} {host_key}\n")).unwrap();
+            fs::write(&known_hosts, format!("[{address}]:{port} {host_key}\n")).unwrap();
             return SshServer {
                 pid: child.id(),
                 server: Server::running(child, port, run),
@@ -200,9 +207,9 @@ pub fn public_half(private: &Path) -> String {
         .join(" ")
 }
 
-fn sshd_config(run: &Path, host_key: &Path, port: u16) -> String {
+fn sshd_config(run: &Path, host_key: &Path, address: &str, port: u16) -> String {
     format!(
-        "ListenAddress 127.0.0.1:{port}
+        "ListenAddress {address}:{port}
 HostKey {host_key}
 PidFile {run}/sshd.pid
 AuthorizedKeysFile {run}/authorized_keys

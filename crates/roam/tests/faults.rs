@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use common::{fixture, stderr, stdout, Roam};
 use roam_testkit::backend::{serve, Served};
 use roam_testkit::fault::{Fault, Proxy};
+use roam_testkit::net::{command_ok, own_network};
 use roam_testkit::{noise, write_file, Scratch};
 
 /// The timeouts roam runs with here (`[http]` in roam.toml; every driver takes them).
@@ -566,29 +567,6 @@ const SLOW: Fault = Fault::Slow {
     bytes: 64 << 10,
     every: Duration::from_millis(50),
 };
-
-/// Puts this thread, and every thread and process it starts, in a network namespace of its
-/// own with only a loopback: its firewall rules partition nothing else. Each test runs on
-/// a thread of its own, and a network namespace is a thread's.
-fn own_network() {
-    // SAFETY: unshare(2) of this thread's network namespace; touches no memory.
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    assert_eq!(
-        rc,
-        0,
-        "a network namespace of the test's own needs CAP_SYS_ADMIN (run the tests as root): {}",
-        std::io::Error::last_os_error()
-    );
-    command_ok("ip", &["link", "set", "lo", "up"]);
-}
-
-fn command_ok(program: &str, args: &[&str]) {
-    let o = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e} (.ci/run installs it)"));
-    assert!(o.status.success(), "{program} {args:?}: {}", stderr(&o));
-}
 
 /// Drops every packet to and from `port` (both ends of each connection through it): a
 /// partition, as a pulled cable or a dead router makes one; nothing is refused or reset.

@@ -3,15 +3,13 @@
 //! hostile keywords, quotes, patterns, `%` tokens and keys whose encoded lengths lie
 //! (issue 14).
 
-use std::path::PathBuf;
-
 use base64::Engine;
 use proptest::prelude::*;
 use roam_testkit::fuzz::{bounded, config, mutated, mutated_text, name, number};
 use russh::keys::{parse_public_key_base64, PublicKey};
 
 use super::known_hosts;
-use super::ssh_config::{resolve, wildcard, Local};
+use super::ssh_config::{jump_host, wildcard, Local, Resolver};
 
 /// Real keys to mutate: the key parser is reached only through valid base64.
 const KEYS: [&str; 2] = [
@@ -23,11 +21,23 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
 
-fn local() -> Local {
-    Local {
-        home: Some(PathBuf::from("/home/u")),
-        user: Some("u".into()),
-    }
+/// roam's parser on `text`, in a file of its own (removed when the case ends).
+fn resolve_text(text: &str, host: &str, port: Option<u16>) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!(
+        "roam-fuzz-sshcfg-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config");
+    std::fs::write(&file, text).unwrap();
+    let resolver = Resolver::parser_for_tests(file, Local::for_tests(&dir, "u"));
+    let found = resolver.resolve(host, port, None).map(|e| {
+        // Never port 0.
+        assert!(e.port != 0);
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+    found
 }
 
 fn config_line() -> impl Strategy<Value = String> {
@@ -39,14 +49,29 @@ fn config_line() -> impl Strategy<Value = String> {
         Just("Port"),
         Just("IdentityFile"),
         Just("ProxyJump"),
+        Just("ProxyCommand"),
+        Just("Include"),
+        Just("UserKnownHostsFile"),
+        Just("StrictHostKeyChecking"),
+        Just("CertificateFile"),
+        Just("IdentityAgent"),
         Just("#"),
     ];
     let value = prop_oneof![
         name(),
         number(),
         "[a-z*?!.%~/\" ]{0,16}",
-        "%[a-z%]{0,4}",
+        "%[a-zA-Z%]{0,4}",
+        "\\$\\{[A-Z_]{0,6}\\}?[a-z/]{0,4}",
         Just("all".to_string()),
+        Just("!all".to_string()),
+        Just("host".to_string()),
+        Just("user".to_string()),
+        Just("final".to_string()),
+        Just("none".to_string()),
+        Just("config".to_string()),
+        Just("*".to_string()),
+        "[a-z]{1,6}@[a-z]{1,6}:[0-9]{1,5},[a-z]{1,4}",
     ];
     let sep = prop_oneof![Just(" "), Just("="), Just(" = "), Just("\t")];
     (keyword, sep, proptest::collection::vec(value, 0..4))
@@ -96,10 +121,17 @@ proptest! {
 
     #[test]
     fn ssh_configs_resolve_safely(text in mutated_text(config_text()), host in "[a-z.*]{1,12}", port in proptest::option::of(any::<u16>())) {
-        let found = bounded(text.len(), || resolve(&host, port, None, &text, &[], &local()));
-        // With a local user to fall back on there is always an endpoint, never on port 0.
-        let endpoint = found.expect("an endpoint");
-        prop_assert!(endpoint.port != 0 || port == Some(0));
+        // An endpoint or a reason, never a panic or a loop (a file that includes itself,
+        // a host that jumps through itself).
+        let port = port.filter(|p| *p != 0);
+        let _ = bounded(text.len(), || resolve_text(&text, &host, port));
+    }
+
+    #[test]
+    fn jump_hosts_parse_safely(spec in "(ssh://)?([a-z@\\[\\]:]{0,6}@)?\\[?[a-z0-9.:]{0,12}\\]?(:[0-9]{0,7})?") {
+        if let Ok((_, _, port)) = jump_host(&spec) {
+            prop_assert!(port != Some(0));
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Strict host key checking against an OpenSSH `known_hosts` file: plain names, `*`/`?`
+//! Strict host key checking against OpenSSH `known_hosts` files (the user's, then the
+//! global ones, as `ssh` reads them): plain names, `*`/`?`
 //! patterns and `!` negations, hashed names (`|1|salt|hmac-sha1`), `[host]:port` for ports
-//! other than 22, and the `@revoked` marker. `@cert-authority` lines are ignored: roam
-//! accepts no host certificates. Lines that cannot be parsed (a key type we do not know)
+//! other than 22, and the `@revoked` marker. `@cert-authority` lines name the keys that
+//! may sign a host's certificate (checked in `connect.rs`). Lines that cannot be parsed (a key type we do not know)
 //! are skipped, as `ssh` skips them, rather than making the whole file unusable.
 
 use std::fs::OpenOptions;
@@ -45,6 +46,77 @@ pub(super) fn host_name(host: &str, port: u16) -> String {
     }
 }
 
+/// The known hosts files of one connection (`UserKnownHostsFile`, then
+/// `GlobalKnownHostsFile`), read once; missing ones are empty.
+pub(super) struct Files {
+    files: Vec<(std::path::PathBuf, String)>,
+}
+
+impl Files {
+    pub fn read(paths: impl IntoIterator<Item = std::path::PathBuf>) -> Files {
+        let files = paths
+            .into_iter()
+            .map(|path| {
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                    Err(e) => {
+                        tracing::warn!("sftp: cannot read {}: {e}", path.display());
+                        String::new()
+                    }
+                };
+                (path, text)
+            })
+            .collect();
+        Files { files }
+    }
+
+    /// The files, as a list for messages.
+    pub fn names(&self) -> String {
+        let names: Vec<String> = self
+            .files
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        names.join(", ")
+    }
+
+    /// The verdict of all files together, and the file it comes from: a revoked key loses
+    /// over everything, a recorded equal key wins over a changed one.
+    pub fn check(&self, name: &str, key: &PublicKey) -> (Check, Option<&Path>) {
+        let mut verdict = (Check::Unknown, None);
+        for (path, text) in &self.files {
+            match check(text, name, key) {
+                Check::Unknown => {}
+                found @ Check::Revoked { .. } => return (found, Some(path)),
+                Check::Known => verdict = (Check::Known, Some(path.as_path())),
+                changed if verdict.0 == Check::Unknown => verdict = (changed, Some(path)),
+                _ => {}
+            }
+        }
+        verdict
+    }
+
+    /// The keys of the `@cert-authority` lines for `name`.
+    pub fn authorities(&self, name: &str) -> Vec<PublicKey> {
+        self.files
+            .iter()
+            .flat_map(|(_, text)| {
+                entries(text)
+                    .filter(|e| e.marker == Some("@cert-authority") && matches(e.hosts, name))
+                    .map(|e| e.key)
+            })
+            .collect()
+    }
+
+    pub fn known_algorithms(&self, name: &str) -> Vec<Algorithm> {
+        self.files
+            .iter()
+            .flat_map(|(_, text)| known_algorithms(text, name))
+            .collect()
+    }
+}
+
 /// Checks `key` against the entries for `name`. A revoked key loses over everything; a
 /// recorded equal key wins over a different one of the same type.
 pub(super) fn check(text: &str, name: &str, key: &PublicKey) -> Check {
@@ -74,8 +146,13 @@ pub(super) fn known_algorithms(text: &str, name: &str) -> Vec<Algorithm> {
 }
 
 /// Appends `name key` to the file at `path` (created 0600 in a 0700 directory if needed),
-/// as `ssh` does for a new host under `StrictHostKeyChecking accept-new`.
-pub(super) fn learn(path: &Path, name: &str, key: &PublicKey) -> std::io::Result<()> {
+/// as `ssh` does for a new host under `StrictHostKeyChecking accept-new`; the name hashed
+/// if `hashed` (`HashKnownHosts yes`).
+pub(super) fn learn(path: &Path, name: &str, key: &PublicKey, hashed: bool) -> std::io::Result<()> {
+    let name = match hashed {
+        true => hash_name(name)?,
+        false => name.to_owned(),
+    };
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path
         .parent()
@@ -139,6 +216,23 @@ fn matches(patterns: &str, name: &str) -> bool {
         }
     }
     matched
+}
+
+/// `|1|SALT|HASH` for `name`, with a fresh random 20-byte salt (as `ssh` writes it).
+fn hash_name(name: &str) -> std::io::Result<String> {
+    use ring::rand::SecureRandom;
+    let mut salt = [0u8; 20];
+    ring::rand::SystemRandom::new()
+        .fill(&mut salt)
+        .map_err(|_| std::io::Error::other("no random salt"))?;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &salt);
+    let hash = ring::hmac::sign(&key, name.to_ascii_lowercase().as_bytes());
+    let b64 = base64::engine::general_purpose::STANDARD;
+    Ok(format!(
+        "|1|{}|{}",
+        b64.encode(salt),
+        b64.encode(hash.as_ref())
+    ))
 }
 
 /// `|1|SALT|HASH`: HASH is HMAC-SHA1 of the name keyed with SALT, both base64.
@@ -226,21 +320,48 @@ mod tests {
     }
 
     #[test]
+    fn files_together() {
+        let dir = std::env::temp_dir().join(format!("roam-khf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (user, global) = (dir.join("user"), dir.join("global"));
+        std::fs::write(&user, format!("h ssh-ed25519 {ED_B}\n")).unwrap();
+        std::fs::write(
+            &global,
+            format!("h ssh-ed25519 {ED_A}\n@cert-authority h,g ssh-ed25519 {ED_B}\n"),
+        )
+        .unwrap();
+        let files = Files::read([dir.join("missing"), user.clone(), global.clone()]);
+        // Known in one file wins over changed in another.
+        assert_eq!(
+            files.check("h", &key(ED_A)),
+            (Check::Known, Some(global.as_path()))
+        );
+        assert_eq!(files.check("h", &key(ED_B)).0, Check::Known);
+        assert_eq!(files.authorities("g"), [key(ED_B)]);
+        assert!(files.authorities("x").is_empty());
+        assert!(files.names().contains("missing"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn learning_appends_a_line_that_checks() {
         let dir = std::env::temp_dir().join(format!("roam-kh-{}", std::process::id()));
         let path = dir.join("sub/known_hosts");
         let _ = std::fs::remove_dir_all(&dir);
-        learn(&path, "[h]:2222", &key(ED_A)).unwrap();
+        learn(&path, "[h]:2222", &key(ED_A), false).unwrap();
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap()
             .write_all(b"# no newline")
             .unwrap();
-        learn(&path, "other", &key(ED_B)).unwrap();
+        learn(&path, "other", &key(ED_B), false).unwrap();
+        learn(&path, "[Hashed]:22", &key(ED_B), true).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(check(&text, "[h]:2222", &key(ED_A)), Check::Known);
         assert_eq!(check(&text, "other", &key(ED_B)), Check::Known);
+        assert_eq!(check(&text, "[hashed]:22", &key(ED_B)), Check::Known);
+        assert!(!text.contains("ashed"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

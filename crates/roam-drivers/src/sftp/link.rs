@@ -11,7 +11,7 @@ use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::RawSftpSession;
 use russh_sftp::protocol::StatusCode;
 
-use super::connect::Client;
+use super::connect::{Client, Hop};
 use crate::Error;
 
 /// Why one SFTP request failed.
@@ -38,6 +38,8 @@ pub(super) struct Link {
     /// Whether the server has `posix-rename@openssh.com` (atomic replace).
     pub posix_rename: bool,
     ssh: russh::client::Handle<Client>,
+    /// What the connection travels through (jump hosts, a proxy command), kept alive.
+    _hops: Vec<Hop>,
     runtime: tokio::runtime::Handle,
     broken: AtomicBool,
 }
@@ -47,12 +49,14 @@ impl Link {
         ssh: russh::client::Handle<Client>,
         sftp: RawSftpSession,
         posix_rename: bool,
+        hops: Vec<Hop>,
         runtime: tokio::runtime::Handle,
     ) -> Link {
         Link {
             sftp: Arc::new(sftp),
             posix_rename,
             ssh,
+            _hops: hops,
             runtime,
             broken: AtomicBool::new(false),
         }

@@ -1,10 +1,11 @@
 //! SFTP driver (SFTP v3 over SSH, as OpenSSH serves it), on `russh` and `russh-sftp`.
 //!
-//! - Where to connect and as whom: the URL, then OpenSSH's `~/.ssh/config` (`Host`
-//!   aliases and patterns, `HostName`, `Port`, `User`, `IdentityFile`; `ssh_config.rs`).
-//! - Trust: strict host key checking against `known_hosts` (`known_hosts.rs`); an unknown
-//!   key is refused unless the user allowed new keys, a changed one always.
-//! - Login: ssh-agent's keys, then identity files (`auth.rs`).
+//! - Where to connect, as whom and through what: the URL, then OpenSSH's own resolution
+//!   (`ssh -G`) or roam's reading of `~/.ssh/config` (`ssh_config.rs`); `ProxyJump` and
+//!   `ProxyCommand` (`connect.rs`).
+//! - Trust: host key checking against the user's and the global known hosts files, as
+//!   `StrictHostKeyChecking` says (`known_hosts.rs`, `connect.rs`).
+//! - Login: ssh-agent's keys, certificates, then identity files (`auth.rs`).
 //! - One SSH connection per driver, shared by all threads (SFTP multiplexes requests),
 //!   opened on first use and again when it broke (`link.rs`). An operation that finds its
 //!   connection broken runs once more on a fresh one if it is idempotent (stat, list,
@@ -44,7 +45,7 @@ use self::errors::Action;
 use self::link::{Fault, Link};
 use self::meta::{meta_of, FileKind};
 use self::requests::Simple;
-use self::ssh_config::{Endpoint, Local};
+use self::ssh_config::{Endpoint, Local, Resolver};
 use self::url::Target;
 use crate::{
     is_driver_path, is_safe_name, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind,
@@ -60,14 +61,16 @@ pub struct SftpConfig {
     pub read_timeout: Duration,
     /// OpenSSH client configuration to read hosts from (`~/.ssh/config`).
     pub ssh_config: Option<PathBuf>,
-    /// Host keys to trust (`~/.ssh/known_hosts`).
+    /// A known hosts file to use instead of the config's `UserKnownHostsFile` (as
+    /// `ssh -o UserKnownHostsFile=...`); `None`: the config's, by default
+    /// `~/.ssh/known_hosts` and `~/.ssh/known_hosts2`. Whether unknown keys are accepted is
+    /// the config's `StrictHostKeyChecking`.
     pub known_hosts: Option<PathBuf>,
-    /// Keys to offer, before any `IdentityFile` of the config (and instead of OpenSSH's
-    /// default `~/.ssh/id_*` files, which are offered only when no key is configured).
+    /// Keys to offer, before any `IdentityFile` of the config (as `ssh -i`).
     pub identity_files: Vec<PathBuf>,
-    /// Accept and record the key of a host not in `known_hosts` (OpenSSH's
-    /// `StrictHostKeyChecking accept-new`). A changed key is refused regardless.
-    pub accept_new_host_keys: bool,
+    /// The `ssh` program whose `ssh -G` settles hosts as OpenSSH does; `None`: roam's own
+    /// reading of the config file (the default when no `ssh` is on `PATH`).
+    pub ssh_program: Option<PathBuf>,
 }
 
 impl Default for SftpConfig {
@@ -76,10 +79,10 @@ impl Default for SftpConfig {
         SftpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
-            ssh_config: ssh_dir.as_ref().map(|d| d.join("config")),
-            known_hosts: ssh_dir.map(|d| d.join("known_hosts")),
+            ssh_config: ssh_dir.map(|d| d.join("config")),
+            known_hosts: None,
             identity_files: Vec::new(),
-            accept_new_host_keys: false,
+            ssh_program: on_path("ssh"),
         }
     }
 }
@@ -112,28 +115,27 @@ impl SftpDriver {
     /// operation; the host, port, user and keys are settled now.
     pub fn new(cfg: SftpConfig, url: &str) -> Result<SftpDriver> {
         let target = Target::parse(url)?;
-        let local = Local {
-            home: home(),
-            user: local_user(),
+        let passwd = passwd();
+        let resolver = Resolver {
+            ssh: cfg.ssh_program.clone(),
+            config: cfg.ssh_config.clone(),
+            local: Local {
+                home: home(),
+                user: std::env::var("USER")
+                    .ok()
+                    .filter(|u| !u.is_empty())
+                    .or_else(|| passwd.as_ref().map(|p| p.0.clone())),
+                passwd_home: passwd.map(|p| p.1),
+                host_name: host_name(),
+                // SAFETY: geteuid(2) cannot fail and touches no memory.
+                uid: unsafe { libc::geteuid() },
+            },
+            identity_files: cfg.identity_files.clone(),
+            known_hosts: cfg.known_hosts.clone(),
         };
-        let config = ssh_config::read(cfg.ssh_config.as_deref());
-        let endpoint = ssh_config::resolve(
-            &target.host,
-            target.port,
-            target.user.as_deref(),
-            &config,
-            &cfg.identity_files,
-            &local,
-        )
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidName,
-                format!(
-                    "{}: no user to log in as: name one in the URL",
-                    target.origin()
-                ),
-            )
-        })?;
+        let endpoint = resolver
+            .resolve(&target.host, target.port, target.user.as_deref())
+            .map_err(|e| Error::new(ErrorKind::InvalidName, format!("{}: {e}", target.origin())))?;
         Ok(SftpDriver {
             runtime: Runtime::new()
                 .map_err(|e| Error::from_io("sftp: starting the runtime", &e))?,
@@ -142,8 +144,6 @@ impl SftpDriver {
             settings: Settings {
                 connect_timeout: cfg.connect_timeout,
                 read_timeout: cfg.read_timeout,
-                known_hosts: cfg.known_hosts,
-                accept_new_host_keys: cfg.accept_new_host_keys,
             },
             link: Mutex::new(None),
             hardlinks: AtomicBool::new(false),
@@ -832,11 +832,31 @@ fn home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// `$USER`, else the name of the effective uid (tests and services often have no `$USER`).
-fn local_user() -> Option<String> {
-    if let Some(user) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
-        return Some(user);
+/// `program` if a directory of `PATH` has it (executable).
+fn on_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The machine's host name (gethostname(2)).
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
     }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..end].to_vec()).ok()
+}
+
+/// The name and home directory of the effective uid's passwd entry.
+fn passwd() -> Option<(String, PathBuf)> {
     // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids), filled in below.
     let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
@@ -855,7 +875,15 @@ fn local_user() -> Option<String> {
     if rc != 0 || found.is_null() {
         return None;
     }
-    // SAFETY: on success `pw_name` points to a NUL-terminated string inside `buf`.
-    let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
-    name.to_str().ok().map(str::to_owned)
+    // SAFETY: on success `pw_name` and `pw_dir` point to NUL-terminated strings in `buf`.
+    let (name, dir) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(entry.pw_name),
+            std::ffi::CStr::from_ptr(entry.pw_dir),
+        )
+    };
+    Some((
+        name.to_str().ok()?.to_owned(),
+        PathBuf::from(dir.to_str().ok()?),
+    ))
 }
