@@ -203,7 +203,14 @@ fn describe_certificate(cert: &CertificateError, authority: &str, service: Servi
             trust_fix,
         ),
         CertificateError::NotValidForNameContext { presented, .. } if !presented.is_empty() => (
-            format!("is issued for other names: {}", presented.join(", ")),
+            format!(
+                "is issued for other names: {}",
+                presented
+                    .iter()
+                    .map(|n| bare_name(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             "connect by one of those names, or have the certificate reissued for this one"
                 .to_owned(),
         ),
@@ -247,6 +254,14 @@ fn describe_certificate(cert: &CertificateError, authority: &str, service: Servi
     text
 }
 
+/// `a.example` of `DnsName("a.example")`, as webpki shows a certificate's names.
+fn bare_name(shown: &str) -> &str {
+    match (shown.find('('), shown.rfind(')')) {
+        (Some(open), Some(close)) if open < close => shown[open + 1..close].trim_matches('"'),
+        _ => shown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +294,13 @@ mod tests {
         let (certs, source) = find_roots(&missing, SYSTEM_FILES, SYSTEM_DIRS).unwrap();
         assert!(certs.is_empty());
         assert_eq!(source, "SSL_CERT_FILE=/nonexistent.pem");
+    }
+
+    #[test]
+    fn names_are_shown_bare() {
+        assert_eq!(bare_name("DnsName(\"a.example\")"), "a.example");
+        assert_eq!(bare_name("IpAddress(127.0.0.1)"), "127.0.0.1");
+        assert_eq!(bare_name("b.example"), "b.example");
     }
 
     #[test]
