@@ -70,6 +70,7 @@ impl World {
             session_token: None,
             path_style: true,
             profile: None,
+            ca_bundle: None,
         }
     }
 
