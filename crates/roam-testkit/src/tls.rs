@@ -16,6 +16,12 @@ pub struct TestCa {
 impl TestCa {
     /// Makes the CA and the server certificate in `dir`.
     pub fn new(dir: &Path) -> TestCa {
+        TestCa::with_names(dir, "IP:127.0.0.1")
+    }
+
+    /// Makes the CA and a server certificate for `names` (a `subjectAltName` value:
+    /// `DNS:a.example,IP:127.0.0.1`) in `dir`.
+    pub fn with_names(dir: &Path, names: &str) -> TestCa {
         mkdir(dir);
         let openssl = required("/usr/bin/openssl", "openssl");
         let run = |args: &[&str]| {
@@ -59,7 +65,7 @@ impl TestCa {
         ]);
         std::fs::write(
             dir.join("san.ext"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+            format!("subjectAltName={names}\nbasicConstraints=CA:FALSE\n"),
         )
         .unwrap();
         run(&[
@@ -99,4 +105,26 @@ pub fn nginx_tls(www: &Path, run: &Path, ca: &TestCa) -> Server {
         ),
     };
     Server::nginx_with(www, run, &extra)
+}
+
+/// nginx on TLS with `ca`'s server certificate, passing every request on to the plain HTTP
+/// server on 127.0.0.1:`upstream` (moto, for S3 over HTTPS), `Host` header included.
+pub fn nginx_tls_proxy(run: &Path, ca: &TestCa, upstream: u16) -> Server {
+    let extra = NginxExtra {
+        main: String::new(),
+        http: String::new(),
+        server: format!(
+            "ssl on;\nssl_certificate {};\nssl_certificate_key {};\n\
+             client_max_body_size 0;\n\
+             location / {{\n\
+             proxy_pass http://127.0.0.1:{upstream};\n\
+             proxy_set_header Host $http_host;\n\
+             proxy_http_version 1.1;\n\
+             proxy_request_buffering off;\n\
+             }}\n",
+            ca.cert.display(),
+            ca.key.display()
+        ),
+    };
+    Server::nginx_with(run, run, &extra)
 }
