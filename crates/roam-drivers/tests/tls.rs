@@ -65,14 +65,29 @@ fn config() -> HttpConfig {
     }
 }
 
+/// The names of a listing, sorted.
+fn names(listing: roam_drivers::Listing) -> Vec<String> {
+    let mut names: Vec<String> = listing.entries.into_iter().map(|e| e.name).collect();
+    names.sort();
+    names
+}
+
+/// A host's TLS options trusting only the authority of `ca`.
+fn only(ca: &TestCa) -> TlsOptions {
+    TlsOptions {
+        ca_file: Some(ca.ca_cert.clone()),
+        insecure: false,
+    }
+}
+
+/// A client trusting only the authority of `ca`.
+fn trusting(ca: &TestCa) -> HttpClient {
+    HttpClient::with_tls(&config(), &only(ca)).unwrap()
+}
+
 /// Names at the root of `url` (HTTP) or of the bucket (S3, `url` its endpoint), listed
 /// with the roots the environment gives; `Err(kind: message)` on failure.
 fn list_root(url: &str, s3: bool) -> Result<Vec<String>, String> {
-    let names = |listing: roam_drivers::Listing| {
-        let mut names: Vec<String> = listing.entries.into_iter().map(|e| e.name).collect();
-        names.sort();
-        names
-    };
     let shown = |e: roam_drivers::Error| format!("{:?}: {}", e.kind, e.message);
     if s3 {
         let s3 = s3_config(url, &S3Config::from_env());
@@ -226,31 +241,14 @@ fn an_unknown_authority_is_refused_with_the_host_and_the_fix() {
 #[test]
 fn a_hosts_ca_file_replaces_the_platforms_roots() {
     let https = Https::new();
-    let options = TlsOptions {
-        ca_file: Some(https.ca.ca_cert.clone()),
-        insecure: false,
-    };
-    let client = HttpClient::with_tls(&config(), &options).unwrap();
-    let driver = HttpDriver::new(client, &https.url()).unwrap();
-    let names: Vec<String> = driver
-        .list("/dir")
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
-    assert_eq!(names, ["hello.txt"]);
+    let driver = HttpDriver::new(trusting(&https.ca), &https.url()).unwrap();
+    assert_eq!(names(driver.list("/dir").unwrap()), ["hello.txt"]);
 }
 
 #[test]
 fn a_certificate_for_other_names_says_which() {
     let https = Https::for_names("DNS:a.example,DNS:b.example");
-    let options = TlsOptions {
-        ca_file: Some(https.ca.ca_cert.clone()),
-        insecure: false,
-    };
-    let client = HttpClient::with_tls(&config(), &options).unwrap();
-    let driver = HttpDriver::new(client, &https.url()).unwrap();
+    let driver = HttpDriver::new(trusting(&https.ca), &https.url()).unwrap();
     let e = driver.list("/dir").unwrap_err();
     assert_eq!(e.kind, ErrorKind::Io);
     let host = https.server.authority();
@@ -277,13 +275,8 @@ fn a_ca_certificate_as_the_servers_own_is_told_in_words() {
     let www = scratch.join("www");
     write_file(&www.join("dir/x"), b"x", 0o644);
     let server = nginx_tls(&www, &scratch.join("run"), &as_leaf);
-    let options = TlsOptions {
-        ca_file: Some(ca.ca_cert.clone()),
-        insecure: false,
-    };
-    let client = HttpClient::with_tls(&config(), &options).unwrap();
     let url = format!("https://{}", server.authority());
-    let e = HttpDriver::new(client, &url)
+    let e = HttpDriver::new(trusting(&ca), &url)
         .unwrap()
         .list("/dir")
         .unwrap_err();
@@ -369,19 +362,8 @@ fn s3_honours_the_endpoint_hosts_ca_file() {
     let host = s3_settings.endpoint_authority().unwrap();
     assert_eq!(host, s3.proxy.authority());
     // As roam-vfs does: the `[tls."HOST:PORT"]` options of the endpoint's host.
-    let own = TlsOptions {
-        ca_file: Some(s3.ca.ca_cert.clone()),
-        insecure: false,
-    };
-    let options = s3_settings.tls_options(Some(&own));
+    let options = s3_settings.tls_options(Some(&only(&s3.ca)));
     let client = HttpClient::with_tls(&config(), &options).unwrap();
     let driver = S3Driver::new(client, &s3_settings, BUCKET).unwrap();
-    let names: Vec<String> = driver
-        .list("/")
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
-    assert_eq!(names, ["a.txt"]);
+    assert_eq!(names(driver.list("/").unwrap()), ["a.txt"]);
 }

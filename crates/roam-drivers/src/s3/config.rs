@@ -95,10 +95,16 @@ impl S3Config {
     }
 
     /// The TLS options of the endpoint, given the host's own (`[tls."HOST:PORT"]`): its
-    /// `ca_file`, else [`S3Config::ca_bundle`], replaces the platform's authorities.
+    /// `ca_file`, else [`S3Config::ca_bundle`], replaces the platform's authorities. A
+    /// plain `http://` endpoint ignores the bundle, as aws-cli does (a bundle missing
+    /// there does not stop it).
     pub fn tls_options(&self, host: Option<&TlsOptions>) -> TlsOptions {
         let mut options = host.cloned().unwrap_or_default();
-        if options.ca_file.is_none() {
+        let plain = self.endpoint.as_ref().is_some_and(|url| {
+            url.get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        });
+        if options.ca_file.is_none() && !plain {
             options.ca_file = self.ca_bundle.clone();
         }
         options
@@ -370,6 +376,9 @@ aws_secret_access_key = SECRETCONFIG
             insecure: false,
         };
         assert_eq!(config.tls_options(Some(&own)), own);
+        let mut plain = config.clone();
+        plain.endpoint = Some("HTTP://127.0.0.1:9000".into());
+        assert_eq!(plain.tls_options(None), TlsOptions::default());
         // Set but empty, as CI images export it: unset.
         let config = load_with(&[("AWS_CA_BUNDLE", "")], None);
         assert_eq!(config.ca_bundle, None);
