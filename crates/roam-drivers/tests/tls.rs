@@ -17,7 +17,7 @@ use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::{Driver, ErrorKind};
 use roam_testkit::s3::{create_bucket, moto, put_object};
-use roam_testkit::tls::{nginx_tls, nginx_tls_proxy, TestCa};
+use roam_testkit::tls::{nginx_tls, nginx_tls_proxy, TestCa, EXPIRED_ON};
 use roam_testkit::{write_file, Scratch, Server};
 
 const BUCKET: &str = "tls-bucket";
@@ -41,8 +41,13 @@ impl Https {
     }
 
     fn for_names(names: &str) -> Https {
+        Https::with(|dir| TestCa::with_names(dir, names))
+    }
+
+    /// A server whose certificate is made by `make` in the directory it is given.
+    fn with(make: impl FnOnce(&Path) -> TestCa) -> Https {
         let scratch = Scratch::new("tls-driver");
-        let ca = TestCa::with_names(&scratch.join("ca"), names);
+        let ca = make(&scratch.join("ca"));
         let www = scratch.join("www");
         write_file(&www.join("dir/hello.txt"), b"over TLS\n", 0o644);
         let server = nginx_tls(&www, &scratch.join("run"), &ca);
@@ -257,6 +262,22 @@ fn a_certificate_for_other_names_says_which() {
             "the TLS certificate of {host} is issued for other names: a.example, b.example; \
              connect by one of those names"
         )),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn an_expired_certificate_says_when() {
+    let https = Https::with(TestCa::expired);
+    let driver = HttpDriver::new(trusting(&https.ca), &https.url()).unwrap();
+    let e = driver.list("/dir").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Io);
+    let host = https.server.authority();
+    let wanted = format!("the TLS certificate of {host} expired on {EXPIRED_ON}");
+    assert!(e.message.contains(&wanted), "{}", e.message);
+    assert!(
+        e.message.contains("the server must renew it"),
         "{}",
         e.message
     );
