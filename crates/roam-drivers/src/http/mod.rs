@@ -7,7 +7,7 @@
 
 mod autoindex;
 pub(crate) mod errors;
-pub(crate) mod tls;
+pub mod tls;
 pub(crate) mod url;
 
 use std::io::{self, Read, Write};
@@ -70,14 +70,14 @@ impl HttpClient {
 
     /// A client for hosts with their own TLS choices: `ca_file` replaces the platform's
     /// authorities.
-    pub fn with_tls(cfg: &HttpConfig, tls: &TlsOptions) -> Result<HttpClient> {
+    pub fn with_tls(cfg: &HttpConfig, options: &TlsOptions) -> Result<HttpClient> {
         use ureq::tls::{RootCerts, TlsConfig};
-        let roots = match &tls.ca_file {
+        let roots = match &options.ca_file {
             Some(ca) => RootCerts::new_with_certs(&tls::read_certs(ca)?),
             None => tls::platform_roots(),
         };
         let config = TlsConfig::builder()
-            .disable_verification(tls.insecure)
+            .disable_verification(options.insecure)
             .root_certs(roots)
             .build();
         Ok(HttpClient::build(cfg, config))
