@@ -76,6 +76,7 @@ impl World {
             session_token: None,
             path_style: true,
             profile: None,
+            ca_bundle: None,
         }
     }
 

@@ -164,6 +164,7 @@ fn s3_site() -> Site {
             session_token: None,
             path_style: true,
             profile: None,
+            ca_bundle: None,
         };
         let client = common::http_client(Duration::from_secs(60));
         Box::new(S3Driver::new(client, &config, BUCKET).unwrap())

@@ -100,6 +100,9 @@ struct Protocols {
     http: HttpClient,
     /// Clients for hosts with their own TLS choices, by `host[:port]`.
     tls: HashMap<String, HttpClient>,
+    /// Those choices, and the timeouts, for the S3 client (see [`Protocols::s3_http`]).
+    tls_options: HashMap<String, TlsOptions>,
+    http_config: HttpConfig,
     chirp: ChirpConfig,
     ftp: FtpConfig,
     /// Endpoint and credentials as the AWS tools find them (environment, `~/.aws`).
@@ -138,6 +141,8 @@ impl Protocols {
         Ok(Protocols {
             http: HttpClient::new(cfg),
             tls: clients,
+            tls_options: tls.iter().cloned().collect(),
+            http_config: cfg.clone(),
             chirp,
             ftp,
             s3: S3Config::from_env(),
@@ -183,6 +188,19 @@ impl Protocols {
             .unwrap_or_else(|| self.http.clone())
     }
 
+    /// The HTTP client of S3 mounts: the endpoint host's `[tls."HOST:PORT"]` choices, with
+    /// `AWS_CA_BUNDLE` as its `ca_file` if it has none.
+    fn s3_http(&self) -> Result<HttpClient> {
+        let host = self.s3.endpoint_authority();
+        let options = self
+            .s3
+            .tls_options(host.and_then(|h| self.tls_options.get(&h)));
+        if options == TlsOptions::default() {
+            return Ok(self.http.clone());
+        }
+        Ok(HttpClient::with_tls(&self.http_config, &options)?)
+    }
+
     /// The driver for a mount URL.
     fn driver(&self, url: &str) -> Result<Arc<dyn Driver>> {
         if url == "mem:" {
@@ -204,7 +222,7 @@ impl Protocols {
             "davs" => Arc::new(DavDriver::new(self.http_for(rest), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
             "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
-            "s3" => Arc::new(S3Driver::new(self.http.clone(), &self.s3, rest)?),
+            "s3" => Arc::new(S3Driver::new(self.s3_http()?, &self.s3, rest)?),
             "sftp" => Arc::new(SftpDriver::new(self.sftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),

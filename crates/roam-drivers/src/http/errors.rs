@@ -6,6 +6,7 @@ use std::io;
 
 use ureq::http::StatusCode;
 
+use super::tls::Service;
 use crate::{Error, ErrorKind};
 
 /// The error for a final (post-redirect) status that is not a success.
@@ -20,13 +21,35 @@ pub(crate) fn status(method: &str, url: &str, status: StatusCode) -> Error {
 
 /// The error for a request that got no usable answer.
 pub(crate) fn transport(method: &str, url: &str, err: ureq::Error) -> Error {
+    transport_for(method, url, err, authority(url), Service::Http)
+}
+
+/// [`transport`] for a `service`, whose refused certificates name its own settings and
+/// the `[tls."..."]` key (`host[:port]`) of the server.
+pub(crate) fn transport_for(
+    method: &str,
+    url: &str,
+    err: ureq::Error,
+    key: &str,
+    service: Service,
+) -> Error {
     let kind = transport_kind(&err);
+    if let Some(cause) = super::tls::describe(&err, key, service) {
+        return Error::new(kind, format!("{method} {url}: {cause}"));
+    }
     // An `Io` error speaks for itself; ureq's own text would prefix it with "io: ".
     let cause = match err {
         ureq::Error::Io(e) => e.to_string(),
         other => other.to_string(),
     };
     Error::new(kind, format!("{method} {url}: {cause}"))
+}
+
+/// `host[:port]` of `url`, as a `[tls."..."]` key names it (without credentials).
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority.rsplit('@').next().unwrap_or(authority)
 }
 
 /// The error for a failed read of a response body. ureq hides its own errors (timeouts)

@@ -7,6 +7,7 @@
 
 mod autoindex;
 pub(crate) mod errors;
+pub mod tls;
 pub(crate) mod url;
 
 use std::io::{self, Read, Write};
@@ -49,7 +50,7 @@ pub struct HttpClient {
 }
 
 /// TLS choices for one host (`[tls."HOST[:PORT]"]` in roam.toml). The default verifies the
-/// server against the usual public roots.
+/// server against the platform's certificate authorities (see [`tls`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsOptions {
     /// A PEM file of the certificate authorities to trust instead (a self-signed server's
@@ -60,32 +61,27 @@ pub struct TlsOptions {
 }
 
 impl HttpClient {
+    /// A client that trusts the platform's certificate authorities (see [`tls`]).
     pub fn new(cfg: &HttpConfig) -> HttpClient {
-        HttpClient::build(cfg, ureq::tls::TlsConfig::default())
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(tls::platform_roots())
+            .build();
+        HttpClient::build(cfg, tls)
     }
 
-    /// A client for hosts with their own TLS choices.
-    pub fn with_tls(cfg: &HttpConfig, tls: &TlsOptions) -> Result<HttpClient> {
-        use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
-        let mut builder = TlsConfig::builder().disable_verification(tls.insecure);
-        if let Some(ca) = &tls.ca_file {
-            let pem = std::fs::read(ca)
-                .map_err(|e| Error::from_io(format_args!("CA file {}", ca.display()), &e))?;
-            let certs: Vec<_> = parse_pem(&pem)
-                .filter_map(|item| match item {
-                    Ok(PemItem::Certificate(c)) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if certs.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::InvalidName,
-                    format!("CA file {}: no certificate in it", ca.display()),
-                ));
-            }
-            builder = builder.root_certs(RootCerts::new_with_certs(&certs));
-        }
-        Ok(HttpClient::build(cfg, builder.build()))
+    /// A client for hosts with their own TLS choices: `ca_file` replaces the platform's
+    /// authorities.
+    pub fn with_tls(cfg: &HttpConfig, options: &TlsOptions) -> Result<HttpClient> {
+        use ureq::tls::{RootCerts, TlsConfig};
+        let roots = match &options.ca_file {
+            Some(ca) => RootCerts::new_with_certs(&tls::read_certs(ca)?),
+            None => tls::platform_roots(),
+        };
+        let config = TlsConfig::builder()
+            .disable_verification(options.insecure)
+            .root_certs(roots)
+            .build();
+        Ok(HttpClient::build(cfg, config))
     }
 
     fn build(cfg: &HttpConfig, tls: ureq::tls::TlsConfig) -> HttpClient {

@@ -13,6 +13,8 @@ use super::endpoint::{query_string, Endpoint};
 use super::errors;
 use super::sign::{Signer, Unsigned};
 use super::xml;
+use crate::http::errors::transport_for;
+use crate::http::tls::Service;
 use crate::http::HttpClient;
 use crate::{Error, ErrorKind, Result};
 
@@ -207,9 +209,10 @@ impl Client {
         // A redirect is a wrong region or endpoint: following it would only fail the
         // signature, so it is reported as it is.
         let request = agent.configure_request(request).max_redirects(0).build();
+        let key = self.endpoint.authority();
         let response = agent
             .run(request)
-            .map_err(|e| crate::http::errors::transport(method, &url, e))?;
+            .map_err(|e| transport_for(method, &url, e, key, Service::S3))?;
         Ok(Reply {
             method: req.method,
             url,

@@ -12,6 +12,8 @@
 //!   for a custom endpoint (MinIO, Ceph, moto ... rarely have wildcard DNS), virtual-hosted
 //!   for AWS.
 //!
+//! - certificate authorities: `AWS_CA_BUNDLE`, the profile's `ca_bundle` (empty: unset).
+//!
 //! The profile is `AWS_PROFILE`, else `default`. The files are `AWS_SHARED_CREDENTIALS_FILE`
 //! and `AWS_CONFIG_FILE`, else `~/.aws/credentials` and `~/.aws/config`. A missing or
 //! unreadable file is as good as an empty one. `[services ...]` sections, SSO, assumed
@@ -20,6 +22,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
+
+use crate::http::TlsOptions;
 
 /// The region of AWS tools without configuration, and of most S3-compatible servers.
 pub const DEFAULT_REGION: &str = "us-east-1";
@@ -41,6 +45,10 @@ pub struct S3Config {
     pub path_style: bool,
     /// The named profile the settings came from, if any.
     pub profile: Option<String>,
+    /// A PEM bundle of the certificate authorities to trust instead of the platform's:
+    /// `AWS_CA_BUNDLE`, else the profile's `ca_bundle` (as aws-cli reads them). A host's
+    /// `[tls."HOST:PORT"] ca_file` in roam.toml wins over it ([`S3Config::tls_options`]).
+    pub ca_bundle: Option<PathBuf>,
 }
 
 // By hand, so that `{:?}` never prints a key.
@@ -55,6 +63,7 @@ impl fmt::Debug for S3Config {
             .field("session_token", &redacted(&self.session_token))
             .field("path_style", &self.path_style)
             .field("profile", &self.profile)
+            .field("ca_bundle", &self.ca_bundle)
             .finish()
     }
 }
@@ -68,6 +77,37 @@ impl S3Config {
     /// The settings of the named profile, as `aws --profile NAME` would use them.
     pub fn from_profile(profile: &str) -> S3Config {
         load(&env_var, Some(profile))
+    }
+
+    /// `host[:port]` of the endpoint (AWS's for the region without one): the key of its
+    /// `[tls."..."]` options in roam.toml.
+    pub fn endpoint_authority(&self) -> Option<String> {
+        let url = match &self.endpoint {
+            Some(url) => url.clone(),
+            None => format!("https://s3.{}.amazonaws.com", self.region_name()),
+        };
+        let uri: ureq::http::Uri = url.parse().ok()?;
+        let host = uri.authority()?.host().to_ascii_lowercase();
+        Some(match uri.port_u16() {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        })
+    }
+
+    /// The TLS options of the endpoint, given the host's own (`[tls."HOST:PORT"]`): its
+    /// `ca_file`, else [`S3Config::ca_bundle`], replaces the platform's authorities. A
+    /// plain `http://` endpoint ignores the bundle, as aws-cli does (a bundle missing
+    /// there does not stop it).
+    pub fn tls_options(&self, host: Option<&TlsOptions>) -> TlsOptions {
+        let mut options = host.cloned().unwrap_or_default();
+        let plain = self.endpoint.as_ref().is_some_and(|url| {
+            url.get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        });
+        if options.ca_file.is_none() && !plain {
+            options.ca_file = self.ca_bundle.clone();
+        }
+        options
     }
 
     /// The region requests are signed for (and, without an endpoint, sent to).
@@ -128,6 +168,11 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         session_token,
         path_style,
         profile,
+        // Empty means unset (CI images export `AWS_CA_BUNDLE=`).
+        ca_bundle: env("AWS_CA_BUNDLE")
+            .filter(|v| !v.is_empty())
+            .or_else(|| setting("ca_bundle").filter(|v| !v.is_empty()))
+            .map(PathBuf::from),
     }
 }
 
@@ -316,6 +361,45 @@ aws_secret_access_key = SECRETCONFIG
         assert_eq!(config.access_key.as_deref(), Some("AKWORK"));
         let config = load_with(&vars, None);
         assert_eq!(config.access_key.as_deref(), Some("AKENV"));
+    }
+
+    #[test]
+    fn the_ca_bundle_yields_to_the_hosts_own_ca_file() {
+        let config = load_with(&[("AWS_CA_BUNDLE", "/aws/ca.pem")], None);
+        assert_eq!(config.ca_bundle, Some(PathBuf::from("/aws/ca.pem")));
+        assert_eq!(
+            config.tls_options(None).ca_file,
+            Some(PathBuf::from("/aws/ca.pem"))
+        );
+        let own = TlsOptions {
+            ca_file: Some("/own/ca.pem".into()),
+            insecure: false,
+        };
+        assert_eq!(config.tls_options(Some(&own)), own);
+        let mut plain = config.clone();
+        plain.endpoint = Some("HTTP://127.0.0.1:9000".into());
+        assert_eq!(plain.tls_options(None), TlsOptions::default());
+        // Set but empty, as CI images export it: unset.
+        let config = load_with(&[("AWS_CA_BUNDLE", "")], None);
+        assert_eq!(config.ca_bundle, None);
+        assert_eq!(config.tls_options(None), TlsOptions::default());
+    }
+
+    #[test]
+    fn endpoints_are_tls_keys() {
+        let mut config = load_with(&[("AWS_PROFILE", "minio")], None);
+        assert_eq!(
+            config.endpoint_authority().as_deref(),
+            Some("minio.example:9000")
+        );
+        config.endpoint = Some("https://S3.Example/base".into());
+        assert_eq!(config.endpoint_authority().as_deref(), Some("s3.example"));
+        config.endpoint = None;
+        config.region = Some("eu-west-3".into());
+        assert_eq!(
+            config.endpoint_authority().as_deref(),
+            Some("s3.eu-west-3.amazonaws.com")
+        );
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl Endpoint {
         })
     }
 
+    /// `host[:port]` of the server (not of a bucket's virtual host): its `[tls."..."]` key.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
     pub fn bucket(&self) -> &str {
         &self.bucket
     }
