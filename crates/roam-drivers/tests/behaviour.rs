@@ -188,7 +188,7 @@ fn sftp() -> Service {
         ssh_config: Some(scratch.join("no-ssh-config")),
         known_hosts: Some(ssh.known_hosts.clone()),
         identity_files: vec![ssh.client_key.clone()],
-        accept_new_host_keys: false,
+        ..SftpConfig::default()
     };
     let driver = SftpDriver::new(cfg, &ssh.url("root", &root)).unwrap();
     Service::new(Box::new(driver), vec![Box::new(ssh), Box::new(scratch)]).on_disk(root)
@@ -209,6 +209,7 @@ fn s3() -> Service {
         session_token: None,
         path_style: true,
         profile: None,
+        ca_bundle: None,
     };
     let client = common::http_client(Duration::from_secs(30));
     let driver = S3Driver::new(client, &config, BUCKET).unwrap();
