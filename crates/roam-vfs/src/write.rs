@@ -1107,7 +1107,11 @@ impl Vfs {
         }
         let on_server = match r.driver.set_mode(&r.path, mode) {
             Ok(()) => true,
-            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).exists() => false,
+            // Kept in roam's copy of a file; a directory's name in the data mirror (made
+            // when a file below it was cached) is no copy: the mode would go nowhere.
+            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).is_file() => {
+                false
+            }
             Err(e) => return Err(e.into()),
         };
         if self.is_dirty(&r.virt) || !on_server {
