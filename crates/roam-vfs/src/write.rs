@@ -1026,7 +1026,29 @@ impl Vfs {
         }
         a.driver.rename(&a.path, &b.path)?;
         self.forget_all(&a.virt)?;
-        self.forget_all(&b.virt)
+        self.forget_all(&b.virt)?;
+        // The server gave both directories a new mtime.
+        self.directory_changed(split_name(&a.virt).0);
+        self.directory_changed(split_name(&b.virt).0);
+        Ok(())
+    }
+
+    /// Forgets the attributes of the directory `dir` (not its listing), whose mtime the
+    /// server moved when roam changed a name in it: `rsync` sets a directory's time, renames
+    /// its temporaries into it, then sets the time again only if a `stat` says it moved.
+    fn directory_changed(&self, dir: &str) {
+        let (parent, name) = split_name(dir);
+        let mut st = self.state.lock().unwrap();
+        st.attrs.remove(dir);
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            if index.entries.contains_key(name) {
+                let index = std::sync::Arc::make_mut(index);
+                index.entries.remove(name);
+                index.unknown.insert(name.to_owned());
+            }
+        }
+        drop(st);
+        crate::listings::drop(self.cache.root(), parent);
     }
 
     /// rename(2)'s checks, in the kernel's order, before a server is asked (servers refuse

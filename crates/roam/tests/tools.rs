@@ -435,26 +435,6 @@ struct Gap {
 const ANY: &[Frontend] = &[Frontend::Trap, Frontend::RunFuse, Frontend::Fuse];
 
 const GAPS: &[Gap] = &[
-    // rsync sets the times of the directories it made after their files; a second roam on
-    // the same cache shows the directories' mtimes of when they were made.
-    Gap {
-        kind: "file+cache",
-        frontends: ANY,
-        warm_only: true,
-        what: "# prev/prsync",
-    },
-    Gap {
-        kind: "sftp",
-        frontends: ANY,
-        warm_only: true,
-        what: "# prev/prsync",
-    },
-    Gap {
-        kind: "chirp",
-        frontends: ANY,
-        warm_only: true,
-        what: "# prev/prsync",
-    },
     // `roam run -m /w=mem:`: a file written in the run shows one inode to `stat` and
     // another to `fstat` of an open fd (`install` out of it: "replaced while being
     // copied"), and a FIFO's times are not set.
