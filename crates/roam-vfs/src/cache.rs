@@ -217,12 +217,17 @@ impl DiskCache {
                 self.install(&tmp, &p)?;
             }
             Kind::Fifo | Kind::Socket if is_special(&p, meta.kind) => {
-                set_mode_in_place(&p, meta.mode)?
+                set_mode_in_place(&p, meta.mode)?;
+                // Its time too (`tar x`, `cp -a`, `touch` of a FIFO), as a symlink's.
+                if meta.mtime.is_some_and(|t| mtime_of(&p) != Some(t)) {
+                    set_link_mtime(&p, meta.mtime);
+                }
             }
             Kind::Fifo | Kind::Socket => {
                 // The real kind: the kernel carries a FIFO's bytes, whoever opens the entry.
                 let tmp = self.tmp_name();
                 make_special(&tmp, meta.kind, meta.mode.unwrap_or(MODE_FILE))?;
+                set_link_mtime(&tmp, meta.mtime);
                 self.install(&tmp, &p)?;
             }
             Kind::Symlink => {

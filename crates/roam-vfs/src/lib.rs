@@ -826,6 +826,11 @@ impl Vfs {
             }
             (Fetched::Body(mut fresh), size) => {
                 fresh.size = Some(size);
+                // A fetch that tells no mode (FTP's RETR) leaves the one roam knew (the
+                // listing's), not the mode of a file without one.
+                if fresh.mode.is_none() {
+                    fresh.mode = meta.mode;
+                }
                 let info = Info {
                     source: r.describe(),
                     etag: fresh.etag.clone(),

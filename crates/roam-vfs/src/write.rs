@@ -1026,7 +1026,29 @@ impl Vfs {
         }
         a.driver.rename(&a.path, &b.path)?;
         self.forget_all(&a.virt)?;
-        self.forget_all(&b.virt)
+        self.forget_all(&b.virt)?;
+        // The server gave both directories a new mtime.
+        self.directory_changed(split_name(&a.virt).0);
+        self.directory_changed(split_name(&b.virt).0);
+        Ok(())
+    }
+
+    /// Forgets the attributes of the directory `dir` (not its listing), whose mtime the
+    /// server moved when roam changed a name in it: `rsync` sets a directory's time, renames
+    /// its temporaries into it, then sets the time again only if a `stat` says it moved.
+    fn directory_changed(&self, dir: &str) {
+        let (parent, name) = split_name(dir);
+        let mut st = self.state.lock().unwrap();
+        st.attrs.remove(dir);
+        if let Some((index, _)) = st.listings.get_mut(parent) {
+            if index.entries.contains_key(name) {
+                let index = std::sync::Arc::make_mut(index);
+                index.entries.remove(name);
+                index.unknown.insert(name.to_owned());
+            }
+        }
+        drop(st);
+        crate::listings::drop(self.cache.root(), parent);
     }
 
     /// rename(2)'s checks, in the kernel's order, before a server is asked (servers refuse
@@ -1148,7 +1170,11 @@ impl Vfs {
         }
         let on_server = match r.driver.set_mode(&r.path, mode) {
             Ok(()) => true,
-            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).exists() => false,
+            // Kept in roam's copy of a file; a directory's name in the data mirror (made
+            // when a file below it was cached) is no copy: the mode would go nowhere.
+            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).is_file() => {
+                false
+            }
             Err(e) => return Err(e.into()),
         };
         if self.is_dirty(&r.virt) || !on_server {

@@ -131,6 +131,7 @@ fn writes(kind: &str, frontend: Frontend) {
     let why = match frontend {
         Frontend::Trap => "/w/f.bin  KEPT, not uploaded: the cache disk was full when it was closed",
         Frontend::Fuse => "/.roam-mount/f.bin  KEPT, not uploaded: a write to roam's copy failed (No space left on device",
+        Frontend::RunFuse => unreachable!("no case runs under roam run --fuse"),
     };
     assert!(status.contains(why), "{what}: {status}");
 }

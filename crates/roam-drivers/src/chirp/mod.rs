@@ -536,12 +536,24 @@ impl Driver for ChirpDriver {
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let (remote, context) = self.request("utime", path)?;
         let path = encode_path(&remote);
-        // `utime` sets both times: keep the access time as it is.
-        self.pool.run(&context, Retry::Idempotent, |c| {
-            let atime = c.stat(true, &remote)?.atime;
-            c.call(&format!("utime {path} {atime} {}\n", secs_of(mtime)))
-                .map(drop)
-        })
+        // `utime` sets both times: keep the access time as it is. The server follows a
+        // symlink there (and fails for a relative target): a link's own times, which
+        // `tar x` and `rsync -a` set, are beyond the protocol.
+        let link = self.pool.run(&context, Retry::Idempotent, |c| {
+            let now = c.stat(false, &remote)?;
+            if now.kind() == Kind::Symlink {
+                return Ok(true);
+            }
+            c.call(&format!("utime {path} {} {}\n", now.atime, secs_of(mtime)))
+                .map(|_| false)
+        })?;
+        match link {
+            true => Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{context}: Chirp cannot set a symbolic link's own times"),
+            )),
+            false => Ok(()),
+        }
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

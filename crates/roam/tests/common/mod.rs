@@ -236,6 +236,8 @@ pub enum Frontend {
     /// `sh -c SCRIPT` on `roam mount DIR URL`; one mount serves every call of a test,
     /// started with the settings of the first.
     Fuse,
+    /// `roam run --fuse -m /w=URL -- sh -c SCRIPT` (FUSE in a private mount namespace).
+    RunFuse,
 }
 
 /// A backend mounted at `/w` for a test: its files live in `srv/` of a scratch directory,
@@ -278,6 +280,12 @@ impl Backend {
         self
     }
 
+    /// Unmounts the `roam mount` of [`Frontend::Fuse`], if any: the next call starts a new
+    /// one, with that call's settings (a cache shared with the first, for a warm run).
+    pub fn remount(&mut self) {
+        self.fuse.take();
+    }
+
     /// The backend's own copy of `/w/REL`, read behind roam's back.
     pub fn backend(&self, rel: &str) -> PathBuf {
         self.scratch.join("srv").join(rel)
@@ -300,6 +308,7 @@ impl Backend {
         }
         let o = match self.frontend {
             Frontend::Trap => roam.sh(&["-m", &format!("/w={}", self.url)], script),
+            Frontend::RunFuse => roam.sh(&["--fuse", "-m", &format!("/w={}", self.url)], script),
             Frontend::Fuse => {
                 let m = self
                     .fuse
