@@ -3,6 +3,7 @@
 //! under 1% of their bytes cross the wire (the extension reads tags, not audio).
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
@@ -98,21 +99,36 @@ fn mp3_bytes_sent(log: &str) -> u64 {
         .sum()
 }
 
-/// Runs `roam find` for Radiohead under `tech`; it must succeed. Returns the names listed.
-fn find(server: &Server, tech: &str, scratch: &Scratch) -> BTreeSet<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
-        .args([
-            "find",
-            &format!("/http/{}/music", server.authority()),
-            "--ext",
-            "id3",
-        ])
-        .args(["--where", "artist=Radiohead", "--tech", tech])
+/// `roam find ARGS` with the example extensions, a cache in `scratch` and `config` (a
+/// missing file: none).
+fn roam_find(scratch: &Scratch, config: &Path, args: &[OsString]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_roam"))
+        .arg("find")
+        .args(args)
         .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
         .env("ROAM_CACHE_DIR", scratch.join("cache"))
-        .env("ROAM_CONFIG", scratch.join("none.toml"))
+        .env("ROAM_CONFIG", config)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `roam find` for Radiohead under `tech`; it must succeed. Returns the names listed.
+fn find(server: &Server, tech: &str, scratch: &Scratch) -> BTreeSet<String> {
+    let dir = format!("/http/{}/music", server.authority());
+    let out = roam_find(
+        scratch,
+        &scratch.join("none.toml"),
+        &[
+            &dir,
+            "--ext",
+            "id3",
+            "--where",
+            "artist=Radiohead",
+            "--tech",
+            tech,
+        ]
+        .map(OsString::from),
+    );
     assert!(
         out.status.success(),
         "roam find --tech {tech} failed: {}",
@@ -154,15 +170,18 @@ fn find_reports_nothing_matched_with_status_one() {
     let scratch = Scratch::new("find-none");
     let dir = scratch.join("tree");
     mp3(&dir, 1);
-    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
-        .arg("find")
-        .arg(dir.join("music"))
-        .args(["--ext", "id3", "--where", "artist=Nobody"])
-        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
-        .env("ROAM_CACHE_DIR", scratch.join("cache"))
-        .env("ROAM_CONFIG", scratch.join("none.toml"))
-        .output()
-        .unwrap();
+    let music = dir.join("music");
+    let out = roam_find(
+        &scratch,
+        &scratch.join("none.toml"),
+        &[
+            music.into_os_string(),
+            "--ext".into(),
+            "id3".into(),
+            "--where".into(),
+            "artist=Nobody".into(),
+        ],
+    );
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -193,20 +212,11 @@ fn find_searches_mounts_inside_the_searched_one() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
-        .args([
-            "find",
-            "/proj",
-            "--ext",
-            "id3",
-            "--where",
-            "artist=Radiohead",
-        ])
-        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
-        .env("ROAM_CACHE_DIR", scratch.join("cache"))
-        .env("ROAM_CONFIG", &config)
-        .output()
-        .unwrap();
+    let out = roam_find(
+        &scratch,
+        &config,
+        &["/proj", "--ext", "id3", "--where", "artist=Radiohead"].map(OsString::from),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "roam find failed: {stderr}");
     let found: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
@@ -227,15 +237,17 @@ fn find_searches_mounts_inside_the_searched_one() {
 #[test]
 fn find_with_a_missing_extension_exits_two() {
     let scratch = Scratch::new("find-noext");
-    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
-        .arg("find")
-        .arg(scratch.path.as_os_str())
-        .args(["--ext", "nosuch", "--where", "artist=Nobody"])
-        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
-        .env("ROAM_CACHE_DIR", scratch.join("cache"))
-        .env("ROAM_CONFIG", scratch.join("none.toml"))
-        .output()
-        .unwrap();
+    let out = roam_find(
+        &scratch,
+        &scratch.join("none.toml"),
+        &[
+            scratch.path.clone().into_os_string(),
+            "--ext".into(),
+            "nosuch".into(),
+            "--where".into(),
+            "artist=Nobody".into(),
+        ],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
