@@ -123,9 +123,9 @@ impl Outlets {
 }
 
 impl Outlets {
-    /// Answers a notified call with `decision`. An open of a whole copy or a stat that roam
-    /// rewrote into its cache is made by roam itself and its result handed over
-    /// (`kernel::afar`), which costs no stop of the thread; and so is any rewrite for a thread acting with
+    /// Answers a notified call with `decision`. An open or a stat that roam rewrote into
+    /// its cache is made by roam itself and its result handed over (`kernel::afar`), which
+    /// costs no stop of the thread; and so is any rewrite for a thread acting with
     /// credentials other than roam's (the kernel would refuse it roam's private paths).
     /// Anything else that changes the call is left to the tracer.
     pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
@@ -138,10 +138,7 @@ impl Outlets {
                 }
                 | Decision::OpenWatched { .. }
         );
-        // A watched open (a copy being written or arriving in ranges) keeps the tracer's
-        // way: its number is chosen from the process's free ones, which two threads
-        // opening at once from afar could both choose.
-        let made_here = !matches!(decision, Decision::OpenWatched { .. }) && made_from_afar(n);
+        let made_here = made_from_afar(n);
         match self.listener.as_ref() {
             Some(listener) if rewrites && (made_here || !acts_as_roam(n.tid)) => {
                 super::handover::reply_afar(kernel, listener, n, decision)
