@@ -132,7 +132,7 @@ impl Kernel {
                 if spec.family == Family::Open {
                     add_cloexec(call.nr, &mut own);
                 }
-                let ret = with_umask(super::open::umask(tid), || raw_syscall(call.nr, &own.regs));
+                let ret = raw_syscall(call.nr, &own.regs);
                 self.finish(tid, call, spec, ret, own, after)
             }
             Err(errno) => Reply::Return(-(errno as i64)),
@@ -189,6 +189,9 @@ impl Kernel {
                 }
             };
             point(&mut regs, reg, bytes);
+        }
+        if let Some(mode) = created_mode_reg(call.nr) {
+            regs[mode] &= !(super::open::umask(tid) as u64);
         }
         let out = output(call).map(|(reg, len, whole)| {
             point(&mut regs, reg, vec![0u8; len]);
@@ -321,31 +324,6 @@ pub fn acts_as_roam(tid: Pid) -> bool {
         && fs_id("Gid:") == Some(nix::unistd::getegid().as_raw())
 }
 
-/// Runs `f` (a call roam makes for a program) with the program's `umask` as this
-/// thread's, so a name it creates gets the program's mode less the program's umask alone
-/// (every mode-taking call, `openat2`'s `struct open_how` included). umask belongs to a
-/// thread's file-system context, which the thread first unshares from roam's other
-/// threads (once); where it cannot, roam's umask applies too.
-fn with_umask<T>(umask: u32, f: impl FnOnce() -> T) -> T {
-    thread_local!(static OWN_FS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
-    let own = OWN_FS.with(|own| {
-        // SAFETY: unshare(CLONE_FS) only detaches this thread's cwd, root and umask.
-        if !own.get() && unsafe { libc::unshare(libc::CLONE_FS) } == 0 {
-            own.set(true);
-        }
-        own.get()
-    });
-    if !own {
-        return f();
-    }
-    // SAFETY: umask cannot fail; it changes this thread's own file-system context.
-    let before = unsafe { libc::umask(umask as libc::mode_t) };
-    let out = f();
-    // SAFETY: as above.
-    unsafe { libc::umask(before) };
-    out
-}
-
 fn raw_syscall(nr: i64, r: &[u64; 6]) -> i64 {
     // SAFETY: the registers are the program's own call, every pointer in them replaced by
     // one to a buffer of roam's that lives until the call returns.
@@ -428,6 +406,17 @@ fn output(call: &Syscall) -> Option<(usize, usize, bool)> {
         libc::SYS_listxattr | libc::SYS_llistxattr if a[2] > 0 => (1, len(2), false),
         _ => return None,
     })
+}
+
+/// The register with the mode of a file or directory the call creates: the program's
+/// umask applies to it, not roam's.
+fn created_mode_reg(nr: i64) -> Option<usize> {
+    match nr {
+        libc::SYS_creat | libc::SYS_mkdir | libc::SYS_mknod => Some(1),
+        libc::SYS_open | libc::SYS_mkdirat | libc::SYS_mknodat => Some(2),
+        libc::SYS_openat => Some(3),
+        _ => None,
+    }
 }
 
 /// roam's own open gets `O_CLOEXEC` (the program's wish goes to ADDFD instead).

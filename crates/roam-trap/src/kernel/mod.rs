@@ -132,13 +132,12 @@ pub struct Job {
 
 impl Job {
     /// Whether serving it asks nothing of the stopped thread but maybe its answer: a name
-    /// looked at (stat, access, readlink) or changed by a driver (the answer is the result),
-    /// or opened (roam opens it and hands the fd over). Chdirs and execs change the thread
-    /// itself, so only the tracer serves them.
+    /// looked at (stat, access, readlink) or changed by a driver (the answer is the result).
+    /// Opens and chdirs hand the thread something of roam's, so only the tracer serves them.
     pub fn answerable_from_afar(&self) -> bool {
         matches!(
             self.spec.family,
-            Family::Open | Family::Inspect | Family::Access | Family::Readlink | Family::Mutate
+            Family::Inspect | Family::Access | Family::Readlink | Family::Mutate
         )
     }
 }

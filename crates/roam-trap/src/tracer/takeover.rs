@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use super::{resume, Done, Tracer, Work};
 use crate::kernel::afar::acts_as_roam;
-use crate::kernel::{AfterExit, Decision, Kernel, Triage};
+use crate::kernel::{Decision, Kernel, Triage};
 use crate::platform::notify::{Listener, Notice};
 use crate::platform::{memory, ptrace};
 
@@ -123,42 +123,20 @@ impl Outlets {
 }
 
 impl Outlets {
-    /// Answers a notified call with `decision`. An open or a stat that roam rewrote into
-    /// its cache is made by roam itself and its result handed over (`kernel::afar`), which
-    /// costs no stop of the thread; and so is any rewrite for a thread acting with
-    /// credentials other than roam's (the kernel would refuse it roam's private paths).
-    /// Anything else that changes the call is left to the tracer.
+    /// Answers a notified call with `decision`; one that hands roam's private paths to a
+    /// thread acting with credentials other than roam's (the kernel would refuse them to
+    /// it) is made by roam instead, as for a thread served from afar (`kernel::afar`).
     pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
         let rewrites = matches!(
             decision,
-            Decision::Rewrite(_)
-                | Decision::RewriteThen {
-                    after: AfterExit::RemoteStat { .. } | AfterExit::Return(_),
-                    ..
-                }
-                | Decision::OpenWatched { .. }
+            Decision::Rewrite(_) | Decision::RewriteThen { .. } | Decision::OpenWatched { .. }
         );
-        let made_here = made_from_afar(n);
         match self.listener.as_ref() {
-            Some(listener) if rewrites && (made_here || !acts_as_roam(n.tid)) => {
+            Some(listener) if rewrites && !acts_as_roam(n.tid) => {
                 super::handover::reply_afar(kernel, listener, n, decision)
             }
             _ => self.answer(n, Some(decision)),
         }
-    }
-}
-
-/// The calls roam makes itself for any thread when it rewrote their name (no stop): plain
-/// opens that hand back an fd `SECCOMP_IOCTL_NOTIF_ADDFD` can install (not `O_PATH`), and
-/// the stat family. Others keep the tracer's way (their structs, `O_PATH` fds, the
-/// thread's own state).
-fn made_from_afar(n: &Notice) -> bool {
-    let a = &n.call.args;
-    match n.call.nr {
-        libc::SYS_open => a[1] as i32 & libc::O_PATH == 0,
-        libc::SYS_openat => a[2] as i32 & libc::O_PATH == 0,
-        libc::SYS_stat | libc::SYS_lstat | libc::SYS_newfstatat | libc::SYS_statx => true,
-        _ => false,
     }
 }
 
