@@ -734,14 +734,3 @@ mod visibility {
         visibility_on("dav", true);
     }
 }
-
-/// Prints every sequence, numbered as in a mismatch (`--ignored --nocapture`).
-#[test]
-#[ignore]
-fn print_sequences() {
-    for seed in 1..=SEEDS {
-        for (i, op) in sequence(seed).iter().enumerate() {
-            println!("{seed} {i} {op}");
-        }
-    }
-}
