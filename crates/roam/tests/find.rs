@@ -256,3 +256,32 @@ fn find_with_a_missing_extension_exits_two() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// The server dies before a search: every file it cannot read is an error line, the
+/// search ends within the drivers' timeouts with status 2, and nothing is printed as a
+/// match (ranges come through the vfs, which fails them with the transfer's errno).
+#[test]
+fn find_against_a_dead_server_exits_two_in_bounded_time() {
+    let scratch = Scratch::new("find-dead");
+    let www = scratch.join("www");
+    for i in 0..3 {
+        mp3(&www, i * 10);
+    }
+    let mut server = Server::nginx(&www, &scratch.join("run"));
+    let dir = format!("/http/{}/music", server.authority());
+    server.stop();
+    let began = std::time::Instant::now();
+    let out = roam_find(
+        &scratch,
+        &scratch.join("none.toml"),
+        &[&dir, "--ext", "id3", "--where", "artist=Radiohead"].map(OsString::from),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "{err}");
+    assert!(err.contains("roam find: "), "{err}");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(30),
+        "{err}"
+    );
+}
