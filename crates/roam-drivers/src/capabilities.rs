@@ -52,9 +52,9 @@ pub struct Capabilities {
     /// `set_mtime` sets a modification time, and an upload keeps [`crate::Attrs::mtime`];
     /// else `ENOTSUP`, and the server's time stands.
     pub set_mtime: bool,
-    /// An access time apart from the modification time, which a program may set
-    /// (`mem:`'s files, through their in-place contents; a tree served in place). Else the
-    /// modification time stands for it. No driver request sets one.
+    /// An access time apart from the modification time: a stat shows it
+    /// ([`crate::Meta::atime`]) and `set_atime` sets it (SFTP, a local tree, `mem:`'s files).
+    /// Else the modification time stands for it and `set_atime` fails with `ENOTSUP`.
     pub set_atime: bool,
     /// `symlink` makes symbolic links (and a stat shows their targets); else `ENOTSUP`.
     pub symlinks: bool,

@@ -237,6 +237,9 @@ pub struct Attrs {
     pub mtime: Option<SystemTime>,
     /// The permission bits (`0o7777` mask).
     pub mode: Option<u32>,
+    /// The access time, where the backend keeps one apart ([`Capabilities::set_atime`]);
+    /// elsewhere, or `None`, the upload's.
+    pub atime: Option<SystemTime>,
 }
 
 /// What an upload must find at its name to go ahead: the precondition that keeps two
@@ -577,6 +580,12 @@ pub trait Driver: Send + Sync + Debug {
     /// Sets the modification time, where the protocol keeps it.
     fn set_mtime(&self, path: &str, _mtime: SystemTime) -> Result<()> {
         Err(unsupported(self, "set modification times", path))
+    }
+
+    /// Sets the access time alone, where the protocol keeps one apart
+    /// ([`Capabilities::set_atime`]); of a symlink itself, as `set_mtime`.
+    fn set_atime(&self, path: &str, _atime: SystemTime) -> Result<()> {
+        Err(unsupported(self, "keep access times", path))
     }
 
     /// Creates the symbolic link `path` pointing to `target`, where the protocol has them.

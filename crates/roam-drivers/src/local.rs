@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::{
-    is_safe_name, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover, Listing,
-    Meta, Result, Upload, Validator,
+    is_safe_name, Attrs, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover,
+    Listing, Meta, Result, Upload, Validator,
 };
 
 /// A local directory tree.
@@ -70,7 +70,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         etag: Some(format!("{}-{}-{}", md.ino(), md.mtime(), md.mtime_nsec())),
         symlink_target,
         nlink: None,
-        atime: None,
+        atime: md.accessed().ok(),
     }
 }
 
@@ -85,7 +85,7 @@ impl Driver for LocalDriver {
             serves_links: !self.in_place,
             in_place: self.in_place,
             symlinks: true,
-            set_atime: self.in_place,
+            set_atime: true,
             hard_links: self.in_place,
             special_files: self.in_place,
             ..Capabilities::writable()
@@ -147,7 +147,7 @@ impl Driver for LocalDriver {
     ) -> Result<Fetched> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
-        let mut file = fs::File::open(&real).map_err(|e| Error::from_io(ctx(), &e))?;
+        let mut file = open_unread(&real).map_err(|e| Error::from_io(ctx(), &e))?;
         let md = file.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
         if md.is_dir() {
             return Err(Error::new(
@@ -166,7 +166,7 @@ impl Driver for LocalDriver {
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
-        let mut file = fs::File::open(&real).map_err(|e| Error::from_io(ctx(), &e))?;
+        let mut file = open_unread(&real).map_err(|e| Error::from_io(ctx(), &e))?;
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| Error::from_io(ctx(), &e))?;
         std::io::copy(&mut file.take(len), dest).map_err(|e| Error::from_io(ctx(), &e))
@@ -188,7 +188,7 @@ impl Driver for LocalDriver {
             .ok()
             .map(|m| m.permissions().mode())
             .or(how.attrs.mode);
-        let written = write_temporary(&tmp, (src, len), mode, how.attrs.mtime)
+        let written = write_temporary(&tmp, (src, len), mode, &how.attrs)
             .and_then(|()| self.place(&tmp, &real, how.expect));
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -253,8 +253,15 @@ impl Driver for LocalDriver {
     /// Of `path` itself: a symlink's own time, not its target's (`touch -h`, `tar x`).
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let real = self.real(path);
-        set_own_mtime(&real, mtime)
+        set_own_time(&real, Which::Modified, mtime)
             .map_err(|e| Error::from_io(format_args!("set mtime of {}", real.display()), &e))
+    }
+
+    /// Of `path` itself, as `set_mtime`.
+    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+        let real = self.real(path);
+        set_own_time(&real, Which::Accessed, atime)
+            .map_err(|e| Error::from_io(format_args!("set atime of {}", real.display()), &e))
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
@@ -264,11 +271,33 @@ impl Driver for LocalDriver {
     }
 }
 
-/// `utimensat(AT_SYMLINK_NOFOLLOW)` of the modification time alone.
-fn set_own_mtime(real: &Path, mtime: SystemTime) -> std::io::Result<()> {
+/// Opens `real` to read without moving its access time (`O_NOATIME`: roam's reads, for
+/// its cache or of its own copies, are no program's); as usual where that is refused (a
+/// file of another user's).
+pub fn open_unread(real: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOATIME)
+        .open(real)
+    {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::File::open(real),
+        other => other,
+    }
+}
+
+/// Which of a file's times [`set_own_time`] sets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Accessed,
+    Modified,
+}
+
+/// `utimensat(AT_SYMLINK_NOFOLLOW)` of one time alone.
+fn set_own_time(real: &Path, which: Which, time: SystemTime) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(real.as_os_str().as_bytes())?;
-    let (tv_sec, tv_nsec) = match mtime.duration_since(std::time::UNIX_EPOCH) {
+    let (tv_sec, tv_nsec) = match time.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => (
             d.as_secs() as libc::time_t,
             d.subsec_nanos() as libc::c_long,
@@ -282,13 +311,15 @@ fn set_own_mtime(real: &Path, mtime: SystemTime) -> std::io::Result<()> {
             )
         }
     };
-    let times = [
-        libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        libc::timespec { tv_sec, tv_nsec },
-    ];
+    let set = libc::timespec { tv_sec, tv_nsec };
+    let omit = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_OMIT,
+    };
+    let times = match which {
+        Which::Accessed => [set, omit],
+        Which::Modified => [omit, set],
+    };
     // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
     let r = unsafe {
         libc::utimensat(
@@ -370,7 +401,7 @@ fn write_temporary(
     tmp: &Path,
     (src, len): (&mut dyn Read, u64),
     mode: Option<u32>,
-    mtime: Option<SystemTime>,
+    attrs: &Attrs,
 ) -> std::result::Result<(), Placed> {
     let mut f = fs::File::options().write(true).create_new(true).open(tmp)?;
     if let Some(mode) = mode {
@@ -381,8 +412,9 @@ fn write_temporary(
         let why = format!("the data ended after {n} of {len} bytes");
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why).into());
     }
-    if let Some(mtime) = mtime {
-        f.set_modified(mtime)?;
+    if let Some(mtime) = attrs.mtime {
+        let times = fs::FileTimes::new().set_modified(mtime);
+        f.set_times(attrs.atime.map_or(times, |a| times.set_accessed(a)))?;
     }
     Ok(f.sync_all()?)
 }

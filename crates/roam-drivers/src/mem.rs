@@ -669,6 +669,9 @@ impl Driver for MemDriver {
         if let Some(mtime) = how.attrs.mtime {
             c.set_mtime(mtime);
         }
+        if let Some(atime) = how.attrs.atime {
+            c.set_atime(atime);
+        }
         let meta = c.meta();
         tree.objects.insert(path.to_owned(), Object::File(c));
         Ok(meta)
@@ -766,6 +769,18 @@ impl Driver for MemDriver {
                 ..
             }) => (*t, *v) = (mtime, version),
             Some(Object::Symlink { mtime: t, .. } | Object::Special { mtime: t, .. }) => *t = mtime,
+            None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
+        }
+        Ok(())
+    }
+
+    /// A file's own; directories, links and special files show their mtime for it, so
+    /// theirs is accepted and not kept.
+    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+        let tree = self.tree.lock().unwrap();
+        match tree.objects.get(self.checked(path)?) {
+            Some(Object::File(c)) => c.set_atime(atime),
+            Some(_) => {}
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())

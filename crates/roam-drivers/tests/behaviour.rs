@@ -411,6 +411,7 @@ fn files_are_put_replaced_and_given_attrs(s: &Service) {
     let attrs = Attrs {
         mtime: Some(when()),
         mode: Some(0o640),
+        atime: None,
     };
     let meta = s
         .d()
@@ -635,6 +636,36 @@ fn mtimes_are_set_where_declared(s: &Service) {
     );
 }
 
+/// `set_atime` where access times are kept apart (the mtime stays, a stat shows the
+/// atime); else `ENOTSUP`.
+fn atimes_are_set_where_declared(s: &Service) {
+    s.seed("/f", b"f");
+    let later = when() + Duration::from_secs(86_400);
+    if !s.caps.set_atime {
+        return refused(s.d().set_atime("/f", when()), libc::ENOTSUP, "set atime");
+    }
+    s.d().set_mtime("/f", later).unwrap();
+    s.d().set_atime("/f", when()).unwrap();
+    let meta = s.d().stat("/f").unwrap();
+    assert_eq!(
+        (secs(meta.atime), secs(meta.mtime)),
+        (secs(Some(when())), secs(Some(later)))
+    );
+    refused(
+        s.d().set_atime("/nope", when()),
+        libc::ENOENT,
+        "set atime of nothing",
+    );
+    let attrs = Attrs {
+        mtime: Some(later),
+        mode: None,
+        atime: Some(when()),
+    };
+    s.d().put_with("/g", &mut &b"g"[..], 1, attrs).unwrap();
+    let meta = s.d().stat("/g").unwrap();
+    assert_eq!(secs(meta.atime), secs(Some(when())), "an upload's atime");
+}
+
 /// `symlink`, read back by `stat` (lstat) and listed; else `ENOTSUP`.
 fn symlinks_where_declared(s: &Service) {
     s.seed("/target", b"t");
@@ -803,6 +834,7 @@ behaviour! {
         dirs_are_renamed,
         modes_are_kept_where_declared,
         mtimes_are_set_where_declared,
+        atimes_are_set_where_declared,
         symlinks_where_declared,
         special_files_where_declared,
         in_place_and_in_memory_where_declared,

@@ -426,6 +426,7 @@ fn an_upload_with_attrs_knows_its_result(s: Served) {
     let attrs = Attrs {
         mtime: Some(when),
         mode: Some(0o640),
+        atime: None,
     };
     let meta = driver
         .put_with("/moded.txt", &mut &b"moded"[..], 5, attrs)

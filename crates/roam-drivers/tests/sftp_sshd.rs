@@ -312,6 +312,7 @@ fn put_with_a_mode_and_time_knows_the_result() {
     let attrs = Attrs {
         mtime: Some(when),
         mode: Some(0o666),
+        atime: None,
     };
     let meta = d
         .put_with("/dir/new", &mut &b"fresh"[..], 5, attrs)
@@ -724,5 +725,6 @@ fn timed(mtime: SystemTime) -> Attrs {
     Attrs {
         mtime: Some(mtime),
         mode: None,
+        atime: None,
     }
 }

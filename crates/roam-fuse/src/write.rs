@@ -399,6 +399,9 @@ impl Roamfs {
                 self.vfs.set_mtime(node, mtime).map_err(vfs_errno)?;
             }
         }
+        if let Some(atime) = set.atime.map(resolve) {
+            self.vfs.set_atime(node, atime).map_err(vfs_errno)?;
+        }
         Ok(())
     }
 }

@@ -208,7 +208,7 @@ impl DiskCache {
                 let f = File::create(&tmp).map_err(|e| Error::cache(&tmp, e))?;
                 f.set_len(meta.size.unwrap_or(0))
                     .map_err(|e| Error::cache(&tmp, e))?;
-                set_times(&f, meta.mtime, &tmp)?;
+                set_times(&f, meta.mtime, meta.atime, &tmp)?;
                 fs::set_permissions(
                     &tmp,
                     fs::Permissions::from_mode(meta.mode.unwrap_or(MODE_FILE)),
@@ -220,14 +220,14 @@ impl DiskCache {
                 set_mode_in_place(&p, meta.mode)?;
                 // Its time too (`tar x`, `cp -a`, `touch` of a FIFO), as a symlink's.
                 if meta.mtime.is_some_and(|t| mtime_of(&p) != Some(t)) {
-                    set_link_mtime(&p, meta.mtime);
+                    set_link_times(&p, meta);
                 }
             }
             Kind::Fifo | Kind::Socket => {
                 // The real kind: the kernel carries a FIFO's bytes, whoever opens the entry.
                 let tmp = self.tmp_name();
                 make_special(&tmp, meta.kind, meta.mode.unwrap_or(MODE_FILE))?;
-                set_link_mtime(&tmp, meta.mtime);
+                set_link_times(&tmp, meta);
                 self.install(&tmp, &p)?;
             }
             Kind::Symlink => {
@@ -235,11 +235,11 @@ impl DiskCache {
                 if fs::read_link(&p).ok().as_deref() != Some(Path::new(target)) {
                     let tmp = self.tmp_name();
                     std::os::unix::fs::symlink(target, &tmp).map_err(|e| Error::cache(&tmp, e))?;
-                    set_link_mtime(&tmp, meta.mtime);
+                    set_link_times(&tmp, meta);
                     self.install(&tmp, &p)?;
                 } else if meta.mtime.is_some_and(|t| mtime_of(&p) != Some(t)) {
                     // The same link, given a time of its own since (`touch -h`).
-                    set_link_mtime(&p, meta.mtime);
+                    set_link_times(&p, meta);
                 }
             }
         }
@@ -250,12 +250,31 @@ impl DiskCache {
     pub fn set_dir_mtime(&self, virt: &str, mtime: Option<SystemTime>) -> Result<()> {
         let p = self.meta_path(virt);
         let f = File::open(&p).map_err(|e| Error::cache(&p, e))?;
-        set_times(&f, mtime, &p)
+        set_times(&f, mtime, None, &p)
     }
 
     /// The mtime a skeleton directory shows now.
     pub fn dir_mtime(&self, virt: &str) -> Option<SystemTime> {
         fs::metadata(self.meta_path(virt)).ok()?.modified().ok()
+    }
+
+    /// Gives `virt`'s skeleton entry and copy (roam's stand-ins for the remote file,
+    /// which `stat` shows) the access time the server was given.
+    pub fn set_local_atime(&self, virt: &str, atime: SystemTime) {
+        for p in [self.meta_path(virt), self.data_path(virt)] {
+            let _ = set_own_times(&p, Some(atime), None);
+        }
+    }
+
+    /// The access time of `virt`'s copy while it holds the version `meta` describes: a
+    /// read of the copy moves it as the kernel's `relatime` moves a local file's, and
+    /// no request tells the server.
+    pub fn copy_atime(&self, virt: &str, meta: &Meta) -> Option<SystemTime> {
+        let p = self.data_path(virt);
+        if !stub_matches(&p, meta) {
+            return None;
+        }
+        fs::metadata(&p).ok()?.accessed().ok()
     }
 
     /// Removes skeleton entries of `virt` whose names are not in `keep`.
@@ -483,7 +502,7 @@ impl DiskCache {
             }
         });
         let f = File::open(p).map_err(|e| Error::cache(p, e))?;
-        set_times(&f, meta.mtime, p)?;
+        set_times(&f, meta.mtime, meta.atime, p)?;
         fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| Error::cache(p, e))
     }
 
@@ -623,7 +642,7 @@ pub(crate) fn ensure_dir(p: &Path) -> Result<()> {
 /// can (btrfs, XFS), else by `copy_file_range` (what `io::copy` uses between files).
 pub(crate) fn clone_or_copy(src: &Path, dest: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let mut from = File::open(src)?;
+    let mut from = roam_drivers::local::open_unread(src)?;
     let mut to = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -656,13 +675,23 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
     }
 }
 
-fn set_times(f: &File, mtime: Option<SystemTime>, p: &Path) -> Result<()> {
+/// Gives `f` the modification time `mtime` and the access time `atime` (`None`: the
+/// mtime stands for it, on a backend that keeps none apart).
+fn set_times(
+    f: &File,
+    mtime: Option<SystemTime>,
+    atime: Option<SystemTime>,
+    p: &Path,
+) -> Result<()> {
     let t = mtime.unwrap_or(UNIX_EPOCH);
-    f.set_times(FileTimes::new().set_modified(t).set_accessed(t))
-        .map_err(|e| Error::cache(p, e))
+    f.set_times(
+        FileTimes::new()
+            .set_modified(t)
+            .set_accessed(atime.unwrap_or(t)),
+    )
+    .map_err(|e| Error::cache(p, e))
 }
 
-/// Gives a symlink stub the remote mtime (`lstat` shows it); best effort.
 /// Whether `p` is a special file of `kind`.
 fn is_special(p: &Path, kind: Kind) -> bool {
     fs::symlink_metadata(p).is_ok_and(|m| match kind {
@@ -692,21 +721,55 @@ fn mtime_of(p: &Path) -> Option<SystemTime> {
     fs::symlink_metadata(p).and_then(|m| m.modified()).ok()
 }
 
-fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
+/// Gives a symlink's (or special file's) stub the remote times (`lstat` shows them); best
+/// effort.
+fn set_link_times(p: &Path, meta: &Meta) {
+    if meta.mtime.is_some() {
+        let _ = set_own_times(p, meta.atime.or(meta.mtime), meta.mtime);
+    }
+}
+
+/// A read of the copy `p`, as Linux's default `relatime` counts one: its access time
+/// moves to now when it is not after the last change or is a day old.
+pub(crate) fn read_access(p: &Path) {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let Ok(md) = fs::metadata(p) else { return };
+    let (Ok(atime), Ok(mtime)) = (md.accessed(), md.modified()) else {
+        return;
+    };
+    let stale = SystemTime::now()
+        .duration_since(atime)
+        .is_ok_and(|age| age > DAY);
+    if md.is_file() && (atime <= mtime || stale) {
+        let _ = set_own_times(p, Some(SystemTime::now()), None);
+    }
+}
+
+/// `utimensat(AT_SYMLINK_NOFOLLOW)` of `p`'s own times (`None`: left as they are).
+pub(crate) fn set_own_times(
+    p: &Path,
+    atime: Option<SystemTime>,
+    mtime: Option<SystemTime>,
+) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let Some(secs) = mtime.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) else {
-        return;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+    let spec = |t: Option<SystemTime>| match t.map(|t| t.duration_since(UNIX_EPOCH)) {
+        Some(Ok(d)) => libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        },
+        Some(Err(_)) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
     };
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
-        return;
-    };
-    let ts = libc::timespec {
-        tv_sec: secs.as_secs() as libc::time_t,
-        tv_nsec: secs.subsec_nanos() as libc::c_long,
-    };
-    let times = [ts, ts];
+    let times = [spec(atime), spec(mtime)];
     // SAFETY: a valid C string and two timespecs, as utimensat(2) expects.
-    unsafe {
+    let rc = unsafe {
         libc::utimensat(
             libc::AT_FDCWD,
             c.as_ptr(),
@@ -714,6 +777,10 @@ fn set_link_mtime(p: &Path, mtime: Option<SystemTime>) {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Whether `p` is a skeleton stub nobody links to (not a fetched copy).

@@ -352,8 +352,20 @@ impl Vfs {
                 mode: Some(0o755),
                 ..Meta::of_kind(Kind::Dir)
             }),
-            Node::Remote(r) => self.stat_remote(r),
+            Node::Remote(r) => self.stat_remote(r).map(|m| self.with_copy_atime(r, m)),
         }
+    }
+
+    /// `meta` with the access time of roam's copy of the file, where the backend keeps
+    /// one apart: reads of the copy move it (the kernel's `relatime`), not the server's.
+    fn with_copy_atime(&self, r: &Remote, mut meta: Meta) -> Meta {
+        let caps = r.driver.capabilities();
+        if meta.kind == Kind::File && caps.set_atime && !caps.in_memory && !caps.in_place {
+            if let Some(atime) = self.cache.copy_atime(&r.virt, &meta) {
+                meta.atime = Some(atime);
+            }
+        }
+        meta
     }
 
     /// A local path whose metadata is the node's: the skeleton entry, or the local file

@@ -71,7 +71,12 @@ impl Vfs {
         }
         match self.in_place(node) {
             Some(p) => Ok(Opened::Local(p)),
-            None => self.open_path(node).map(Opened::Copy),
+            None => {
+                let copy = self.open_path(node)?;
+                // A frontend may read it from a page cache roam never sees.
+                crate::cache::read_access(&copy);
+                Ok(Opened::Copy(copy))
+            }
         }
     }
 

@@ -224,10 +224,14 @@ impl Vfs {
         if moved || clean.is_none() {
             return Ok(());
         }
+        // The version's access time goes with it (the copy itself reads it).
+        let atime = std::fs::metadata(from).and_then(|m| m.accessed()).ok();
         crate::cache::clone_or_copy(from, copy).map_err(|e| {
             let _ = std::fs::remove_file(copy);
             Error::cache(copy, e)
-        })
+        })?;
+        let _ = crate::cache::set_own_times(copy, atime, None);
+        Ok(())
     }
 
     /// Creates a new file. With `O_EXCL` the program's own `open` creates the copy, so the
@@ -476,6 +480,7 @@ impl Vfs {
             Ok(md) => Ok(Meta {
                 size: Some(md.len()),
                 mtime: md.modified().ok(),
+                atime: md.accessed().ok(),
                 ..Meta::of_kind(Kind::File)
             }),
             // Published meanwhile: what roam remembers of the new version answers.
@@ -791,7 +796,7 @@ impl Vfs {
         len: u64,
         expect: &Expect,
     ) -> Result<Meta> {
-        let mut file = File::open(copy).map_err(|e| Error::cache(copy, e))?;
+        let mut file = roam_drivers::local::open_unread(copy).map_err(|e| Error::cache(copy, e))?;
         let md = file.metadata().map_err(|e| Error::cache(copy, e))?;
         let mut file = std::io::Read::take(&mut file, len);
         // Where a fresh listing shows the name absent or a file, its directory exists.
@@ -804,6 +809,8 @@ impl Vfs {
             attrs: Attrs {
                 mtime: md.modified().ok(),
                 mode,
+                // A write leaves the access time, as a local file's.
+                atime: md.accessed().ok(),
             },
             expect,
             known_dir,
@@ -1203,6 +1210,31 @@ impl Vfs {
         r.driver.set_mtime(&r.path, mtime)?;
         self.invalidate(&r.virt);
         self.rebase(r)
+    }
+
+    /// Sets the access time of `node` itself, where its backend keeps one apart; elsewhere
+    /// the mtime stands for it, and setting it is accepted for a name that is there (as on
+    /// a `noatime` mount, nothing keeps it).
+    pub fn set_atime(&self, node: &Node, atime: SystemTime) -> Result<()> {
+        let done = self.set_atime_here(node, atime);
+        self.in_its_directory(node, done)
+    }
+
+    fn set_atime_here(&self, node: &Node, atime: SystemTime) -> Result<()> {
+        let r = writable_remote(node)?;
+        if !r.driver.capabilities().set_atime {
+            return self.stat(node).map(drop);
+        }
+        if self.is_dirty(&r.virt) {
+            // The program's copy answers stat until its upload.
+            let copy = self.copy_path(&r.virt);
+            return crate::cache::set_own_times(&copy, Some(atime), None)
+                .map_err(|e| Error::cache(&copy, e));
+        }
+        r.driver.set_atime(&r.path, atime)?;
+        self.invalidate(&r.virt);
+        self.cache.set_local_atime(&r.virt, atime);
+        Ok(())
     }
 
     /// roam itself changed the remote version of a file still being written (`fchmod`,

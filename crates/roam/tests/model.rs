@@ -85,10 +85,18 @@ fn cannot(kind: &str) -> Cannot {
             dir_links: true,
             ..ALL
         },
-        // A file's access time is its own; under `roam run` a file is roam's copy.
+        // A file's access time is its own.
         "mem" => Cannot {
             atime: true,
+            run_atime: true,
             dir_links: true,
+            ..ALL
+        },
+        // A file's access time is kept on the server; reads of roam's copy move the
+        // copy's. A directory's moves with listings only the server makes.
+        "file+cache" | "sftp" => Cannot {
+            atime: true,
+            run_atime: true,
             ..ALL
         },
         // The server sets mtimes (PUT time): setting one is ENOTSUP.

@@ -200,13 +200,29 @@ fn directory_link_counts_count_subdirectories() {
 }
 
 /// Access and modification times are kept apart: `touch -a` and `touch -m` each set one,
-/// and a read after a change moves the access time (`relatime`, Linux's default). Through
-/// FUSE only: `roam run` leaves access times to roam's copies. (A read the kernel serves
-/// from its page cache never reaches roam, so it moves nothing.)
+/// an append leaves the access time, and a read after a change moves it (`relatime`,
+/// Linux's default) — on the server's files too (SFTP, a cached tree), where roam's own
+/// reads for its cache move nothing and a program's read moves the copy's.
 #[test]
 fn access_times_are_kept_apart_from_modification_times() {
-    let script = "cd /w && echo x > f && touch -a -d @1000000000 f && touch -m -d @1100000000 f && stat -c '%X %Y' f && cat f && [ $(stat -c %X f) -gt 1100000000 ] && echo read-moved-it";
-    same(&["mem"], &[Via::Mount, Via::RunFuse], script);
+    let script = "cd /w && echo x > f && touch -a -d @1000000000 f && touch -m -d @1100000000 f && stat -c '%X %Y' f && echo y >> f && stat -c %X f && cat f && [ $(stat -c %X f) -gt 1100000000 ] && echo read-moved-it";
+    same(&["mem", "file+cache", "sftp"], &ALL, script);
+}
+
+/// What the server keeps of a file's times: the access time a program set, apart from
+/// the modification time, on the server's own file (and in a second run's stat).
+#[test]
+fn access_times_reach_the_server() {
+    use std::os::unix::fs::MetadataExt;
+    for kind in ["file+cache", "sftp"] {
+        let b = Backend::new(kind);
+        let set = b.sh("echo x > /w/f && touch -a -d @1000000000 /w/f && touch -m -d @1100000000 /w/f && echo y >> /w/f && echo set");
+        assert_eq!(stdout(&set), "set\n", "{kind}: {}", stderr(&set));
+        let md = std::fs::metadata(b.backend("f")).unwrap();
+        assert_eq!(md.atime(), 1_000_000_000, "{kind}: the server's atime");
+        let seen = b.sh("stat -c %X /w/f");
+        assert_eq!(stdout(&seen), "1000000000\n", "{kind}: {}", stderr(&seen));
+    }
 }
 
 /// A tree served in place may be deeper than `PATH_MAX` bytes of absolute path, as a

@@ -245,7 +245,6 @@ impl<T: Transform> Driver for Stacked<T> {
         Capabilities {
             in_memory: false,
             in_place: false,
-            set_atime: false,
             hard_links: false,
             special_files: lower.special_files && !lower.in_place,
             ..lower
@@ -323,6 +322,10 @@ impl<T: Transform> Driver for Stacked<T> {
 
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         self.lower.set_mtime(&self.down(path)?, mtime)
+    }
+
+    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+        self.lower.set_atime(&self.down(path)?, atime)
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

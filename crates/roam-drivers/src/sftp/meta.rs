@@ -50,7 +50,9 @@ pub(super) fn meta_of(attrs: &FileAttributes, symlink_target: Option<String>) ->
         etag,
         symlink_target,
         nlink: None,
-        atime: None,
+        atime: attrs
+            .atime
+            .map(|t| UNIX_EPOCH + Duration::from_secs(t.into())),
     }
 }
 

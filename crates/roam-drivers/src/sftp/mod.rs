@@ -111,6 +111,56 @@ impl fmt::Debug for SftpDriver {
 }
 
 impl SftpDriver {
+    /// Sets the times given (`None`: the one the server has stays), in whole seconds: SFTP
+    /// v3 sets both at once. A symlink's own times are set (`lsetstat@openssh.com`), never
+    /// its target's.
+    fn set_times(
+        &self,
+        path: &str,
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    ) -> Result<()> {
+        let remote = self.remote(path)?;
+        let seconds = |t: Option<SystemTime>| {
+            t.map(|t| {
+                meta::seconds(t).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidName,
+                        format!(
+                            "utimes {}: SFTP keeps times from 1970 to 2106 only",
+                            self.describe(path)
+                        ),
+                    )
+                })
+            })
+            .transpose()
+        };
+        let (atime, mtime) = (seconds(atime)?, seconds(mtime)?);
+        self.run(
+            || true,
+            |link| {
+                let explain = |f| self.explain(link, f, Action::SetAttr(&remote), "utimes", path);
+                let now = link
+                    .call(link.sftp.lstat(remote.as_str()))
+                    .map_err(explain)?
+                    .attrs;
+                let mtime = mtime.or(now.mtime).unwrap_or(0);
+                let atime = atime.or(now.atime).unwrap_or(mtime);
+                if now.is_symlink() {
+                    let set = requests::set_link_times(&link.sftp, &remote, atime, mtime);
+                    return link.call(set).map_err(explain);
+                }
+                let times = FileAttributes {
+                    atime: Some(atime),
+                    mtime: Some(mtime),
+                    ..FileAttributes::empty()
+                };
+                link.call(link.sftp.setstat(remote.as_str(), times))
+                    .map(drop)
+                    .map_err(explain)
+            },
+        )
+    }
     /// A driver for `sftp://[user@]host[:port][/path]`. Nothing is sent until the first
     /// operation; the host, port, user and keys are settled now.
     pub fn new(cfg: SftpConfig, url: &str) -> Result<SftpDriver> {
@@ -335,6 +385,7 @@ impl SftpDriver {
         let what = format!("write {}", self.describe(path));
         how.announce(&what, &Leftover::Temporary { path: temporary })?;
         let mtime = how.attrs.mtime.and_then(meta::seconds);
+        let atime = how.attrs.atime.and_then(meta::seconds);
         self.run(
             || false,
             |link| {
@@ -344,7 +395,7 @@ impl SftpDriver {
                     .and_then(|m| m.mode)
                     .or(how.attrs.mode)
                     .map(|m| m & 0o7777);
-                let set = requests::kept_attrs(mode, mtime);
+                let set = requests::kept_attrs(mode, mtime, atime);
                 let placed = match how.expect.admits(now.as_ref()) {
                     false => {
                         let _ = link.call(link.sftp.close(handle));
@@ -633,6 +684,7 @@ impl Driver for SftpDriver {
             read_ranges: true,
             serves_links: true,
             symlinks: true,
+            set_atime: true,
             ..Capabilities::writable().with_modes_and_times()
         }
     }
@@ -751,42 +803,14 @@ impl Driver for SftpDriver {
         self.simple(Simple::SetMode(mode), path)
     }
 
-    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept. A
-    /// symlink's own times are set (`lsetstat@openssh.com`), never its target's.
+    /// SFTP v3 sets both times at once, in whole seconds: the access time is kept.
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
-        let remote = self.remote(path)?;
-        let mtime = meta::seconds(mtime).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidName,
-                format!(
-                    "utimes {}: SFTP keeps times from 1970 to 2106 only",
-                    self.describe(path)
-                ),
-            )
-        })?;
-        self.run(
-            || true,
-            |link| {
-                let explain = |f| self.explain(link, f, Action::SetAttr(&remote), "utimes", path);
-                let now = link
-                    .call(link.sftp.lstat(remote.as_str()))
-                    .map_err(explain)?
-                    .attrs;
-                let atime = now.atime.unwrap_or(mtime);
-                if now.is_symlink() {
-                    let set = requests::set_link_times(&link.sftp, &remote, atime, mtime);
-                    return link.call(set).map_err(explain);
-                }
-                let times = FileAttributes {
-                    atime: Some(atime),
-                    mtime: Some(mtime),
-                    ..FileAttributes::empty()
-                };
-                link.call(link.sftp.setstat(remote.as_str(), times))
-                    .map(drop)
-                    .map_err(explain)
-            },
-        )
+        self.set_times(path, None, Some(mtime))
+    }
+
+    /// As `set_mtime`, the modification time kept.
+    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+        self.set_times(path, Some(atime), None)
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

@@ -179,15 +179,20 @@ fn permissions(mode: u32) -> FileAttributes {
 
 /// What an upload sets on its temporary before the rename: the mode `put` keeps, and the
 /// modification time (`mtime`, seconds) it was given; `None` when neither. SFTP v3 sets
-/// both times at once: the access time is the upload's, as it would be without.
-pub(super) fn kept_attrs(mode: Option<u32>, mtime: Option<u32>) -> Option<FileAttributes> {
+/// both times at once: the access time is the one given, else the upload's, as it would
+/// be without.
+pub(super) fn kept_attrs(
+    mode: Option<u32>,
+    mtime: Option<u32>,
+    atime: Option<u32>,
+) -> Option<FileAttributes> {
     if mode.is_none() && mtime.is_none() {
         return None;
     }
     let now = super::meta::seconds(std::time::SystemTime::now());
     Some(FileAttributes {
         permissions: mode.map(|m| m & 0o7777),
-        atime: mtime.map(|m| now.unwrap_or(m)),
+        atime: mtime.map(|m| atime.or(now).unwrap_or(m)),
         mtime,
         ..FileAttributes::empty()
     })

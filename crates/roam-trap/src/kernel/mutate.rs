@@ -277,7 +277,8 @@ fn rename(k: &Kernel, job: &Job, nodes: &[&Node]) -> Served {
         .map_err(|e| (from.clone(), e))
 }
 
-/// utime, utimes, futimesat, utimensat: the new mtime, or nothing to do.
+/// utime, utimes, futimesat, utimensat: the new times (an access time where the backend
+/// keeps one apart).
 fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
     let vfs = k.vfs();
     if k.vfs().is_dirty(node.virt()) {
@@ -302,51 +303,56 @@ fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
         },
         false => node,
     };
-    let mtime = match requested_mtime(job) {
-        Ok(Some(t)) => t,
-        // Only the access time: not kept apart on remote mounts, but the name must be there.
-        Ok(None) => {
-            return vfs
-                .stat(node)
-                .map(|_| Decision::Return(0))
-                .map_err(|e| (node.clone(), e))
-        }
+    let (atime, mtime) = match requested_times(job) {
+        Ok(times) => times,
         Err(errno) => return Ok(Decision::fail(errno)),
     };
-    vfs.set_mtime(node, mtime)
+    let set = || -> roam_vfs::Result<()> {
+        if let Some(t) = mtime {
+            vfs.set_mtime(node, t)?;
+        }
+        match atime {
+            Some(t) => vfs.set_atime(node, t),
+            None => vfs.stat(node).map(drop),
+        }
+    };
+    set()
         .map(|()| Decision::Return(0))
         .map_err(|e| (node.clone(), e))
 }
 
-/// The mtime a times call asks for (`None`: leave it, `UTIME_OMIT`).
-fn requested_mtime(job: &Job) -> Result<Option<SystemTime>, i32> {
+/// The access and modification times a times call asks for (`None`: leave it,
+/// `UTIME_OMIT`).
+fn requested_times(job: &Job) -> Result<(Option<SystemTime>, Option<SystemTime>), i32> {
     let (nr, a) = (job.spec.nr, &job.call.args);
     let times_arg = match nr {
         libc::SYS_utime | libc::SYS_utimes => a[1],
         _ => a[2],
     };
     if times_arg == 0 {
-        return Ok(Some(SystemTime::now()));
+        let now = Some(SystemTime::now());
+        return Ok((now, now));
     }
     // utimbuf {actime, modtime}; timeval[2] / timespec[2]: {sec, usec|nsec} each.
     let mut raw = [0u8; 32];
     let n = if nr == libc::SYS_utime { 16 } else { 32 };
     memory::read(job.tid, times_arg, &mut raw[..n]).map_err(|e| e as i32)?;
     let word = |i: usize| i64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-    let (secs, sub) = if nr == libc::SYS_utime {
-        (word(1), 0)
-    } else {
-        (word(2), word(3))
+    let time = |secs: i64, sub: i64| -> Option<SystemTime> {
+        let nanos = match nr {
+            libc::SYS_utimensat if sub == libc::UTIME_OMIT => return None,
+            libc::SYS_utimensat if sub == libc::UTIME_NOW => return Some(SystemTime::now()),
+            libc::SYS_utimensat => sub,
+            _ => sub * 1000,
+        };
+        let since = Duration::from_secs(secs.max(0) as u64)
+            + Duration::from_nanos(nanos.clamp(0, 999_999_999) as u64);
+        Some(SystemTime::UNIX_EPOCH + since)
     };
-    let nanos = match nr {
-        libc::SYS_utimensat if sub == libc::UTIME_OMIT => return Ok(None),
-        libc::SYS_utimensat if sub == libc::UTIME_NOW => return Ok(Some(SystemTime::now())),
-        libc::SYS_utimensat => sub,
-        _ => sub * 1000,
-    };
-    let since = Duration::from_secs(secs.max(0) as u64)
-        + Duration::from_nanos(nanos.clamp(0, 999_999_999) as u64);
-    Ok(Some(SystemTime::UNIX_EPOCH + since))
+    Ok(match nr {
+        libc::SYS_utime => (time(word(0), 0), time(word(1), 0)),
+        _ => (time(word(0), word(1)), time(word(2), word(3))),
+    })
 }
 
 pub(super) fn unsupported(k: &Kernel, tid: Pid, spec: &Spec, places: &[Place]) -> Decision {
