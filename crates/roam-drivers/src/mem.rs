@@ -71,7 +71,7 @@ struct Body {
     /// The last access: moved by reads as Linux's default `relatime` moves it, and by
     /// `utimensat`; no new version.
     atime: SystemTime,
-    /// Bumped by every change, so each version has its own ETag.
+    /// Bumped by every change of contents or mtime, so each version has its own ETag.
     changes: u64,
 }
 
@@ -246,9 +246,10 @@ impl Contents {
         }
     }
 
-    /// Sets the permission bits.
+    /// Sets the permission bits: the same version (an ETag names contents and mtime, as
+    /// on SFTP or a local disk), so copies of it stay good.
     pub fn set_mode(&self, mode: u32) {
-        self.set(|b| b.mode = mode & 0o7777);
+        self.body.write().unwrap().mode = mode & 0o7777;
     }
 
     /// Sets the modification time.
@@ -256,7 +257,7 @@ impl Contents {
         self.set(|b| b.mtime = mtime);
     }
 
-    /// A change of attributes only: a new version, the mtime as set.
+    /// A change of the mtime only: a new version, the mtime as set.
     fn set(&self, f: impl FnOnce(&mut Body)) {
         let mut b = self.body.write().unwrap();
         f(&mut b);

@@ -196,13 +196,22 @@ impl DiskCache {
         let p = self.meta_path(virt);
         match meta.kind {
             Kind::Dir => {
-                ensure_dir(&p)?;
+                if !p.is_dir() {
+                    self.keeping_parents_mtime(&p, || ensure_dir(&p))?;
+                }
                 set_dir_mode(&p, meta.mode)?;
                 if meta.mtime.is_some() {
                     self.set_dir_mtime(virt, meta.mtime)?;
                 }
             }
             Kind::File if stub_matches(&p, meta) => set_mode_in_place(&p, meta.mode)?,
+            Kind::File if self.shows_copy_of(virt, &p, meta) => {
+                // The copy of this very version, shown so far with the mtime it was
+                // written with (the server gave its own on upload): it keeps its inode,
+                // which programs compare between `stat` and `fstat`.
+                set_own_times(&p, None, meta.mtime).map_err(|e| Error::cache(&p, e))?;
+                set_mode_in_place(&p, meta.mode)?;
+            }
             Kind::File => {
                 let tmp = self.tmp_name();
                 let f = File::create(&tmp).map_err(|e| Error::cache(&tmp, e))?;
@@ -288,6 +297,18 @@ impl DiskCache {
             }
         }
         Ok(())
+    }
+
+    /// Whether the entry `p` of `virt` is its copy, and that copy the version `meta`
+    /// describes (by its ETag and size).
+    fn shows_copy_of(&self, virt: &str, p: &Path, meta: &Meta) -> bool {
+        let Some(info) = self.info(virt) else {
+            return false;
+        };
+        meta.etag.is_some()
+            && info.etag == meta.etag
+            && meta.size.is_none_or(|s| s == info.size)
+            && same_file(p, &self.data_path(virt))
     }
 
     /// The sidecar of a fetched file, if it has one and the data is there.
@@ -586,12 +607,30 @@ impl DiskCache {
     }
 
     /// Atomically puts `tmp` at `dest`, creating parents and clearing a stale directory.
+    /// Puts `tmp` at `dest`. The directory keeps the mtime it showed: roam placing an
+    /// entry is no change of the remote directory (`tar c` compares a directory's mtime
+    /// before and after reading it, and a backend without directory times shows the
+    /// skeleton's own).
     fn install(&self, tmp: &Path, dest: &Path) -> Result<()> {
         self.make_room(dest)?;
-        fs::rename(tmp, dest).map_err(|e| {
-            let _ = fs::remove_file(tmp);
-            Error::cache(dest, e)
+        self.keeping_parents_mtime(dest, || {
+            fs::rename(tmp, dest).map_err(|e| {
+                let _ = fs::remove_file(tmp);
+                Error::cache(dest, e)
+            })
         })
+    }
+
+    /// Runs `place`, which puts an entry at `dest`; a skeleton directory holding it keeps
+    /// the mtime it showed (see [`DiskCache::install`]).
+    fn keeping_parents_mtime(&self, dest: &Path, place: impl FnOnce() -> Result<()>) -> Result<()> {
+        let parent = dest.parent().filter(|p| p.starts_with(&self.meta));
+        let shown = parent.and_then(mtime_of);
+        place()?;
+        if let (Some(parent), Some(shown)) = (parent, shown) {
+            let _ = set_own_times(parent, None, Some(shown));
+        }
+        Ok(())
     }
 
     /// Makes `dest` a place a file can be renamed to: its parents exist, and a stale

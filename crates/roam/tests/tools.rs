@@ -433,34 +433,9 @@ struct Gap {
 }
 
 const ANY: &[Frontend] = &[Frontend::Trap, Frontend::RunFuse, Frontend::Fuse];
-const RUN: &[Frontend] = &[Frontend::Trap];
 const MODELESS: &[&str] = &["s3", "dav"];
 
 const GAPS: &[Gap] = &[
-    // `roam run -m /w=mem:`: a file written in the run shows one inode to `stat` and
-    // another to `fstat` of an open fd (`install` out of it: "replaced while being
-    // copied").
-    Gap {
-        kinds: &["mem"],
-        frontends: RUN,
-        what: &["== install-out", "# out/inst.txt"],
-    },
-    // S3 and WebDAV under `roam run`: `tar c` of a tree may see a directory's mtime change
-    // while it reads ("file changed as we read it", exit 1), and `cp -a` out of a tree
-    // written in the run may find that a file's `stat` and the `fstat` of its open fd
-    // name different inodes ("replaced while being copied"), in some runs.
-    Gap {
-        kinds: MODELESS,
-        frontends: RUN,
-        what: &[
-            "== tar-out",
-            "== prev-tar-out",
-            "== cp-a-out",
-            "# out/cpa",
-            "== prev-cp-a-out",
-            "# prev/pcpa",
-        ],
-    },
     // S3 and WebDAV: a chmod of a file already uploaded (rsync's temporary, before its
     // rename) is kept in roam's copy when roam holds one, else ENOTSUP: in some runs.
     Gap {
