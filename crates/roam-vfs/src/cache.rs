@@ -275,15 +275,17 @@ impl DiskCache {
         }
     }
 
-    /// The access time of `virt`'s copy while it holds the version `meta` describes: a
-    /// read of the copy moves it as the kernel's `relatime` moves a local file's, and
-    /// no request tells the server.
-    pub fn copy_atime(&self, virt: &str, meta: &Meta) -> Option<SystemTime> {
+    /// The modification and access times of `virt`'s copy while it holds the version
+    /// `meta` describes: the mtime it was first shown with (a listing's may be to the
+    /// minute, a fetch's to the second), and an access time that a read of the copy moves
+    /// as the kernel's `relatime` moves a local file's (no request tells the server).
+    pub fn copy_times(&self, virt: &str, meta: &Meta) -> Option<(SystemTime, SystemTime)> {
         let p = self.data_path(virt);
         if !stub_matches(&p, meta) {
             return None;
         }
-        fs::metadata(&p).ok()?.accessed().ok()
+        let md = fs::metadata(&p).ok()?;
+        Some((md.modified().ok()?, md.accessed().ok()?))
     }
 
     /// Removes skeleton entries of `virt` whose names are not in `keep`.
@@ -871,7 +873,7 @@ fn same_mtime(a: u64, b: u64) -> bool {
 
 /// `meta` with the mtime `shown` by the entry being filled, when the fetched version
 /// (`same_size`, and an mtime [`same_mtime`] as it) is the one that entry described.
-fn keep_shown_mtime(meta: &Meta, same_size: bool, shown: Option<SystemTime>) -> Meta {
+pub(crate) fn keep_shown_mtime(meta: &Meta, same_size: bool, shown: Option<SystemTime>) -> Meta {
     let same = |a: SystemTime, b: SystemTime| same_mtime(unix_secs(a), unix_secs(b));
     match (meta.mtime, shown) {
         (Some(fetched), Some(shown)) if same_size && same(fetched, shown) => Meta {

@@ -352,16 +352,22 @@ impl Vfs {
                 mode: Some(0o755),
                 ..Meta::of_kind(Kind::Dir)
             }),
-            Node::Remote(r) => self.stat_remote(r).map(|m| self.with_copy_atime(r, m)),
+            Node::Remote(r) => self.stat_remote(r).map(|m| self.with_copy_times(r, m)),
         }
     }
 
-    /// `meta` with the access time of roam's copy of the file, where the backend keeps
-    /// one apart: reads of the copy move it (the kernel's `relatime`), not the server's.
-    fn with_copy_atime(&self, r: &Remote, mut meta: Meta) -> Meta {
+    /// `meta` with the times of roam's copy of the file, as `roam run` shows them (its
+    /// skeleton entry is the copy): the mtime the version was first shown with, and,
+    /// where the backend keeps one apart, the access time reads of the copy move (the
+    /// kernel's `relatime`), not the server's.
+    fn with_copy_times(&self, r: &Remote, mut meta: Meta) -> Meta {
         let caps = r.driver.capabilities();
-        if meta.kind == Kind::File && caps.set_atime && !caps.in_memory && !caps.in_place {
-            if let Some(atime) = self.cache.copy_atime(&r.virt, &meta) {
+        if meta.kind != Kind::File || caps.in_memory || caps.in_place {
+            return meta;
+        }
+        if let Some((mtime, atime)) = self.cache.copy_times(&r.virt, &meta) {
+            meta.mtime = Some(mtime);
+            if caps.set_atime {
                 meta.atime = Some(atime);
             }
         }
@@ -555,7 +561,10 @@ impl Vfs {
         if let Some(hit) = self.lookup_via_parent_listing(r).filter(trusted) {
             return hit;
         }
-        let res = r.driver.stat(&r.path);
+        let res = r
+            .driver
+            .stat(&r.path)
+            .map(|m| self.as_shown_before(&r.virt, m));
         let keep = match &res {
             Ok(_) => true,
             Err(e) => e.kind == ErrorKind::NotFound,
@@ -596,6 +605,29 @@ impl Vfs {
 
     /// Answers a stat from the parent's fresh listing when it says enough: the entry with an
     /// exact size, or its absence from a complete listing.
+    /// `meta` with the mtime roam showed before for this version (a listing's is to the
+    /// minute, a `HEAD`'s to the second), however old that answer: one identity while
+    /// the file is unchanged, as `roam run`'s skeleton entry keeps it.
+    fn as_shown_before(&self, virt: &str, meta: Meta) -> Meta {
+        let st = self.state.lock().unwrap();
+        let (parent, name) = split_name(virt);
+        let before = match st.attrs.get(virt) {
+            Some((Ok(m), _)) => Some(m),
+            _ => st
+                .listings
+                .get(parent)
+                .and_then(|(i, _)| i.entries.get(name)),
+        };
+        // Two ETags that differ are two versions, whatever their times.
+        let other = |b: &Meta| matches!((&b.etag, &meta.etag), (Some(x), Some(y)) if x != y);
+        match before {
+            Some(b) if b.kind == meta.kind && !other(b) => {
+                crate::cache::keep_shown_mtime(&meta, b.size == meta.size, b.mtime)
+            }
+            _ => meta,
+        }
+    }
+
     fn lookup_in_listing(&self, virt: &str) -> Option<Result<Meta>> {
         if self.mounts.is_mount_point(virt) {
             return None;
@@ -851,6 +883,11 @@ impl Vfs {
                     fetched_at: unix_secs(SystemTime::now()),
                     copy_mtime_ns: None,
                 };
+                // The version that was shown keeps the mtime it was shown with (a listing's,
+                // to the minute): one identity before and after the fetch, in every
+                // frontend. The sidecar keeps the server's, to revalidate with.
+                let fresh =
+                    crate::cache::keep_shown_mtime(&fresh, meta.size == Some(size), meta.mtime);
                 let data = match private {
                     None => self.cache.commit(&download, &r.virt, size, &fresh, &info)?,
                     Some(p) => {

@@ -885,12 +885,18 @@ impl Vfs {
                 .map(|()| None)
                 .map_err(|e| self.refused_creation(r, e))?,
         };
+        // The mode a stat shows: the one asked for where directories keep modes, else the
+        // server's own (a later `chmod` is refused, as it is by every frontend).
+        let shown = match r.driver.capabilities().dir_modes {
+            true => Some(mode),
+            false => made.as_ref().and_then(|m| m.mode),
+        };
         match made {
             Some(meta) => self.remember(&r.virt, meta),
             None => self.invalidate(&r.virt),
         }
         let dir = self.cache.put_dir(&r.virt)?;
-        crate::cache::set_dir_mode(&dir, Some(mode))?;
+        crate::cache::set_dir_mode(&dir, shown)?;
         // Whatever an earlier directory of this name left in the skeleton is gone.
         self.cache.prune_dir(&r.virt, &Default::default())?;
         // roam made it empty: its listing is known without asking (until T_read), so the

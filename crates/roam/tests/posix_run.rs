@@ -412,3 +412,36 @@ fn a_program_that_dropped_privileges_reads_what_it_may() {
         assert_eq!(std::fs::read(srv.join("pub").join(n)).unwrap(), b"mine\n");
     }
 }
+
+/// A file listed before it is fetched (nginx's index gives mtimes to the minute, the
+/// fetch to the second) shows one mtime before and after the fetch, under every frontend,
+/// also when every stat asks the server again (T_read 0), so `make` and `rsync` never see
+/// it change.
+#[test]
+fn a_files_mtime_stays_what_its_listing_showed_across_its_fetch() {
+    use common::Frontend;
+    let script = "ls /w/dir/sub > /dev/null && a=$(stat -c %Y /w/dir/sub/deep.txt) && cat /w/dir/sub/deep.txt > /dev/null && b=$(stat -c %Y /w/dir/sub/deep.txt) && echo \"$a $b\"";
+    for frontend in [Frontend::Trap, Frontend::RunFuse, Frontend::Fuse] {
+        let b = Backend::serving("http", |srv| {
+            populate(srv);
+            // 37 s into a minute: the listing shows the minute.
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_037);
+            std::fs::File::options()
+                .write(true)
+                .open(srv.join("dir/sub/deep.txt"))
+                .and_then(|f| f.set_modified(t))
+                .unwrap();
+        })
+        .through(frontend);
+        let roam = Roam::new();
+        let conf = roam.cache.join("t_read.toml");
+        write_file(&conf, b"[cache]\nt_read = 0\n", 0o644);
+        let o = b.sh_with(roam.env("ROAM_CONFIG", &conf), script);
+        assert_eq!(
+            stdout(&o),
+            "1500000000 1500000000\n",
+            "via {frontend:?}: {}",
+            stderr(&o)
+        );
+    }
+}

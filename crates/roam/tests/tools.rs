@@ -536,7 +536,7 @@ fn cell(kind: &str, frontend: Frontend) {
         }
         let before = wrong.len();
         for f in c.lacks {
-            check_lacking(c, frontend, f, lacking, &mut wrong);
+            check_lacking(c, f, lacking, &mut wrong);
         }
         for w in &mut wrong[before..] {
             *w = format!("{kind} {frontend:?} {temper}: {w}\n{lacking}");
@@ -613,19 +613,8 @@ const SUMMARIES: [&str; 2] = [
 
 /// Asserts each tool failed to copy `feature` onto a backend lacking it, with the errno
 /// roam documents, and told so (`lacking`: the steps' output).
-fn check_lacking(
-    c: &Cannot,
-    frontend: Frontend,
-    feature: &str,
-    lacking: &str,
-    wrong: &mut Vec<String>,
-) {
+fn check_lacking(c: &Cannot, feature: &str, lacking: &str, wrong: &mut Vec<String>) {
     for (tool, _) in feature_steps(c, "", "", feature) {
-        if (feature, tool, frontend) == ("chmod", "install-d", Frontend::Trap) {
-            // A gap: under `roam run` the chmod of a directory there succeeds (roam's
-            // skeleton keeps the mode, the server cannot).
-            continue;
-        }
         let head = format!("== {feature}/{tool}: ");
         let Some(at) = lacking.find(&head) else {
             wrong.push(format!("{feature}/{tool}: not run"));
