@@ -430,6 +430,10 @@ mod tests {
             ("http://h:81/a/b.c".to_owned(), "/a/b.c".to_owned())
         );
         assert_eq!(remote_of(&m, "/https/h").1, "/");
+        assert_eq!(
+            remote_of(&m, "/ftps/u@h:2121/a"),
+            ("ftps://u@h:2121/a".to_owned(), "/a".to_owned())
+        );
         assert!(matches!(
             m.lookup("/http").unwrap(),
             Some(Node::SchemeRoot { .. })

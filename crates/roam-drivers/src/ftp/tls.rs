@@ -67,6 +67,7 @@ impl Ftps {
 
 /// One control connection's TLS: its configuration, whose session store its data
 /// connections resume from.
+#[derive(Clone)]
 pub(super) struct Session {
     config: Arc<ClientConfig>,
     name: ServerName<'static>,
@@ -87,15 +88,7 @@ impl Session {
 
     /// A data connection, whose TLS starts with [`Pending::start`].
     pub fn data(&self, tcp: TcpStream) -> Pending {
-        Pending::Tls(tcp, self.clone_ref())
-    }
-
-    fn clone_ref(&self) -> Session {
-        Session {
-            config: Arc::clone(&self.config),
-            name: self.name.clone(),
-            authority: self.authority.clone(),
-        }
+        Pending::Tls(tcp, self.clone())
     }
 
     fn wrap(&self, tcp: TcpStream) -> io::Result<StreamOwned<ClientConnection, TcpStream>> {
