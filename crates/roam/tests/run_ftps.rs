@@ -27,11 +27,7 @@ impl Fixture {
     fn new() -> Fixture {
         let scratch = Scratch::new("run-ftps");
         let ca = TestCa::new(&scratch.join("ca"));
-        write_file(
-            &scratch.join("root/pub/hello.txt"),
-            b"over FTPS\n",
-            0o644,
-        );
+        write_file(&scratch.join("root/pub/hello.txt"), b"over FTPS\n", 0o644);
         let local = scratch.join("local.bin");
         write_file(&local, &noise(200_000, 5), 0o644);
         let server = ftp::vsftpd_tls(&scratch.join("root"), &scratch.join("run"), &ca);
