@@ -90,7 +90,8 @@ pub fn vsftpd(root: &Path, run: &Path) -> Server {
 /// [`vsftpd`] speaking explicit FTPS (`AUTH TLS`) with `ca`'s server certificate, and
 /// nothing else: logins and data connections must be in TLS, and a data connection must
 /// resume the TLS session of its control connection (`require_ssl_reuse`, vsftpd's
-/// default, set here to say so).
+/// default, set here to say so). The log tells of each handshake whether it resumed a
+/// session (`debug_ssl`: `..., reused, ...`).
 pub fn vsftpd_tls(root: &Path, run: &Path, ca: &TestCa) -> Server {
     let tls = format!(
         "ssl_enable=YES
