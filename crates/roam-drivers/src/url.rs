@@ -81,6 +81,13 @@ pub(crate) fn origin(scheme: &str, user: Option<&str>, host: &str, port: Option<
     format!("{scheme}://{user}{host}{port}")
 }
 
+/// `host[:port]` of `url`, as a `[tls."..."]` key names it (without credentials).
+pub(crate) fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority.rsplit('@').next().unwrap_or(authority)
+}
+
 /// The absolute server path of a driver path below `prefix` (`""` for the server's root).
 pub(crate) fn remote(prefix: &str, path: &str) -> String {
     match (prefix, path) {

@@ -1,7 +1,7 @@
 //! One behaviour suite over every driver (OpenDAL's behaviour tests): each case is a
 //! function of a [`Service`] (a driver, its declared [`Capabilities`] and its server), run
 //! against the real server of every protocol: nginx (HTTP, and WebDAV with dav-ext),
-//! pyftpdlib and vsftpd (FTP), OpenSSH's sshd (SFTP), moto (S3), chirp_server (Chirp), a
+//! pyftpdlib and vsftpd (FTP; vsftpd also in FTPS), OpenSSH's sshd (SFTP), moto (S3), chirp_server (Chirp), a
 //! local directory (served in place and through the cache), `mem:`, and layers over them
 //! (`rot13:`, `null:`).
 //!
@@ -143,38 +143,63 @@ fn dav_unlocked() -> Service {
     dav_with(false)
 }
 
-/// FTP on pyftpdlib (a named user: SITE CHMOD, MFMT) or vsftpd (anonymous: neither).
-fn ftp_on(vsftpd: bool) -> Service {
+/// The FTP servers: pyftpdlib (a named user: SITE CHMOD, MFMT), vsftpd (anonymous:
+/// neither), and vsftpd in FTPS only (`ftps://`, a certificate of the test's own CA).
+enum FtpServer {
+    Pyftpdlib,
+    Vsftpd,
+    VsftpdTls,
+}
+
+fn ftp_on(which: FtpServer) -> Service {
     let scratch = Scratch::new("behaviour-ftp");
     let root = scratch.join("root");
     fs::create_dir_all(root.join("pub")).unwrap();
     let run = scratch.join("run");
-    let (server, login) = match vsftpd {
-        true => (kit::ftp::vsftpd(&root, &run), ""),
-        false => (
-            kit::ftp::pyftpdlib(&root, &run, "roam", "secret"),
-            "roam:secret@",
-        ),
-    };
-    let cfg = FtpConfig {
+    let mut cfg = FtpConfig {
         netrc: None,
         ..FtpConfig::default()
     };
-    let url = format!("ftp://{login}{}/pub", server.authority());
+    let (server, url) = match which {
+        FtpServer::Pyftpdlib => {
+            let server = kit::ftp::pyftpdlib(&root, &run, "roam", "secret");
+            let url = format!("ftp://roam:secret@{}/pub", server.authority());
+            (server, url)
+        }
+        FtpServer::Vsftpd => {
+            let server = kit::ftp::vsftpd(&root, &run);
+            let url = format!("ftp://{}/pub", server.authority());
+            (server, url)
+        }
+        FtpServer::VsftpdTls => {
+            let ca = kit::tls::TestCa::new(&scratch.join("ca"));
+            cfg.tls.ca_file = Some(ca.ca_cert.clone());
+            let server = kit::ftp::vsftpd_tls(&root, &run, &ca);
+            let url = format!("ftps://{}/pub", server.authority());
+            (server, url)
+        }
+    };
     let driver = FtpDriver::new(cfg, &url).unwrap();
     Service {
-        chmod_refusal: if vsftpd { libc::EACCES } else { libc::ENOTSUP },
+        chmod_refusal: match which {
+            FtpServer::Pyftpdlib => libc::ENOTSUP,
+            _ => libc::EACCES,
+        },
         ..Service::new(Box::new(driver), vec![Box::new(server), Box::new(scratch)])
             .on_disk(root.join("pub"))
     }
 }
 
 fn pyftpdlib() -> Service {
-    ftp_on(false)
+    ftp_on(FtpServer::Pyftpdlib)
 }
 
 fn vsftpd() -> Service {
-    ftp_on(true)
+    ftp_on(FtpServer::Vsftpd)
+}
+
+fn vsftpd_tls() -> Service {
+    ftp_on(FtpServer::VsftpdTls)
 }
 
 fn sftp() -> Service {
@@ -817,7 +842,7 @@ macro_rules! behaviour {
 
 behaviour! {
     services: [
-        http, dav, dav_unlocked, pyftpdlib, vsftpd, sftp, s3, chirp, local, file_cache, rot13,
+        http, dav, dav_unlocked, pyftpdlib, vsftpd, vsftpd_tls, sftp, s3, chirp, local, file_cache, rot13,
         null_over_local, mem, null_over_mem,
     ],
     cases: [

@@ -138,6 +138,7 @@ fn config() -> FtpConfig {
         read_timeout: Duration::from_secs(10),
         idle_keep: Duration::from_secs(60),
         netrc: None,
+        tls: Default::default(),
     }
 }
 

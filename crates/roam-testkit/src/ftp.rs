@@ -2,7 +2,8 @@
 //! port and logging to `run/error.log` (shown by [`Server::error_log`] when a test fails):
 //!
 //! - [`pyftpdlib`] (PyPI): MLSD/MLST, MFMT, SITE CHMOD, one named user;
-//! - [`vsftpd`] (Debian): no MLSD, so the driver parses LIST; anonymous users.
+//! - [`vsftpd`] (Debian): no MLSD, so the driver parses LIST; anonymous users;
+//! - [`vsftpd_tls`]: the same in explicit FTPS only, with a certificate of a test CA.
 //!
 //! Both serve the tree as an unprivileged user, whatever runs the tests: a server running
 //! as root could read a mode-000 file, and the tests need one it cannot.
@@ -17,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::tls::TestCa;
 use crate::{free_port, mkdir, required, Server};
 
 /// pyftpdlib as user `user`/`password` with every permission, rooted at `root`. The tree is
@@ -82,6 +84,35 @@ server.serve_forever()
 /// The chosen port may be taken by another process before vsftpd binds it; vsftpd then
 /// exits, and we start it again on another port.
 pub fn vsftpd(root: &Path, run: &Path) -> Server {
+    vsftpd_with(root, run, "")
+}
+
+/// [`vsftpd`] speaking explicit FTPS (`AUTH TLS`) with `ca`'s server certificate, and
+/// nothing else: logins and data connections must be in TLS, and a data connection must
+/// resume the TLS session of its control connection (`require_ssl_reuse`, vsftpd's
+/// default, set here to say so). The log tells of each handshake whether it resumed a
+/// session (`debug_ssl`: `..., reused, ...`).
+pub fn vsftpd_tls(root: &Path, run: &Path, ca: &TestCa) -> Server {
+    let tls = format!(
+        "ssl_enable=YES
+allow_anon_ssl=YES
+force_anon_logins_ssl=YES
+force_anon_data_ssl=YES
+force_local_logins_ssl=YES
+force_local_data_ssl=YES
+require_ssl_reuse=YES
+debug_ssl=YES
+rsa_cert_file={}
+rsa_private_key_file={}
+",
+        ca.cert.display(),
+        ca.key.display()
+    );
+    vsftpd_with(root, run, &tls)
+}
+
+/// vsftpd as [`vsftpd`] describes, with the lines `extra` added to its configuration.
+fn vsftpd_with(root: &Path, run: &Path, extra: &str) -> Server {
     let vsftpd = required("/usr/sbin/vsftpd", "Debian's vsftpd");
     let (uid, gid) = user_ids("ftp");
     for entry in fs::read_dir(root).unwrap() {
@@ -93,7 +124,7 @@ pub fn vsftpd(root: &Path, run: &Path) -> Server {
     for _ in 0..5 {
         let port = free_port();
         let conf = run.join("vsftpd.conf");
-        fs::write(&conf, vsftpd_conf(root, run, port)).unwrap();
+        fs::write(&conf, vsftpd_conf(root, run, port) + extra).unwrap();
         let child = Command::new(&vsftpd)
             .arg(&conf)
             .stdin(Stdio::null())

@@ -6,7 +6,8 @@
 //! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
 //!
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
-//! (WebDAV over http/https), `ftp` (login from the URL, `~/.netrc`, or anonymous), `chirp`,
+//! (WebDAV over http/https), `ftp`/`ftps` (login from the URL, `~/.netrc`, or anonymous;
+//! `ftps` is explicit FTPS, verified as HTTPS is), `chirp`,
 //! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
 //! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
@@ -36,8 +37,9 @@ use crate::work::MountRecord;
 use crate::{Error, Result};
 
 /// Schemes with an implicit mount at `/SCHEME`.
-pub const IMPLICIT_SCHEMES: [&str; 8] =
-    ["http", "https", "dav", "davs", "ftp", "sftp", "chirp", "s3"];
+pub const IMPLICIT_SCHEMES: [&str; 9] = [
+    "http", "https", "dav", "davs", "ftp", "ftps", "sftp", "chirp", "s3",
+];
 
 /// A name inside the roam namespace.
 #[derive(Clone, Debug)]
@@ -180,12 +182,22 @@ impl Protocols {
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
     fn http_for(&self, rest: &str) -> HttpClient {
-        let authority = rest.split('/').next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or(authority);
         self.tls
-            .get(host)
+            .get(host_of(rest))
             .cloned()
             .unwrap_or_else(|| self.http.clone())
+    }
+
+    /// The FTP settings for `rest`, with its host's `[tls."HOST:PORT"]` choices.
+    fn ftp_for(&self, rest: &str) -> FtpConfig {
+        FtpConfig {
+            tls: self
+                .tls_options
+                .get(host_of(rest))
+                .cloned()
+                .unwrap_or_default(),
+            ..self.ftp.clone()
+        }
     }
 
     /// The HTTP client of S3 mounts: the endpoint host's `[tls."HOST:PORT"]` choices, with
@@ -221,14 +233,14 @@ impl Protocols {
             "dav" => Arc::new(DavDriver::new(self.http_for(rest), &format!("http://{rest}"))?),
             "davs" => Arc::new(DavDriver::new(self.http_for(rest), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
-            "ftp" => Arc::new(FtpDriver::new(self.ftp.clone(), url)?),
+            "ftp" | "ftps" => Arc::new(FtpDriver::new(self.ftp_for(rest), url)?),
             "s3" => Arc::new(S3Driver::new(self.s3_http()?, &self.s3, rest)?),
             "sftp" => Arc::new(SftpDriver::new(self.sftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL or ext:NAME:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL or ext:NAME:URL)"
                 )))
             }
         })
@@ -361,6 +373,12 @@ impl Mounts {
     }
 }
 
+/// `host[:port]` of `rest` (`[user@]host[:port]/path` of a URL), as `[tls."..."]` names it.
+fn host_of(rest: &str) -> &str {
+    let authority = rest.split('/').next().unwrap_or("");
+    authority.rsplit('@').next().unwrap_or(authority)
+}
+
 fn remote(virt: &str, path: &str, driver: &Arc<dyn Driver>) -> Node {
     Node::Remote(Remote {
         virt: virt.to_owned(),
@@ -412,6 +430,10 @@ mod tests {
             ("http://h:81/a/b.c".to_owned(), "/a/b.c".to_owned())
         );
         assert_eq!(remote_of(&m, "/https/h").1, "/");
+        assert_eq!(
+            remote_of(&m, "/ftps/u@h:2121/a"),
+            ("ftps://u@h:2121/a".to_owned(), "/a".to_owned())
+        );
         assert!(matches!(
             m.lookup("/http").unwrap(),
             Some(Node::SchemeRoot { .. })

@@ -129,6 +129,7 @@ mod tests {
         assert_eq!(url_to_virtual("https://h/").unwrap(), "/https/h");
         assert_eq!(url_to_virtual("http:///x"), None);
         assert_eq!(url_to_virtual("ftp://h/x").unwrap(), "/ftp/h/x");
+        assert_eq!(url_to_virtual("ftps://h:2121/x").unwrap(), "/ftps/h:2121/x");
         assert_eq!(url_to_virtual("s3://bucket/k").unwrap(), "/s3/bucket/k");
         assert_eq!(url_to_virtual("sftp://h/a/../b").unwrap(), "/sftp/h/b");
         assert_eq!(url_to_virtual("gopher://h/x"), None);

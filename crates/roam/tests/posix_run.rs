@@ -262,7 +262,9 @@ fn an_unserved_path_call_is_enosys_with_its_name() {
 }
 
 /// The implicit mounts at `/`: every scheme roam mounts (docs/SEMANTICS.md).
-const SCHEMES: [&str; 8] = ["http", "https", "dav", "davs", "ftp", "sftp", "chirp", "s3"];
+const SCHEMES: [&str; 9] = [
+    "http", "https", "dav", "davs", "ftp", "ftps", "sftp", "chirp", "s3",
+];
 
 /// The sorted lines of `out`.
 fn sorted_lines(out: &str) -> Vec<String> {

@@ -1,16 +1,17 @@
 //! One FTP control connection (RFC 959): connect, log in, learn the server's features
 //! (RFC 2389 FEAT), send commands and read their replies, and move data over passive-mode
-//! data connections (EPSV, falling back to PASV). Every socket has a read timeout, so no
-//! exchange waits forever.
+//! data connections (EPSV, falling back to PASV); for `ftps://`, in TLS (`tls.rs`). Every
+//! socket has a read timeout, so no exchange waits forever.
 //!
 //! Failures come back as [`Fault`]s: a reply the caller may interview about, or a broken
 //! transport after which the connection is marked unusable and never pooled again.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::tls::{Ftps, Pending, Session, Stream};
 use super::url::Site;
 
 /// Longest reply line we accept; an MLST line carries a whole path and its facts.
@@ -49,6 +50,8 @@ pub(super) enum Fault {
     Refused(Reply),
     /// The connection failed or the server broke the protocol; the connection is dead.
     Transport(io::Error),
+    /// `ftps://` to a server that refused `AUTH TLS`: its reply.
+    NoTls(Reply),
     /// Our side failed: writing what arrived, or reading what we were to send.
     Local(io::Error),
     /// The name is not in its parent's listing (stat without MLST).
@@ -92,7 +95,9 @@ pub(super) struct Timeouts {
 
 /// A logged-in control connection in binary mode.
 pub(super) struct Conn {
-    reader: BufReader<TcpStream>,
+    reader: BufReader<Stream>,
+    /// The TLS of `ftps://`, which data connections resume.
+    tls: Option<Session>,
     /// `ftp://[user@]host[:port]`, for messages.
     origin: String,
     /// Data connections go to the address the control connection reached, whatever PASV
@@ -109,14 +114,21 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Connects to the site's server and logs in. Errors are transport faults (no server)
-    /// or the refusal of the greeting or of the login.
-    pub fn open(site: &Site, login: &Login, timeouts: Timeouts) -> Result<Conn, Fault> {
+    /// Connects to the site's server, in TLS with `ftps`, and logs in. Errors are transport
+    /// faults (no server, a refused certificate) or the refusal of the greeting, of TLS or
+    /// of the login.
+    pub fn open(
+        site: &Site,
+        login: &Login,
+        timeouts: Timeouts,
+        ftps: Option<&Ftps>,
+    ) -> Result<Conn, Fault> {
         let stream = connect(&site.host, site.port, timeouts.connect).map_err(Fault::Transport)?;
         let peer = stream.peer_addr().map_err(Fault::Transport)?.ip();
         tune(&stream, timeouts.read).map_err(Fault::Transport)?;
         let mut conn = Conn {
-            reader: BufReader::new(stream),
+            reader: BufReader::new(Stream::Plain(stream)),
+            tls: ftps.map(Ftps::session),
             origin: site.origin(),
             peer,
             timeouts,
@@ -153,7 +165,7 @@ impl Conn {
         if !self.reader.buffer().is_empty() {
             return false;
         }
-        let stream = self.reader.get_ref();
+        let stream = self.reader.get_ref().tcp();
         if stream.set_nonblocking(true).is_err() {
             return false;
         }
@@ -174,10 +186,10 @@ impl Conn {
         // counts the round trips an operation costs.
         let verb = line.split(' ').next().unwrap_or_default();
         tracing::debug!(target: "roam_requests", "ftp {verb}");
-        let sent = self
-            .reader
-            .get_mut()
-            .write_all(format!("{line}\r\n").as_bytes());
+        let stream = self.reader.get_mut();
+        let sent = stream
+            .write_all(format!("{line}\r\n").as_bytes())
+            .and_then(|()| stream.flush());
         self.io(sent)?;
         let reply = self.read_reply();
         self.io(reply)
@@ -201,8 +213,8 @@ impl Conn {
         sink: &mut dyn Write,
         limit: u64,
     ) -> Result<u64, Fault> {
-        let mut data = self.open_data()?;
-        self.expect(command, 1)?;
+        let data = self.open_data()?;
+        let mut data = self.start_data(command, data)?;
         let mut moved = 0;
         let copied = copy(&mut data, sink, limit, &mut moved);
         self.delivered |= moved > 0;
@@ -216,7 +228,8 @@ impl Conn {
             }
         }
         let cut_short = moved == limit;
-        drop(data);
+        // A TLS server waits for our close_notify before it answers (vsftpd).
+        data.close();
         if cut_short {
             self.abandon_transfer()?;
         } else {
@@ -228,8 +241,8 @@ impl Conn {
     /// Runs a command that receives data (STOR) and sends it the `len` bytes of `src`;
     /// returns how many `src` had (fewer than `len` if it ended early).
     pub fn store(&mut self, command: &str, src: &mut dyn Read, len: u64) -> Result<u64, Fault> {
-        let mut data = self.open_data()?;
-        self.expect(command, 1)?;
+        let data = self.open_data()?;
+        let mut data = self.start_data(command, data)?;
         let mut moved = 0;
         let copied = copy(src, &mut data, len, &mut moved);
         if let Err(CopyError::Write(e)) = copied {
@@ -237,7 +250,7 @@ impl Conn {
         }
         // End of data is how the server learns the file is complete (or, after a failed
         // read of `src`, how it stops waiting); it answers on the control connection.
-        let closed = data.shutdown(Shutdown::Write);
+        let closed = data.finish();
         drop(data);
         self.io(closed)?;
         self.expect_final()?;
@@ -247,7 +260,23 @@ impl Conn {
         }
     }
 
-    /// Greeting, login, features, binary mode.
+    /// Sends a command that transfers over `data` and, once the server accepted it, starts
+    /// the data connection's TLS. A server that refuses the TLS of a data connection (no
+    /// resumed session) says why on the control connection.
+    fn start_data(&mut self, command: &str, data: Pending) -> Result<Stream, Fault> {
+        self.expect(command, 1)?;
+        let e = match data.start() {
+            Ok(stream) => return Ok(stream),
+            Err(e) => e,
+        };
+        self.broken = true;
+        match self.read_reply() {
+            Ok(reply) if !reply.is(2) => Err(Fault::Refused(reply)),
+            _ => Err(Fault::Transport(e)),
+        }
+    }
+
+    /// Greeting, TLS, login, features, binary mode.
     fn handshake(&mut self, login: &Login) -> Result<(), Fault> {
         let mut greeting = self.read_reply();
         // 120: "ready in a few minutes"; the real greeting follows (within the timeout).
@@ -257,6 +286,11 @@ impl Conn {
         let greeting = self.io(greeting)?;
         if !greeting.is(2) {
             return Err(greeting.into());
+        }
+        if let Some(session) = self.tls.take() {
+            let secured = self.secure(&session);
+            self.tls = Some(session);
+            secured?;
         }
         let user = self.command(&format!("USER {}", login.user))?;
         let done = match user.code {
@@ -269,6 +303,30 @@ impl Conn {
         }
         self.learn_features()?;
         self.expect("TYPE I", 2)?;
+        Ok(())
+    }
+
+    /// `AUTH TLS`, the TLS handshake on the control connection, then `PBSZ 0` and `PROT P`
+    /// (RFC 4217): data connections in TLS too. Never falls back to the clear.
+    fn secure(&mut self, session: &Session) -> Result<(), Fault> {
+        let auth = self.command("AUTH TLS")?;
+        if auth.code != 234 {
+            return Err(Fault::NoTls(auth));
+        }
+        if !self.reader.buffer().is_empty() {
+            return Err(self.broke(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the server sent more after accepting AUTH TLS",
+            )));
+        }
+        // The socket moves into TLS: a second handle to it, the first one closed with
+        // its (empty) buffer.
+        let tcp = self.reader.get_ref().tcp().try_clone();
+        let tcp = self.io(tcp)?;
+        let tls = session.connect(tcp);
+        self.reader = BufReader::new(self.io(tls)?);
+        self.expect("PBSZ 0", 2)?;
+        self.expect("PROT P", 2)?;
         Ok(())
     }
 
@@ -310,8 +368,9 @@ impl Conn {
         Ok(())
     }
 
-    /// A passive data connection: EPSV (RFC 2428), or PASV when the server lacks it.
-    fn open_data(&mut self) -> Result<TcpStream, Fault> {
+    /// A passive data connection: EPSV (RFC 2428), or PASV when the server lacks it; in
+    /// TLS for `ftps://`, its handshake still to come.
+    fn open_data(&mut self) -> Result<Pending, Fault> {
         let port = match self.epsv()? {
             Some(port) => port,
             None => self.pasv()?,
@@ -321,7 +380,10 @@ impl Conn {
         let stream = self.io(stream)?;
         let tuned = tune(&stream, self.timeouts.read);
         self.io(tuned)?;
-        Ok(stream)
+        Ok(match &self.tls {
+            Some(session) => session.data(stream),
+            None => Pending::Plain(stream),
+        })
     }
 
     /// The port EPSV offers; `None` when the server does not know EPSV, which is then

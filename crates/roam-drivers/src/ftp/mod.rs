@@ -13,6 +13,8 @@
 //!   it into ENOENT, EACCES, EISDIR, ENOTDIR, EEXIST or ENOTEMPTY; `errors.rs` maps the
 //!   other reply codes.
 //!
+//! - `ftps://`: explicit FTPS (`tls.rs`), certificates verified as for HTTPS.
+//!
 //! Paths: a mount URL's path is absolute on the server (not relative to the login
 //! directory), so `/ftp/host/pub/x` is `/pub/x` for every user.
 
@@ -26,6 +28,7 @@ mod netrc;
 mod pool;
 mod session;
 mod time;
+mod tls;
 mod url;
 
 use std::fmt;
@@ -39,7 +42,9 @@ use self::errors::Verdict;
 use self::interview::Action;
 use self::pool::Pool;
 use self::session::{list_command, Stamp};
+use self::tls::Ftps;
 use self::url::{is_driver_path, Site};
+use crate::http::TlsOptions;
 use crate::{
     Attrs, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Leftover, Listing, Meta,
     Result, Upload, Validator,
@@ -58,6 +63,8 @@ pub struct FtpConfig {
     pub idle_keep: Duration,
     /// The netrc file to take logins from, if any.
     pub netrc: Option<PathBuf>,
+    /// How an `ftps://` server's certificate is verified (its `[tls."HOST:PORT"]`).
+    pub tls: TlsOptions,
 }
 
 impl Default for FtpConfig {
@@ -67,6 +74,7 @@ impl Default for FtpConfig {
             read_timeout: Duration::from_secs(30),
             idle_keep: Duration::from_secs(60),
             netrc: std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".netrc")),
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -76,6 +84,8 @@ pub struct FtpDriver {
     site: Site,
     login: Login,
     timeouts: Timeouts,
+    /// TLS for `ftps://`.
+    ftps: Option<Ftps>,
     pool: Pool,
     /// Whether the server's FEAT offered MFMT, from the last login (false before one).
     mfmt: AtomicBool,
@@ -98,8 +108,9 @@ enum Retry {
 }
 
 impl FtpDriver {
-    /// A driver for `ftp://[user[:password]@]host[:port][/prefix]`. Nothing is sent until
-    /// the first operation; the credentials are settled now.
+    /// A driver for `ftp://[user[:password]@]host[:port][/prefix]`, or `ftps://...`.
+    /// Nothing is sent until the first operation; the credentials and TLS choices are
+    /// settled now.
     pub fn new(cfg: FtpConfig, url: &str) -> Result<FtpDriver> {
         let site = Site::parse(url)?;
         let login = login_for(&site, cfg.netrc.as_deref());
@@ -112,7 +123,12 @@ impl FtpDriver {
                 format!("{}: a login may not contain a line break", site.origin()),
             ));
         }
+        let ftps = match site.secure {
+            true => Some(Ftps::new(&cfg.tls, &site.host, &site.authority)?),
+            false => None,
+        };
         Ok(FtpDriver {
+            ftps,
             site,
             login,
             timeouts: Timeouts {
@@ -138,7 +154,7 @@ impl FtpDriver {
     /// A new logged-in connection. A refused login is EACCES (530), a busy server EIO
     /// (421), no server EHOSTUNREACH.
     fn connect(&self) -> Result<Conn> {
-        let conn = Conn::open(&self.site, &self.login, self.timeouts)
+        let conn = Conn::open(&self.site, &self.login, self.timeouts, self.ftps.as_ref())
             .map_err(|fault| self.fail(&format!("connect {}", self.site.origin()), fault))?;
         self.mfmt.store(conn.features.mfmt, Ordering::Relaxed);
         Ok(conn)
@@ -210,6 +226,13 @@ impl FtpDriver {
                 errors::refused(label, kind, &reply)
             }
             Fault::Transport(e) => errors::transport(label, &e, self.timeouts.read),
+            Fault::NoTls(reply) => Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{label}: the server does not speak FTPS: it refused AUTH TLS ({reply}); \
+                     roam does not fall back to plain FTP for ftps://"
+                ),
+            ),
             Fault::Local(e) => Error::from_io(label, &e),
             Fault::Absent => Error::new(
                 ErrorKind::NotFound,

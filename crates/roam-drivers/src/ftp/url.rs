@@ -1,10 +1,10 @@
-//! Mount URLs of the FTP driver, `ftp://[user[:password]@]host[:port][/prefix]`, and how a
-//! driver path becomes the absolute path the server is asked about. The password lives only
+//! Mount URLs of the FTP driver, `ftp://[user[:password]@]host[:port][/prefix]` (and
+//! `ftps://`, the same over TLS), and how a driver path becomes the absolute path the server is asked about. The password lives only
 //! here and in the login exchange: [`Site::describe`] and `{:?}` never show it.
 
 use std::fmt;
 
-use crate::url::{decode, origin, remote, ServerUrl};
+use crate::url::{authority, decode, origin, remote, ServerUrl};
 use crate::Result;
 
 const DEFAULT_PORT: u16 = 21;
@@ -16,6 +16,10 @@ pub(super) struct Site {
     pub port: u16,
     pub user: Option<String>,
     pub password: Option<String>,
+    /// `ftps://`: TLS on the control and data connections.
+    pub secure: bool,
+    /// `host[:port]` as the URL writes it: the server's `[tls."..."]` key.
+    pub authority: String,
     /// `""` for the server's root, else an absolute path without a trailing slash.
     prefix: String,
 }
@@ -32,7 +36,11 @@ impl Site {
     /// a password). The prefix is absolute on the server, not relative to the login
     /// directory, so that `/ftp/host/x` names the same file for every user.
     pub fn parse(url: &str) -> Result<Site> {
-        let parts = ServerUrl::parse(url, "ftp", is_driver_path)?;
+        let secure = url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("ftps://"));
+        let scheme = if secure { "ftps" } else { "ftp" };
+        let parts = ServerUrl::parse(url, scheme, is_driver_path)?;
         let (user, password) = match parts.userinfo {
             Some(info) => {
                 let (user, password) = match info.split_once(':') {
@@ -49,19 +57,26 @@ impl Site {
             port: parts.port.unwrap_or(DEFAULT_PORT),
             user,
             password,
+            secure,
+            authority: authority(url).to_owned(),
             prefix: parts.prefix,
         })
     }
 
-    /// `ftp://[user@]host[:port]/prefix/path`, for messages: never the password.
+    /// The port, when the URL needs to name it.
+    fn port(&self) -> Option<u16> {
+        Some(self.port).filter(|&p| p != DEFAULT_PORT)
+    }
+
+    /// `ftp[s]://[user@]host[:port]/prefix/path`, for messages: never the password.
     pub fn describe(&self, path: &str) -> String {
         format!("{}{}", self.origin(), self.remote(path))
     }
 
-    /// `ftp://[user@]host[:port]`, which a server path completes into a URL.
+    /// `ftp[s]://[user@]host[:port]`, which a server path completes into a URL.
     pub fn origin(&self) -> String {
-        let port = Some(self.port).filter(|&p| p != DEFAULT_PORT);
-        origin("ftp", self.user.as_deref(), &self.host, port)
+        let scheme = if self.secure { "ftps" } else { "ftp" };
+        origin(scheme, self.user.as_deref(), &self.host, self.port())
     }
 
     /// The absolute server path of a driver path.
@@ -108,6 +123,19 @@ mod tests {
         let v6 = Site::parse("ftp://u@[::1]:2100/").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 2100));
         assert_eq!(v6.describe("/"), "ftp://u@[::1]:2100/");
+        assert!(!v6.secure);
+    }
+
+    #[test]
+    fn ftps_urls_parse() {
+        let site = Site::parse("FTPS://u:pw@h.example/pub").unwrap();
+        assert!(site.secure);
+        assert_eq!(site.port, 21);
+        assert_eq!(site.describe("/a"), "ftps://u@h.example/pub/a");
+        assert_eq!(site.authority, "h.example");
+        let v6 = Site::parse("ftps://[::1]:990").unwrap();
+        assert_eq!(v6.authority, "[::1]:990");
+        assert!(Site::parse("ftpx://h/").is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::io;
 use ureq::http::StatusCode;
 
 use super::tls::Service;
+use crate::url::authority;
 use crate::{Error, ErrorKind};
 
 /// The error for a final (post-redirect) status that is not a success.
@@ -43,13 +44,6 @@ pub(crate) fn transport_for(
         other => other.to_string(),
     };
     Error::new(kind, format!("{method} {url}: {cause}"))
-}
-
-/// `host[:port]` of `url`, as a `[tls."..."]` key names it (without credentials).
-fn authority(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    authority.rsplit('@').next().unwrap_or(authority)
 }
 
 /// The error for a failed read of a response body. ureq hides its own errors (timeouts)

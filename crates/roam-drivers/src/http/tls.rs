@@ -10,15 +10,22 @@
 //! 3. Else (no bundle on this machine) the Mozilla roots compiled into roam, with a warning.
 //!
 //! A host's `[tls."HOST:PORT"] ca_file` replaces them for that host, and so does
-//! `AWS_CA_BUNDLE` for S3 (see `s3::config`).
+//! `AWS_CA_BUNDLE` for S3 (see `s3::config`). HTTP, WebDAV and S3 hand them to ureq;
+//! protocols on sockets of their own (FTPS) take a rustls configuration built from the
+//! same choices ([`client_config`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use rustls::{CertificateError, Error as TlsError};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error as TlsError};
+use rustls::{RootCertStore, SignatureScheme};
 use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts};
 
+use super::TlsOptions;
 use crate::{Error, ErrorKind, Result};
 
 /// CA bundles of the usual Linux and BSD distributions, in `openssl-probe`'s order.
@@ -154,9 +161,101 @@ fn is_hashed_name(name: &str) -> bool {
     })
 }
 
+/// A rustls client configuration for a host with `options`: its `ca_file`, else the
+/// platform's roots; `insecure` verifies nothing. The crypto provider is ureq's (ring).
+pub(crate) fn client_config(options: &TlsOptions) -> Result<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::new(ErrorKind::Io, format!("TLS: {e}")))?;
+    let builder = match options.insecure {
+        true => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider))),
+        false => {
+            let roots = match &options.ca_file {
+                Some(ca) => RootCerts::new_with_certs(&read_certs(ca)?),
+                None => platform_roots(),
+            };
+            builder.with_root_certificates(root_store(&roots))
+        }
+    };
+    Ok(builder.with_no_client_auth())
+}
+
+/// The trust anchors of `roots`, as rustls takes them.
+fn root_store(roots: &RootCerts) -> RootCertStore {
+    match roots {
+        RootCerts::Specific(certs) => {
+            let mut store = RootCertStore::empty();
+            let ders = certs.iter().map(|c| CertificateDer::from(c.der()));
+            let (_, ignored) = store.add_parsable_certificates(ders);
+            if ignored > 0 {
+                tracing::debug!("TLS: {ignored} CA certificates could not be parsed");
+            }
+            store
+        }
+        // `platform_roots` gives nothing else: the built-in Mozilla roots.
+        _ => RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+    }
+}
+
+/// The verifier of `insecure = true`: any certificate, but handshake signatures are still
+/// checked (they prove the peer holds the key it presented).
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, TlsError> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// Which settings can make roam trust a server: the S3 driver also reads `AWS_CA_BUNDLE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Service {
+    /// HTTP, WebDAV and FTP: `[tls]` and the platform's settings only.
     Http,
     S3,
 }
@@ -170,7 +269,12 @@ pub(crate) fn describe(err: &ureq::Error, authority: &str, service: Service) -> 
         ureq::Error::Io(e) => e.get_ref()?.downcast_ref::<TlsError>()?,
         _ => return None,
     };
-    let TlsError::InvalidCertificate(cert) = tls else {
+    describe_tls(tls, authority, service)
+}
+
+/// [`describe`] of a rustls error, for protocols that run rustls themselves.
+pub(crate) fn describe_tls(err: &TlsError, authority: &str, service: Service) -> Option<String> {
+    let TlsError::InvalidCertificate(cert) = err else {
         return None;
     };
     Some(describe_certificate(cert, authority, service))
