@@ -16,6 +16,7 @@ pub mod http;
 pub mod layer;
 pub mod local;
 pub mod mem;
+pub mod netrc;
 pub mod s3;
 pub mod sftp;
 mod url;

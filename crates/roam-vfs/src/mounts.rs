@@ -127,6 +127,7 @@ impl Protocols {
         let ftp = FtpConfig {
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
+            netrc: cfg.netrc.clone(),
             ..FtpConfig::default()
         };
         let mut clients = HashMap::new();

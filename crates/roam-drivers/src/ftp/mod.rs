@@ -22,7 +22,6 @@ mod errors;
 mod fuzz;
 mod interview;
 mod listing;
-mod netrc;
 mod pool;
 mod session;
 mod time;
@@ -66,7 +65,7 @@ impl Default for FtpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             idle_keep: Duration::from_secs(60),
-            netrc: std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".netrc")),
+            netrc: crate::netrc::default_path(),
         }
     }
 }
@@ -300,7 +299,7 @@ impl FtpDriver {
 fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
     let found = match &site.password {
         Some(_) => None,
-        None => netrc.and_then(|path| read_netrc(path, &site.host, site.user.as_deref())),
+        None => netrc.and_then(|path| crate::netrc::read(path, &site.host, site.user.as_deref())),
     }
     .unwrap_or_default();
     let user = site
@@ -318,17 +317,6 @@ fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
             false => String::new(),
         });
     Login { user, password }
-}
-
-fn read_netrc(path: &Path, host: &str, user: Option<&str>) -> Option<netrc::Credentials> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => netrc::lookup(&text, host, user),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            tracing::warn!("ftp: cannot read {}: {e}", path.display());
-            None
-        }
-    }
 }
 
 /// Sets the mode and time of `attrs` on the uploaded temporary `tmp`, where the server
@@ -578,6 +566,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let netrc = dir.join("netrc");
         std::fs::write(&netrc, "machine h login alice password fromnetrc\n").unwrap();
+        let owner_only = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&netrc, owner_only).unwrap();
         let login = |url: &str, file: Option<&Path>| {
             let l = login_for(&Site::parse(url).unwrap(), file);
             (l.user, l.password)
