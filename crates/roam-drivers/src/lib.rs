@@ -18,6 +18,7 @@ pub mod local;
 pub mod mem;
 pub mod netrc;
 pub mod s3;
+pub mod secrets;
 pub mod sftp;
 mod url;
 
