@@ -77,6 +77,8 @@ impl World {
             path_style: true,
             profile: None,
             ca_bundle: None,
+            credential_source: None,
+            problem: None,
         }
     }
 
