@@ -325,9 +325,14 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     let mut mounts = cfg.mounts.clone();
     for m in flags {
         let Some((local, url)) = m.split_once('=') else {
-            bail!("-m {m}: expected LOCAL=URL")
+            bail!("-m {}: expected LOCAL=URL", scrub(m))
         };
         mounts.insert(local.to_owned(), url.to_owned());
+    }
+    for (local, target) in mounts.iter_mut() {
+        *target = cfg
+            .mount_url(target)
+            .with_context(|| format!("the mount {local}"))?;
     }
     let defaults = HttpConfig::default();
     let secs = |v: Option<u64>, d: Duration| v.map(Duration::from_secs).unwrap_or(d);

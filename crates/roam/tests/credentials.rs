@@ -158,3 +158,41 @@ fn passwords_in_urls_and_names_are_never_shown() {
     );
     drop(server);
 }
+
+#[test]
+fn remotes_in_roam_toml_carry_the_login_for_mounts_and_flags() {
+    let scratch = Scratch::new("creds-remote");
+    let www = scratch.join("www");
+    write_file(&www.join("team/notes.txt"), b"team notes\n", 0o644);
+    write_file(&www.join("team/sub/deep.txt"), b"deep\n", 0o644);
+    let server = nginx_dav_with_login(&www, &scratch.join("run"), USER, PASSWORD);
+    let config = scratch.join("roam.toml");
+    let toml = format!(
+        "[remote.files]\nurl = \"dav://{}/team\"\nuser = \"{USER}\"\n\
+         password_command = \"printf '%s\\\\n' {PASSWORD}\"\n\
+         [mounts]\n\"/team\" = \"files:\"\n",
+        server.authority()
+    );
+    write_file(&config, toml.as_bytes(), 0o600);
+    let out = Roam::new().env("ROAM_CONFIG", &config).sh(
+        &["-m", "/sub=files:sub"],
+        "cat /team/notes.txt /sub/deep.txt",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "team notes\ndeep\n");
+    assert!(!stderr(&out).contains(PASSWORD), "{}", stderr(&out));
+
+    // A failing password_command fails the mount with its reason, not silently.
+    let failing = toml.replace(&format!("printf '%s\\\\n' {PASSWORD}"), "exit 3");
+    write_file(&config, failing.as_bytes(), 0o600);
+    let out = Roam::new()
+        .env("ROAM_CONFIG", &config)
+        .sh(&[], "cat /team/notes.txt");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("[remote.files]: password_command failed"),
+        "{}",
+        stderr(&out)
+    );
+    drop(server);
+}
