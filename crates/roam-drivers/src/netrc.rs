@@ -45,6 +45,21 @@ pub(crate) fn read(path: &Path, host: &str, login: Option<&str>) -> Option<Crede
     Some(found)
 }
 
+/// Where an entry found in `file` came from, for `roam doctor`: the file, the login, and
+/// whether it has a password (never the password).
+pub(crate) fn describe(file: &Path, entry: &Credentials) -> String {
+    format!(
+        "{}: login {}, {}",
+        file.display(),
+        entry.login.as_deref().unwrap_or("(none)"),
+        if entry.password.is_some() {
+            "with a password"
+        } else {
+            "no password"
+        }
+    )
+}
+
 /// Whether anyone but the owner may read `path` (group or other read bits).
 fn readable_by_others(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.mode() & 0o044 != 0)

@@ -211,6 +211,7 @@ fn s3() -> Service {
         profile: None,
         ca_bundle: None,
         credential_source: None,
+        keys_from: None,
         problem: None,
     };
     let client = common::http_client(Duration::from_secs(30));

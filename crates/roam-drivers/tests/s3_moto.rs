@@ -78,6 +78,7 @@ impl World {
             profile: None,
             ca_bundle: None,
             credential_source: None,
+            keys_from: None,
             problem: None,
         }
     }

@@ -166,6 +166,7 @@ fn s3_site() -> Site {
             profile: None,
             ca_bundle: None,
             credential_source: None,
+            keys_from: None,
             problem: None,
         };
         let client = common::http_client(Duration::from_secs(60));

@@ -288,7 +288,7 @@ impl Config {
     }
 }
 
-fn config_path() -> Option<PathBuf> {
+pub fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ROAM_CONFIG") {
         return Some(p.into());
     }

@@ -97,8 +97,14 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount what `roam mount` mounted on DIR.
     Umount(mount::UmountArgs),
-    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows.
-    Doctor,
+    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows;
+    /// with a URL (or a remote's NAME:PATH), what roam would read to reach it (config,
+    /// netrc entry, AWS profile, ssh keys and known hosts; never a secret) and whether the
+    /// server answers.
+    Doctor {
+        /// A mount URL or NAME:PATH.
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -178,7 +184,8 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
-        Command::Doctor => doctor::doctor(),
+        Command::Doctor { url: None } => doctor::doctor(),
+        Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
         Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
     }
 }

@@ -196,3 +196,92 @@ fn remotes_in_roam_toml_carry_the_login_for_mounts_and_flags() {
     );
     drop(server);
 }
+
+/// `roam doctor URL` with `HOME` at `home`: its status and standard output.
+fn doctor(home: &Path, url: &str, env: &[(&str, &Path)]) -> (Option<i32>, String) {
+    let mut roam = Roam::new().env("HOME", home);
+    for (k, v) in env {
+        roam = roam.env(k, v);
+    }
+    let out = roam.cli(&["doctor", url]);
+    assert!(!stderr(&out).contains(PASSWORD), "{}", stderr(&out));
+    (out.status.code(), stdout(&out))
+}
+
+#[test]
+fn doctor_says_what_a_url_reads_and_whether_the_server_answers() {
+    let scratch = Scratch::new("creds-doctor");
+    let www = scratch.join("www");
+    write_file(&www.join("private/report.txt"), b"report\n", 0o644);
+    let http = Server::nginx_with_login(&www, &scratch.join("run"), USER, PASSWORD);
+    let home = scratch.join("home");
+    write_netrc(&home.join(".netrc"), "127.0.0.1");
+
+    let url = format!("{}/private", http.url());
+    let (code, out) = doctor(&home, &url, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    let netrc = home.join(".netrc").display().to_string();
+    assert!(
+        out.contains(&format!(
+            "login              {netrc}: login {USER}, with a password"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("server             answers"), "{out}");
+    assert!(!out.contains(PASSWORD), "{out}");
+
+    // A password in the URL is said to be there, never shown; a wrong one is refused.
+    let wrong = url.replace("://", &format!("://{USER}:Wrong-{PASSWORD}@"));
+    let (code, out) = doctor(&home, &wrong, &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("user alice and password from the URL"),
+        "{out}"
+    );
+    assert!(
+        out.contains("does not answer as hoped") && out.contains("401"),
+        "{out}"
+    );
+    assert!(!out.contains(PASSWORD), "{out}");
+
+    // SFTP: the key and known hosts `ssh` would use.
+    let sshd = roam_testkit::sftp::sshd(&scratch.join("sshd"));
+    let ssh_config = format!(
+        "Host 127.0.0.1\n  IdentityFile {}\n  UserKnownHostsFile {}\n",
+        sshd.client_key.display(),
+        sshd.known_hosts.display()
+    );
+    write_file(&home.join(".ssh/config"), ssh_config.as_bytes(), 0o600);
+    let (code, out) = doctor(&home, &sshd.url("root", &www), &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!("root@127.0.0.1:{}", sshd.port)),
+        "{out}"
+    );
+    assert!(
+        out.contains(&sshd.client_key.display().to_string()),
+        "{out}"
+    );
+    assert!(
+        out.contains(&sshd.known_hosts.display().to_string()),
+        "{out}"
+    );
+
+    // S3: an unknown profile is named, with the files read.
+    let aws = scratch.join("aws-config");
+    write_file(&aws, b"[profile known]\nregion = eu-west-1\n", 0o600);
+    let (code, out) = doctor(
+        &home,
+        "s3://bucket/x",
+        &[
+            ("AWS_PROFILE", Path::new("nosuch")),
+            ("AWS_CONFIG_FILE", &aws),
+        ],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("\"nosuch\" (AWS_PROFILE)") && out.contains("aws-config"),
+        "{out}"
+    );
+    drop(http);
+}

@@ -74,6 +74,8 @@ impl Default for FtpConfig {
 pub struct FtpDriver {
     site: Site,
     login: Login,
+    /// Where the login came from, in words (never the password).
+    login_source: String,
     timeouts: Timeouts,
     pool: Pool,
     /// Whether the server's FEAT offered MFMT, from the last login (false before one).
@@ -101,7 +103,7 @@ impl FtpDriver {
     /// the first operation; the credentials are settled now.
     pub fn new(cfg: FtpConfig, url: &str) -> Result<FtpDriver> {
         let site = Site::parse(url)?;
-        let login = login_for(&site, cfg.netrc.as_deref());
+        let (login, login_source) = login_for(&site, cfg.netrc.as_deref());
         if [&login.user, &login.password]
             .iter()
             .any(|s| s.contains(['\r', '\n']))
@@ -114,6 +116,7 @@ impl FtpDriver {
         Ok(FtpDriver {
             site,
             login,
+            login_source,
             timeouts: Timeouts {
                 connect: cfg.connect_timeout,
                 read: cfg.read_timeout,
@@ -295,13 +298,19 @@ impl FtpDriver {
 }
 
 /// Who logs in: the URL's user and password, else netrc's entry for the host (and the
-/// URL's user, if it names one), else anonymous.
-fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
+/// URL's user, if it names one), else anonymous; and where that came from, in words.
+fn login_for(site: &Site, netrc: Option<&Path>) -> (Login, String) {
     let found = match &site.password {
         Some(_) => None,
         None => netrc.and_then(|path| crate::netrc::read(path, &site.host, site.user.as_deref())),
-    }
-    .unwrap_or_default();
+    };
+    let source = match (&found, netrc) {
+        _ if site.password.is_some() => "user and password from the URL".to_owned(),
+        (Some(entry), Some(file)) => crate::netrc::describe(file, entry),
+        _ if site.user.is_some() => "user from the URL, no password".to_owned(),
+        _ => "anonymous".to_owned(),
+    };
+    let found = found.unwrap_or_default();
     let user = site
         .user
         .clone()
@@ -316,7 +325,7 @@ fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
             true => ANONYMOUS_PASSWORD.into(),
             false => String::new(),
         });
-    Login { user, password }
+    (Login { user, password }, source)
 }
 
 /// Sets the mode and time of `attrs` on the uploaded temporary `tmp`, where the server
@@ -418,6 +427,10 @@ impl Driver for FtpDriver {
 
     fn describe(&self, path: &str) -> String {
         self.site.describe(path)
+    }
+
+    fn sources(&self) -> Vec<(String, String)> {
+        vec![("login".into(), self.login_source.clone())]
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
@@ -569,7 +582,7 @@ mod tests {
         let owner_only = std::os::unix::fs::PermissionsExt::from_mode(0o600);
         std::fs::set_permissions(&netrc, owner_only).unwrap();
         let login = |url: &str, file: Option<&Path>| {
-            let l = login_for(&Site::parse(url).unwrap(), file);
+            let (l, _) = login_for(&Site::parse(url).unwrap(), file);
             (l.user, l.password)
         };
         let pair = |u: &str, p: &str| (u.to_owned(), p.to_owned());

@@ -321,6 +321,15 @@ impl Driver for HttpDriver {
         self.base.url(path)
     }
 
+    fn sources(&self) -> Vec<(String, String)> {
+        let netrc = self.client.netrc.as_ref();
+        let netrc = netrc.map_or("none".to_owned(), |f| f.display().to_string());
+        vec![
+            ("netrc file".into(), netrc),
+            ("login".into(), self.base.login_source().to_owned()),
+        ]
+    }
+
     fn stat(&self, path: &str) -> Result<Meta> {
         let url = self.checked_url(Method::Head, path, false)?;
         let response = self.call(Method::Head, &url, &[])?;

@@ -27,6 +27,8 @@ pub(crate) struct Base {
     public: String,
     /// The `Authorization` header value, when the URL carried credentials.
     authorization: Option<String>,
+    /// Where the login came from, in words (never the password).
+    login_source: String,
 }
 
 // By hand, so that `{:?}` of a driver can never print a password.
@@ -70,15 +72,21 @@ impl Base {
         public
             .parse::<ureq::http::Uri>()
             .map_err(|e| invalid(&e.to_string()))?;
-        let authorization = authorization(userinfo, host, netrc);
+        let (authorization, login_source) = authorization(userinfo, host, netrc);
         Ok(Base {
             public,
             authorization,
+            login_source,
         })
     }
 
     pub(crate) fn authorization(&self) -> Option<&str> {
         self.authorization.as_deref()
+    }
+
+    /// Where the login came from, in words.
+    pub(crate) fn login_source(&self) -> &str {
+        &self.login_source
     }
 
     /// The URL of a driver path; the root `/` gives `base/`.
@@ -119,19 +127,33 @@ pub(crate) fn redact(url: &str) -> String {
 /// (`host[:port]`): its user and password; a user alone takes the password netrc has for
 /// it (else none); no userinfo takes netrc's login for the host, whatever the port (as
 /// curl), if it has one.
-fn authorization(userinfo: Option<&str>, authority: &str, netrc: Option<&Path>) -> Option<String> {
+/// Returns the header and where its login came from, in words.
+fn authorization(
+    userinfo: Option<&str>,
+    authority: &str,
+    netrc: Option<&Path>,
+) -> (Option<String>, String) {
     let decoded = |part: &str| percent_decode_str(part).decode_utf8_lossy().into_owned();
     if let Some((user, pass)) = userinfo.and_then(|info| info.split_once(':')) {
-        return Some(basic(&decoded(user), &decoded(pass)));
+        let source = format!("user {} and password from the URL", decoded(user));
+        return (Some(basic(&decoded(user), &decoded(pass))), source);
     }
     let user = userinfo.map(decoded);
     let host = crate::url::split_host_port(authority).map(|(host, _)| host);
     let found = netrc
         .zip(host)
-        .and_then(|(file, host)| crate::netrc::read(file, &host, user.as_deref()))
-        .unwrap_or_default();
-    let user = user.or(found.login)?;
-    Some(basic(&user, found.password.as_deref().unwrap_or("")))
+        .and_then(|(file, host)| crate::netrc::read(file, &host, user.as_deref()));
+    let source = match (&found, netrc) {
+        (Some(entry), Some(file)) => crate::netrc::describe(file, entry),
+        (None, Some(file)) => format!("no entry for the host in {}", file.display()),
+        (None, None) | (Some(_), None) => "no netrc file".to_owned(),
+    };
+    let found = found.unwrap_or_default();
+    let Some(user) = user.or(found.login) else {
+        return (None, format!("none ({source})"));
+    };
+    let header = basic(&user, found.password.as_deref().unwrap_or(""));
+    (Some(header), source)
 }
 
 /// `Basic base64(user:pass)`.

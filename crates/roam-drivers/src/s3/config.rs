@@ -57,6 +57,8 @@ pub struct S3Config {
     pub ca_bundle: Option<PathBuf>,
     /// Where credentials come from when they are not a fixed pair.
     pub credential_source: Option<CredentialSource>,
+    /// Where the fixed key pair came from, in words (never a key).
+    pub keys_from: Option<String>,
     /// Why no S3 mount can be made with these settings (an unknown profile): the
     /// driver refuses to start with it.
     pub problem: Option<String>,
@@ -76,6 +78,7 @@ impl fmt::Debug for S3Config {
             .field("profile", &self.profile)
             .field("ca_bundle", &self.ca_bundle)
             .field("credential_source", &self.credential_source)
+            .field("keys_from", &self.keys_from)
             .field("problem", &self.problem)
             .finish()
     }
@@ -127,6 +130,28 @@ impl S3Config {
             options.ca_file = self.ca_bundle.clone();
         }
         options
+    }
+
+    /// What these settings came from, for `roam doctor`: the profile, region, endpoint
+    /// and where the credentials come from (never a key).
+    pub fn sources(&self) -> Vec<(String, String)> {
+        let credentials = match (&self.keys_from, &self.credential_source) {
+            (Some(from), _) => from.clone(),
+            (None, Some(source)) => source.to_string(),
+            (None, None) => "none: requests go unsigned".into(),
+        };
+        vec![
+            (
+                "AWS profile".into(),
+                self.profile.clone().unwrap_or("default".into()),
+            ),
+            ("region".into(), self.region_name().to_owned()),
+            (
+                "endpoint".into(),
+                self.endpoint.clone().unwrap_or("AWS".into()),
+            ),
+            ("credentials".into(), credentials),
+        ]
     }
 
     /// The region requests are signed for (and, without an endpoint, sent to).
@@ -185,25 +210,28 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         env("AWS_SECRET_ACCESS_KEY"),
         env("AWS_SESSION_TOKEN"),
     )
-    .map(Found::Keys);
+    .map(|keys| Found::Keys(keys, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into()));
+    let in_file = |file: &PathBuf, section: &str| format!("{} [{section}]", file.display());
     let process = setting("credential_process")
         .or_else(|| credentials_file.get("credential_process").cloned())
         .map(|command| Found::Source(CredentialSource::Process(command)));
     let from_profile = web_identity(env, &config_file, region.as_deref())
         .map(Found::Source)
-        .or_else(|| file_keys(&credentials_file).map(Found::Keys))
+        .or_else(|| file_keys(&credentials_file).map(|k| Found::Keys(k, in_file(&paths[0], name))))
         .or(process)
-        .or_else(|| file_keys(&config_file).map(Found::Keys));
+        .or_else(|| {
+            file_keys(&config_file).map(|k| Found::Keys(k, in_file(&paths[1], &config_section)))
+        });
     let found = if explicit.is_some() {
         from_profile.or(from_env)
     } else {
         from_env.or(from_profile)
     };
     let found = found.or_else(|| metadata_service(env).map(Found::Source));
-    let ((access_key, secret_key, session_token), credential_source) = match found {
-        Some(Found::Keys(keys)) => (keys, None),
-        Some(Found::Source(source)) => (KeyPair::default(), Some(source)),
-        None => (KeyPair::default(), None),
+    let ((access_key, secret_key, session_token), credential_source, keys_from) = match found {
+        Some(Found::Keys(keys, from)) => (keys, None, Some(from)),
+        Some(Found::Source(source)) => (KeyPair::default(), Some(source), None),
+        None => (KeyPair::default(), None, None),
     };
     let endpoint = env("AWS_ENDPOINT_URL_S3")
         .or_else(|| env("AWS_ENDPOINT_URL"))
@@ -228,13 +256,15 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
             .or_else(|| setting("ca_bundle").filter(|v| !v.is_empty()))
             .map(PathBuf::from),
         credential_source,
+        keys_from,
         problem,
     }
 }
 
-/// Where credentials were found: a fixed pair, or a source of expiring ones.
+/// Where credentials were found: a fixed pair (and where, in words), or a source of
+/// expiring ones.
 enum Found {
-    Keys(KeyPair),
+    Keys(KeyPair, String),
     Source(CredentialSource),
 }
 

@@ -65,6 +65,8 @@ const MAX_COPY: u64 = 5 << 30;
 #[derive(Debug)]
 pub struct S3Driver {
     client: Client,
+    /// What the settings were read from, for [`Driver::sources`].
+    sources: Vec<(String, String)>,
     /// The keys of the mount start with this: empty, or `prefix/`.
     prefix: String,
 }
@@ -95,6 +97,7 @@ impl S3Driver {
         );
         let region = config.region_name().to_owned();
         Ok(S3Driver {
+            sources: config.sources(),
             client: Client::new(client, endpoint, keys, region),
             prefix,
         })
@@ -370,6 +373,10 @@ impl Driver for S3Driver {
 
     fn describe(&self, path: &str) -> String {
         format!("s3://{}/{}", self.client.endpoint.bucket(), self.key(path))
+    }
+
+    fn sources(&self) -> Vec<(String, String)> {
+        self.sources.clone()
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
