@@ -68,6 +68,14 @@ fn read(config: &S3Config) -> Result<Vec<u8>, i32> {
     read_with(&driver)
 }
 
+/// Reads the object three times through one driver made with `cfg`.
+fn read_thrice(cfg: &S3Config) {
+    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), cfg, BUCKET).unwrap();
+    for _ in 0..3 {
+        assert_eq!(read_with(&driver), Ok(b"signed hello".to_vec()));
+    }
+}
+
 fn read_with(driver: &S3Driver) -> Result<Vec<u8>, i32> {
     let mut bytes = Vec::new();
     match driver.fetch("/hello.txt", &mut bytes, None) {
@@ -93,11 +101,7 @@ fn credential_process_output_signs_requests() {
     );
     write_file(&scratch.join("home/.aws/config"), profile.as_bytes(), 0o600);
     let home = scratch.join("home");
-    let cfg = config(&server, &home, &[("AWS_PROFILE", "tool")]);
-    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), &cfg, BUCKET).unwrap();
-    for _ in 0..3 {
-        assert_eq!(read_with(&driver), Ok(b"signed hello".to_vec()));
-    }
+    read_thrice(&config(&server, &home, &[("AWS_PROFILE", "tool")]));
     let runs = std::fs::read_to_string(runs).unwrap();
     assert_eq!(
         runs.lines().count(),
@@ -144,31 +148,22 @@ fn instance_role_credentials_come_from_imdsv2_and_are_refreshed() {
     let server = moto_with_object(&scratch);
     let keys = enforce_auth(&server);
     let home = scratch.join("home");
+    let through = |imds: &Imds| {
+        let vars = [
+            ("AWS_EC2_METADATA_DISABLED", "false"),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.as_str()),
+        ];
+        read_thrice(&config(&server, &home, &vars));
+    };
     // Valid for an hour: fetched once for many requests.
     let imds = Imds::start(keys.clone(), Duration::from_secs(3600));
-    let vars = [
-        ("AWS_EC2_METADATA_DISABLED", "false"),
-        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.as_str()),
-    ];
-    let cfg = config(&server, &home, &vars);
-    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), &cfg, BUCKET).unwrap();
-    for _ in 0..3 {
-        assert_eq!(read_with(&driver), Ok(b"signed hello".to_vec()));
-    }
+    through(&imds);
     assert_eq!(imds.fetches.load(Ordering::SeqCst), 1);
     assert_eq!(imds.refused.load(Ordering::SeqCst), 0);
 
     // Expiring within the five minutes of margin: fetched again before each request.
     let imds = Imds::start(keys, Duration::from_secs(120));
-    let vars = [
-        ("AWS_EC2_METADATA_DISABLED", "false"),
-        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.as_str()),
-    ];
-    let cfg = config(&server, &home, &vars);
-    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), &cfg, BUCKET).unwrap();
-    for _ in 0..3 {
-        assert_eq!(read_with(&driver), Ok(b"signed hello".to_vec()));
-    }
+    through(&imds);
     assert!(imds.fetches.load(Ordering::SeqCst) >= 3);
 }
 
