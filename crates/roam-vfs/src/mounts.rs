@@ -6,7 +6,8 @@
 //! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
 //!
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
-//! (WebDAV over http/https), `ftp` (login from the URL, `~/.netrc`, or anonymous), `chirp`,
+//! (WebDAV over http/https), `ftp` (login from the URL, netrc, or anonymous; http and dav
+//! take netrc's login too), `chirp`,
 //! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
 //! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
