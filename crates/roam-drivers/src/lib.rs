@@ -16,7 +16,9 @@ pub mod http;
 pub mod layer;
 pub mod local;
 pub mod mem;
+pub mod netrc;
 pub mod s3;
+pub mod secrets;
 pub mod sftp;
 mod url;
 
@@ -420,6 +422,12 @@ pub struct NewFile {
 pub trait Driver: Send + Sync + Debug {
     /// A short human name for a path, for messages: `http://127.0.0.1:8080/dir/f`.
     fn describe(&self, path: &str) -> String;
+
+    /// What this mount read to reach its server and log in (for `roam doctor URL`): pairs
+    /// of what and where it came from, never a secret. None for backends without logins.
+    fn sources(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 
     /// Metadata of `path`. Does not follow a final symlink (lstat semantics).
     fn stat(&self, path: &str) -> Result<Meta>;

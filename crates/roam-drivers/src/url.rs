@@ -98,7 +98,7 @@ pub(crate) fn remote(prefix: &str, path: &str) -> String {
 }
 
 /// `host[:port]` or `[v6][:port]`; `None` when empty or the port is not a number.
-fn split_host_port(text: &str) -> Option<(String, Option<u16>)> {
+pub(crate) fn split_host_port(text: &str) -> Option<(String, Option<u16>)> {
     let (host, port) = match text.strip_prefix('[') {
         Some(v6) => {
             let (host, after) = v6.split_once(']')?;

@@ -235,6 +235,9 @@ fn s3() -> Service {
         path_style: true,
         profile: None,
         ca_bundle: None,
+        credential_source: None,
+        keys_from: None,
+        problem: None,
     };
     let client = common::http_client(Duration::from_secs(30));
     let driver = S3Driver::new(client, &config, BUCKET).unwrap();

@@ -576,21 +576,23 @@ suite!(
 fn logs_in_from_netrc() {
     let s = Served::start(Daemon::Pyftpdlib);
     let netrc = s.scratch.join("netrc");
-    let cfg = |text: &str| {
+    let cfg = |text: &str, mode: u32| {
         fs::write(&netrc, text).unwrap();
+        fs::set_permissions(&netrc, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
         FtpConfig {
             netrc: Some(netrc.clone()),
             ..config()
         }
     };
     let url = format!("ftp://{}/pub", s.authority());
-    let good = cfg(&format!(
-        "machine 127.0.0.1 login {USER} password \"{PASSWORD}\"\n"
-    ));
-    let driver = FtpDriver::new(good, &url).unwrap();
+    let entry = format!("machine 127.0.0.1 login {USER} password \"{PASSWORD}\"\n");
+    let driver = FtpDriver::new(cfg(&entry, 0o600), &url).unwrap();
     assert_eq!(driver.stat("/a b.txt").unwrap().size, Some(12));
-    let bad = cfg(&format!("default login {USER} password nope\n"));
+    let bad = cfg(&format!("default login {USER} password nope\n"), 0o600);
     let driver = FtpDriver::new(bad, &url).unwrap();
+    assert_eq!(kind_of(driver.stat("/")), ErrorKind::PermissionDenied);
+    // A password in a file others may read is refused, as ftp(1) refuses it.
+    let driver = FtpDriver::new(cfg(&entry, 0o644), &url).unwrap();
     assert_eq!(kind_of(driver.stat("/")), ErrorKind::PermissionDenied);
 }
 

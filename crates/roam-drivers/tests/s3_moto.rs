@@ -77,6 +77,9 @@ impl World {
             path_style: true,
             profile: None,
             ca_bundle: None,
+            credential_source: None,
+            keys_from: None,
+            problem: None,
         }
     }
 

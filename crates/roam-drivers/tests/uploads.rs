@@ -165,6 +165,9 @@ fn s3_site() -> Site {
             path_style: true,
             profile: None,
             ca_bundle: None,
+            credential_source: None,
+            keys_from: None,
+            problem: None,
         };
         let client = common::http_client(Duration::from_secs(60));
         Box::new(S3Driver::new(client, &config, BUCKET).unwrap())

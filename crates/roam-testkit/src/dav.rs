@@ -8,7 +8,7 @@ use std::os::unix::fs::lchown;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::{required, NginxExtra, Server};
+use crate::{basic_auth, required, NginxExtra, Server};
 
 /// Where Debian's `libnginx-mod-http-dav-ext` installs the module.
 const DAV_EXT: &str = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so";
@@ -36,15 +36,22 @@ const NO_LOCKS: &str = "        dav_ext_methods PROPFIND OPTIONS;\n";
 /// so the tree is given to `nobody`, modes unchanged (a mode-000 file stays unreadable to
 /// it and gives 403). Not run as root, the workers run as the tree's owner already.
 pub fn nginx_dav(www: &Path, run: &Path) -> Server {
-    serve(www, run, true)
+    serve(www, run, true, String::new())
 }
 
 /// [`nginx_dav`] without locks (WebDAV class 1): `LOCK` is refused with 405.
 pub fn nginx_dav_unlocked(www: &Path, run: &Path) -> Server {
-    serve(www, run, false)
+    serve(www, run, false, String::new())
 }
 
-fn serve(www: &Path, run: &Path, locks: bool) -> Server {
+/// [`nginx_dav`] where every request must carry `user` and `password` (Basic
+/// authorization): 401 without them.
+pub fn nginx_dav_with_login(www: &Path, run: &Path, user: &str, password: &str) -> Server {
+    serve(www, run, true, basic_auth(run, user, password))
+}
+
+/// nginx's WebDAV server with or without locks; `login` directives (if any) guard it all.
+fn serve(www: &Path, run: &Path, locks: bool, login: String) -> Server {
     let module = required(DAV_EXT, "Debian's libnginx-mod-http-dav-ext");
     hand_over(www);
     let (http, methods) = match locks {
@@ -54,7 +61,7 @@ fn serve(www: &Path, run: &Path, locks: bool) -> Server {
     let extra = NginxExtra {
         main: format!("load_module {};\n", module.display()),
         http: http.to_owned(),
-        server: format!("{DAV}{methods}"),
+        server: format!("{DAV}{methods}{login}"),
     };
     Server::nginx_with(www, run, &extra)
 }

@@ -148,6 +148,17 @@ impl Server {
         panic!("nginx failed to start five times; its log:\n{log}");
     }
 
+    /// [`Server::nginx`] where everything under `/private/` asks for `user` and `password`
+    /// (Basic authorization, nginx's `auth_basic`): 401 without them.
+    pub fn nginx_with_login(www: &Path, run: &Path, user: &str, password: &str) -> Server {
+        let login = basic_auth(run, user, password);
+        let extra = NginxExtra {
+            server: format!("        location /private/ {{\n{login}        }}\n"),
+            ..NginxExtra::default()
+        };
+        Server::nginx_with(www, run, &extra)
+    }
+
     /// Python's `http.server` serving `www`, with its log (stderr) in `run/error.log`.
     ///
     /// It is started on port 0 so that it binds a free port itself, which no other process
@@ -305,6 +316,21 @@ fn announced_port(stdout: ChildStdout) -> Option<u16> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// nginx's directives asking for `user` and `password`, checked against an htpasswd file
+/// written in `run` (nginx's `{PLAIN}` scheme: a test login needs no hashing).
+pub(crate) fn basic_auth(run: &Path, user: &str, password: &str) -> String {
+    let file = run.join("htpasswd");
+    write_file(
+        &file,
+        format!("{user}:{{PLAIN}}{password}\n").as_bytes(),
+        0o644,
+    );
+    format!(
+        "        auth_basic \"roam tests\";\n        auth_basic_user_file {};\n",
+        file.display()
+    )
 }
 
 /// Directives that [`Server::nginx_with`] adds to the configuration: `main` at its top

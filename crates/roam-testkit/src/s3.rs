@@ -159,9 +159,34 @@ pub fn multipart_uploads(server: &Server, bucket: &str) -> Vec<String> {
         .collect()
 }
 
+/// Creates an IAM role allowed everything, which anyone may assume (before
+/// [`enforce_auth`]); returns its ARN.
+pub fn create_role(server: &Server, name: &str) -> String {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"*"},"Action":"sts:AssumeRoleWithWebIdentity"}]}"#;
+    let reply = iam(
+        server,
+        &format!(
+            "Action=CreateRole&RoleName={name}&AssumeRolePolicyDocument={}",
+            percent_encode(trust)
+        ),
+    );
+    let policy = format!(
+        "Action=PutRolePolicy&RoleName={name}&PolicyName=all&PolicyDocument={}",
+        percent_encode(ALLOW_ALL)
+    );
+    iam(server, &policy);
+    element(&reply, "Arn")
+}
+
 /// Creates an IAM user allowed everything, and makes moto check every later request
 /// against its credentials, which it returns.
 pub fn enforce_auth(server: &Server) -> Credentials {
+    enforce_auth_after(server, 0)
+}
+
+/// [`enforce_auth`], letting the next `unchecked` requests through unchecked: an unsigned
+/// STS `AssumeRoleWithWebIdentity`, which moto would otherwise refuse as unsigned.
+pub fn enforce_auth_after(server: &Server, unchecked: u32) -> Credentials {
     iam(server, "Action=CreateUser&UserName=roam");
     let policy = format!(
         "Action=PutUserPolicy&UserName=roam&PolicyName=all&PolicyDocument={}",
@@ -174,7 +199,14 @@ pub fn enforce_auth(server: &Server) -> Credentials {
         secret_key: element(&reply, "SecretAccessKey"),
     };
     // moto's switch: the number of requests it still lets through unchecked.
-    let reply = request(server, "POST", "/moto-api/reset-auth", "s3", b"0");
+    let count = unchecked.to_string();
+    let reply = request(
+        server,
+        "POST",
+        "/moto-api/reset-auth",
+        "s3",
+        count.as_bytes(),
+    );
     assert!(status_is(&reply, "200"), "enabling auth: {reply}");
     credentials
 }

@@ -45,7 +45,7 @@ use roam_drivers::{ErrorKind, Fetched, Validator};
 // file an in-memory backend keeps): the drivers' vocabulary, given by the vfs so that the
 // frontends depend on it alone.
 pub use roam_drivers::mem::Contents as MemoryFile;
-pub use roam_drivers::{is_safe_name, Kind, Meta, NewFile};
+pub use roam_drivers::{is_safe_name, secrets, Kind, Meta, NewFile};
 
 pub use access::{Caller, Need};
 pub use cache::Info;

@@ -6,8 +6,9 @@
 //! - implicit mounts `/SCHEME/HOST[:PORT]/PATH`, one driver per host, made on first use.
 //!
 //! URL schemes and their drivers: `http`/`https` (read-only web servers), `dav`/`davs`
-//! (WebDAV over http/https), `ftp`/`ftps` (login from the URL, `~/.netrc`, or anonymous;
-//! `ftps` is explicit FTPS, verified as HTTPS is), `chirp`,
+//! (WebDAV over http/https), `ftp`/`ftps` (login from the URL, netrc, or anonymous;
+//! `ftps` is explicit FTPS, verified as HTTPS is; http and dav take netrc's login too),
+//! `chirp`,
 //! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
 //! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
@@ -129,6 +130,7 @@ impl Protocols {
         let ftp = FtpConfig {
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
+            netrc: cfg.netrc.clone(),
             ..FtpConfig::default()
         };
         let mut clients = HashMap::new();

@@ -2,6 +2,7 @@
 //! tree runs in the background (or in the foreground with `--foreground`) and listens on a
 //! control socket in the private cache directory, where `roam detach` finds it.
 
+use roam_drivers::secrets::scrub;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,7 +34,7 @@ pub fn attach(mounts: &[String], pid: i32, foreground: bool) -> Result<i32> {
             let code = match agent(mounts, pid, Some(w)) {
                 Ok(code) => code,
                 Err(e) => {
-                    eprintln!("roam attach {pid}: {e:#}");
+                    eprintln!("roam attach {pid}: {}", scrub(&format!("{e:#}")));
                     1
                 }
             };
@@ -124,7 +125,7 @@ pub fn detach(pid: i32) -> Result<i32> {
     if n != "0" {
         eprintln!("roam: still open for writing (delivered at their last close):");
         for p in lines {
-            eprintln!("  {p}");
+            eprintln!("  {}", scrub(p));
         }
     }
     Ok(0)

@@ -26,7 +26,14 @@
 //! [mounts]
 //! "/proj" = "http://example.org/src"
 //! "/data" = "file:///srv/data"
+//! "/team" = "files:reports"   # a remote's URL and login (see `[remote.NAME]`, remote.rs)
+//! [remote.files]
+//! url = "davs://files.example.org/team"
+//! user = "alice"
+//! password_command = "pass show files"
 //! ```
+
+mod remote;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +63,9 @@ pub struct Config {
     /// TLS choices per `host[:port]`.
     #[serde(default)]
     pub tls: BTreeMap<String, TlsSection>,
+    /// Servers and their logins, named by mount targets `NAME:PATH`.
+    #[serde(default)]
+    pub remote: BTreeMap<String, remote::RemoteSection>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -147,6 +157,12 @@ impl Config {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    }
+
+    /// The mount URL of a mount target: a remote's `NAME:PATH` resolved (remote.rs), any
+    /// other target as it is.
+    pub fn mount_url(&self, target: &str) -> Result<String> {
+        remote::resolve(&self.remote, target)
     }
 
     pub fn max_cache_bytes(&self) -> u64 {
@@ -272,7 +288,7 @@ impl Config {
     }
 }
 
-fn config_path() -> Option<PathBuf> {
+pub fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ROAM_CONFIG") {
         return Some(p.into());
     }

@@ -2,8 +2,64 @@
 //! `roam run` needs ptrace and seccomp; `roam mount` needs FUSE (`/dev/fuse`, and for a
 //! user without root the setuid `fusermount3`); `roam run --fuse` needs FUSE inside an
 //! unprivileged user namespace.
+//!
+//! `roam doctor URL`: the mount a URL (or a remote's `NAME:PATH`) makes, what its driver
+//! read to reach the server and log in ([`roam_drivers::Driver::sources`]: never a
+//! secret), and whether the server answers a stat of the mount's root.
 
 use std::os::unix::fs::PermissionsExt;
+use std::time::Instant;
+
+use roam_drivers::secrets::scrub;
+use roam_vfs::Node;
+
+/// Where `roam doctor URL` mounts the URL in its namespace (no program ever sees it).
+const PROBE: &str = "/.roam-doctor";
+
+pub fn doctor_url(url: &str) -> anyhow::Result<i32> {
+    let line = |what: &str, value: &str| println!("{what:<18} {}", scrub(value));
+    let config = crate::config::config_path();
+    let shown = config.as_ref().map(|p| p.display().to_string());
+    let exists = config.as_ref().is_some_and(|p| p.exists());
+    line(
+        "roam.toml",
+        &match (shown, exists) {
+            (Some(p), true) => p,
+            (Some(p), false) => format!("{p} (absent)"),
+            (None, _) => "none".into(),
+        },
+    );
+    let target = crate::config::Config::load()?.mount_url(url)?;
+    line("mount URL", &target);
+    let vfs = match crate::open_vfs(&[format!("{PROBE}={url}")], crate::Use::Look) {
+        Ok(vfs) => vfs,
+        Err(e) => {
+            line("mount", &format!("cannot be made: {e:#}"));
+            return Ok(1);
+        }
+    };
+    let Some(Node::Remote(root)) = vfs.lookup(PROBE)? else {
+        anyhow::bail!("{PROBE} is not a mount");
+    };
+    for (what, from) in root.driver.sources() {
+        line(&what, &from);
+    }
+    let started = Instant::now();
+    let node = Node::Remote(root);
+    match vfs.stat(&node) {
+        Ok(_) => {
+            line(
+                "server",
+                &format!("answers ({} ms)", started.elapsed().as_millis()),
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            line("server", &format!("does not answer as hoped: {e}"));
+            Ok(1)
+        }
+    }
+}
 
 /// One mechanism: whether it works, and the reason.
 struct Check {

@@ -3,6 +3,7 @@
 //! needs and only those are fetched, so searching remote MP3s by tag reads their tags, not
 //! their audio. PATH is a roam name (`/http/host/dir`, a mount) or a local directory.
 
+use roam_drivers::secrets::scrub;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -38,7 +39,7 @@ pub fn run(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
     match search(vfs, config, args) {
         Ok(code) => Ok(code),
         Err(e) => {
-            eprintln!("roam find: {e:#}");
+            eprintln!("roam find: {}", scrub(&format!("{e:#}")));
             Ok(2)
         }
     }
@@ -163,7 +164,7 @@ impl Search<'_> {
 
     fn error(&mut self, name: &str, e: &dyn std::fmt::Display) {
         self.errors += 1;
-        eprintln!("roam find: {name}: {e}");
+        eprintln!("roam find: {}", scrub(&format!("{name}: {e}")));
     }
 }
 

@@ -8,6 +8,7 @@
 //! nothing else change. When it exits, the namespace and its
 //! mounts go with it.
 
+use roam_drivers::secrets::scrub;
 use std::ffi::CString;
 use std::io::Write;
 use std::path::Path;
@@ -56,7 +57,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .status()
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
-    vfs.deliver_pending(&|_, message| eprintln!("roam: {message}"));
+    vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),
         &vfs,

@@ -1,6 +1,7 @@
 //! `roam`: the command line. A thin layer that reads configuration and wires the namespace
 //! (`roam-vfs`) to a frontend (`roam-trap` for `roam run`, `roam-fuse` for `roam mount`).
 
+mod argv;
 mod attach;
 mod config;
 mod doctor;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use roam_drivers::http::{HttpConfig, TlsOptions};
+use roam_drivers::secrets::scrub;
 use roam_vfs::{Vfs, VfsConfig};
 
 use config::Config;
@@ -95,8 +97,14 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount what `roam mount` mounted on DIR.
     Umount(mount::UmountArgs),
-    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows.
-    Doctor,
+    /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows;
+    /// with a URL (or a remote's NAME:PATH), what roam would read to reach it (config,
+    /// netrc entry, AWS profile, ssh keys and known hosts; never a secret) and whether the
+    /// server answers.
+    Doctor {
+        /// A mount URL or NAME:PATH.
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -108,12 +116,13 @@ enum CacheAction {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(argv::original());
     init_logging(cli.verbose);
+    argv::hide_passwords();
     match dispatch(cli.command) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("roam: {e:#}");
+            eprintln!("roam: {}", scrub(&format!("{e:#}")));
             let code = match e.downcast_ref::<roam_trap::TrapError>() {
                 Some(roam_trap::TrapError::NotFound(_)) => 127,
                 _ => 126,
@@ -175,7 +184,8 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
-        Command::Doctor => doctor::doctor(),
+        Command::Doctor { url: None } => doctor::doctor(),
+        Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
         Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
     }
 }
@@ -209,11 +219,11 @@ fn print_report(r: &roam_vfs::CacheReport) {
         }
     );
     for p in &r.pending {
-        println!("  {}", describe_pending(p));
+        println!("  {}", scrub(&describe_pending(p)));
         if !p.leftovers.is_empty() {
             println!(
                 "    an upload of it was cut off and may have left on the server: {} (its next upload or `roam sync` removes them)",
-                p.leftovers.join(", ")
+                scrub(&p.leftovers.join(", "))
             );
         }
     }
@@ -253,7 +263,7 @@ pub(crate) fn exit_status(program: i32, vfs: &Vfs) -> i32 {
     eprintln!(
         "roam: {} change(s) not uploaded: {} (roam status; roam sync)",
         pending.len(),
-        pending.join(", ")
+        scrub(&pending.join(", "))
     );
     if program == 0 {
         EXIT_PENDING
@@ -272,7 +282,10 @@ fn sync(vfs: &Vfs, force: &[String], discard: &[String]) -> Result<i32> {
     for (names, upload) in [(force, true), (discard, false)] {
         for virt in names {
             if !vfs.dirty().contains(virt) {
-                bail!("{virt}: no change of it is pending here (see `roam status`)");
+                bail!(
+                    "{}: no change of it is pending here (see `roam status`)",
+                    scrub(virt)
+                );
             }
             vfs.settle_kept(virt, upload)?;
         }
@@ -281,15 +294,16 @@ fn sync(vfs: &Vfs, force: &[String], discard: &[String]) -> Result<i32> {
     for virt in vfs.dirty() {
         match vfs.flush(&virt, &|| false) {
             Ok(roam_vfs::Flushed::Conflict(beside)) => {
-                eprintln!("roam: {virt} changed on the server meanwhile: this version was saved as {beside}")
+                let line = format!(
+                    "{virt} changed on the server meanwhile: this version was saved as {beside}"
+                );
+                eprintln!("roam: {}", scrub(&line));
             }
-            Ok(_) => eprintln!("roam: uploaded {virt}"),
+            Ok(_) => eprintln!("roam: uploaded {}", scrub(&virt)),
             Err(e) => {
                 left += 1;
-                eprintln!(
-                    "roam: {e}{}",
-                    if e.is_kept() { "" } else { " (still pending)" }
-                );
+                let pending = if e.is_kept() { "" } else { " (still pending)" };
+                eprintln!("roam: {}{pending}", scrub(&e.to_string()));
             }
         }
     }
@@ -318,9 +332,14 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     let mut mounts = cfg.mounts.clone();
     for m in flags {
         let Some((local, url)) = m.split_once('=') else {
-            bail!("-m {m}: expected LOCAL=URL")
+            bail!("-m {}: expected LOCAL=URL", scrub(m))
         };
         mounts.insert(local.to_owned(), url.to_owned());
+    }
+    for (local, target) in mounts.iter_mut() {
+        *target = cfg
+            .mount_url(target)
+            .with_context(|| format!("the mount {local}"))?;
     }
     let defaults = HttpConfig::default();
     let secs = |v: Option<u64>, d: Duration| v.map(Duration::from_secs).unwrap_or(d);
@@ -348,6 +367,7 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
+            ..defaults
         },
     };
     let mut vfs = Vfs::new(&vcfg)
@@ -376,8 +396,26 @@ fn init_logging(verbose: u8) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedStderr)
         .with_target(false)
         .with_ansi(ansi)
         .init();
+}
+
+/// Standard error with every password of a URL or name hidden ([`scrub`]): whatever a log
+/// line quotes (a name a program opened, a mount URL, a library's debug output), its
+/// password never reaches a terminal or a log file. The formatter writes each event with
+/// one call, so a URL is never split across two.
+struct ScrubbedStderr;
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(scrub(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }

@@ -7,6 +7,7 @@
 //! (exit status 1, the reason on stderr). Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
 //! it: a watcher process waits for roam's end and lazily unmounts what it leaves behind.
 
+use roam_drivers::secrets::scrub;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -88,7 +89,7 @@ fn daemonize() -> Result<i32> {
         .open(&log)
         .with_context(|| format!("opening {}", log.display()))?;
     let mut child = Command::new(exe)
-        .args(std::env::args_os().skip(1))
+        .args(crate::argv::original().iter().skip(1))
         .env(READY_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -104,7 +105,7 @@ fn daemonize() -> Result<i32> {
     }
     let status = child.wait()?;
     if let Some(why) = line.trim().strip_prefix(REFUSED) {
-        eprintln!("roam: {why}");
+        eprintln!("roam: {}", scrub(why));
         return Ok(1);
     }
     bail!("mount failed ({status}); see {} for why", log.display())
@@ -138,7 +139,7 @@ fn refuse(e: &anyhow::Error) -> Result<i32> {
         writeln!(out, "{REFUSED}{e:#}")?;
         out.flush()?;
     } else {
-        eprintln!("roam: {e:#}");
+        eprintln!("roam: {}", scrub(&format!("{e:#}")));
     }
     Ok(1)
 }
@@ -192,7 +193,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }
-    vfs.deliver_pending(&|_, message| eprintln!("roam: {message}"));
+    vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(0, &vfs);
     vfs.finish();
     Ok(code)

@@ -446,6 +446,10 @@ impl Driver for DavDriver {
         self.http.describe(path)
     }
 
+    fn sources(&self) -> Vec<(String, String)> {
+        self.http.sources()
+    }
+
     fn stat(&self, path: &str) -> Result<Meta> {
         self.check(Method::Propfind, path)?;
         let url = self.base().url(path);

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use roam_testkit::fuzz::{bounded, config, mutated, mutated_text, name, number};
 
 use super::listing::{self, Format};
-use super::netrc;
+use crate::netrc;
 use crate::{is_safe_name, Kind, Listing};
 
 /// 2026-11-22 06:02 UTC: the listings' "now" (a year-less date is within the last year).

@@ -24,7 +24,6 @@ mod errors;
 mod fuzz;
 mod interview;
 mod listing;
-mod netrc;
 mod pool;
 mod session;
 mod time;
@@ -73,7 +72,7 @@ impl Default for FtpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             idle_keep: Duration::from_secs(60),
-            netrc: std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".netrc")),
+            netrc: crate::netrc::default_path(),
             tls: TlsOptions::default(),
         }
     }
@@ -83,6 +82,8 @@ impl Default for FtpConfig {
 pub struct FtpDriver {
     site: Site,
     login: Login,
+    /// Where the login came from, in words (never the password).
+    login_source: String,
     timeouts: Timeouts,
     /// TLS for `ftps://`.
     ftps: Option<Ftps>,
@@ -113,7 +114,7 @@ impl FtpDriver {
     /// settled now.
     pub fn new(cfg: FtpConfig, url: &str) -> Result<FtpDriver> {
         let site = Site::parse(url)?;
-        let login = login_for(&site, cfg.netrc.as_deref());
+        let (login, login_source) = login_for(&site, cfg.netrc.as_deref());
         if [&login.user, &login.password]
             .iter()
             .any(|s| s.contains(['\r', '\n']))
@@ -131,6 +132,7 @@ impl FtpDriver {
             ftps,
             site,
             login,
+            login_source,
             timeouts: Timeouts {
                 connect: cfg.connect_timeout,
                 read: cfg.read_timeout,
@@ -319,13 +321,19 @@ impl FtpDriver {
 }
 
 /// Who logs in: the URL's user and password, else netrc's entry for the host (and the
-/// URL's user, if it names one), else anonymous.
-fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
+/// URL's user, if it names one), else anonymous; and where that came from, in words.
+fn login_for(site: &Site, netrc: Option<&Path>) -> (Login, String) {
     let found = match &site.password {
         Some(_) => None,
-        None => netrc.and_then(|path| read_netrc(path, &site.host, site.user.as_deref())),
-    }
-    .unwrap_or_default();
+        None => netrc.and_then(|path| crate::netrc::read(path, &site.host, site.user.as_deref())),
+    };
+    let source = match (&found, netrc) {
+        _ if site.password.is_some() => "user and password from the URL".to_owned(),
+        (Some(entry), Some(file)) => crate::netrc::describe(file, entry),
+        _ if site.user.is_some() => "user from the URL, no password".to_owned(),
+        _ => "anonymous".to_owned(),
+    };
+    let found = found.unwrap_or_default();
     let user = site
         .user
         .clone()
@@ -340,18 +348,7 @@ fn login_for(site: &Site, netrc: Option<&Path>) -> Login {
             true => ANONYMOUS_PASSWORD.into(),
             false => String::new(),
         });
-    Login { user, password }
-}
-
-fn read_netrc(path: &Path, host: &str, user: Option<&str>) -> Option<netrc::Credentials> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => netrc::lookup(&text, host, user),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            tracing::warn!("ftp: cannot read {}: {e}", path.display());
-            None
-        }
-    }
+    (Login { user, password }, source)
 }
 
 /// Sets the mode and time of `attrs` on the uploaded temporary `tmp`, where the server
@@ -453,6 +450,10 @@ impl Driver for FtpDriver {
 
     fn describe(&self, path: &str) -> String {
         self.site.describe(path)
+    }
+
+    fn sources(&self) -> Vec<(String, String)> {
+        vec![("login".into(), self.login_source.clone())]
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {
@@ -601,8 +602,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let netrc = dir.join("netrc");
         std::fs::write(&netrc, "machine h login alice password fromnetrc\n").unwrap();
+        let owner_only = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&netrc, owner_only).unwrap();
         let login = |url: &str, file: Option<&Path>| {
-            let l = login_for(&Site::parse(url).unwrap(), file);
+            let (l, _) = login_for(&Site::parse(url).unwrap(), file);
             (l.user, l.password)
         };
         let pair = |u: &str, p: &str| (u.to_owned(), p.to_owned());

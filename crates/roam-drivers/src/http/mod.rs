@@ -11,6 +11,7 @@ pub mod tls;
 pub(crate) mod url;
 
 use std::io::{self, Read, Write};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ureq::config::RedirectAuthHeaders;
@@ -32,6 +33,9 @@ const MAX_INDEX_PAGE: u64 = 256 << 20;
 pub struct HttpConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
+    /// The netrc file to take logins from for URLs without a password, if any
+    /// ([`crate::netrc::default_path`] by default).
+    pub netrc: Option<PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -39,6 +43,7 @@ impl Default for HttpConfig {
         HttpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            netrc: crate::netrc::default_path(),
         }
     }
 }
@@ -47,6 +52,8 @@ impl Default for HttpConfig {
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     pub(crate) agent: ureq::Agent,
+    /// Where mounts of this client look up logins ([`HttpConfig::netrc`]).
+    netrc: Option<PathBuf>,
 }
 
 /// TLS choices for one host (`[tls."HOST[:PORT]"]` in roam.toml). The default verifies the
@@ -103,6 +110,7 @@ impl HttpClient {
             .build();
         HttpClient {
             agent: config.new_agent(),
+            netrc: cfg.netrc.clone(),
         }
     }
 }
@@ -131,12 +139,11 @@ pub struct HttpDriver {
 
 impl HttpDriver {
     /// A driver for `base`: `http://` or `https://`, an optional `user:pass@` (sent as
-    /// Basic authorization, never shown), host, optional port and path prefix.
+    /// Basic authorization, never shown), host, optional port and path prefix. Without a
+    /// password in the URL, the client's netrc file may give the login.
     pub fn new(client: HttpClient, base: &str) -> Result<HttpDriver> {
-        Ok(HttpDriver {
-            client,
-            base: Base::parse(base)?,
-        })
+        let base = Base::parse(base, client.netrc.as_deref())?;
+        Ok(HttpDriver { client, base })
     }
 
     /// The URL of `path`, after checking that it is a driver path.
@@ -312,6 +319,15 @@ impl Driver for HttpDriver {
 
     fn describe(&self, path: &str) -> String {
         self.base.url(path)
+    }
+
+    fn sources(&self) -> Vec<(String, String)> {
+        let netrc = self.client.netrc.as_ref();
+        let netrc = netrc.map_or("none".to_owned(), |f| f.display().to_string());
+        vec![
+            ("netrc file".into(), netrc),
+            ("login".into(), self.base.login_source().to_owned()),
+        ]
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {

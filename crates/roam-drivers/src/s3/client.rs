@@ -11,6 +11,7 @@ use ureq::Body;
 
 use super::endpoint::{query_string, Endpoint};
 use super::errors;
+use super::provider::Keys;
 use super::sign::{Signer, Unsigned};
 use super::xml;
 use crate::http::errors::transport_for;
@@ -148,15 +149,18 @@ impl Reply {
 pub(super) struct Client {
     http: HttpClient,
     pub endpoint: Endpoint,
-    signer: Signer,
+    keys: Keys,
+    /// The region requests are signed for.
+    region: String,
 }
 
 impl Client {
-    pub fn new(http: HttpClient, endpoint: Endpoint, signer: Signer) -> Client {
+    pub fn new(http: HttpClient, endpoint: Endpoint, keys: Keys, region: String) -> Client {
         Client {
             http,
             endpoint,
-            signer,
+            keys,
+            region,
         }
     }
 
@@ -195,7 +199,11 @@ impl Client {
             body: req.body,
         };
         let mut request = Request::builder().method(method).uri(&url);
-        for (name, value) in self.signer.sign(unsigned, SystemTime::now()) {
+        let signer = Signer {
+            credentials: self.keys.current()?,
+            region: self.region.clone(),
+        };
+        for (name, value) in signer.sign(unsigned, SystemTime::now()) {
             request = request.header(name, value);
         }
         if matches!(req.method, Method::Put | Method::Post) {

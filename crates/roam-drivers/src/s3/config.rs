@@ -1,10 +1,14 @@
 //! Where the S3 driver finds its endpoint, region and credentials: the places AWS tools
 //! read them, in the same order.
 //!
-//! - credentials: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), then
-//!   the profile in the shared credentials file, then in the config file; a pair is
-//!   always taken whole from one place. A profile named explicitly
-//!   ([`S3Config::from_profile`]) comes before the environment, as `aws --profile` does.
+//! - credentials, in aws-cli's order: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+
+//!   `AWS_SESSION_TOKEN`); a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`,
+//!   else the profile's `web_identity_token_file` + `role_arn`); the profile's keys in the
+//!   shared credentials file; its `credential_process`; its keys in the config file; the
+//!   EC2 metadata service (unless `AWS_EC2_METADATA_DISABLED=true`). A pair is always taken
+//!   whole from one place. A profile named explicitly ([`S3Config::from_profile`]) comes
+//!   before the environment, as `aws --profile` does. What expires is fetched by the driver
+//!   ([`CredentialSource`]).
 //! - region: `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's `region`.
 //! - endpoint: `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, the profile's nested
 //!   `s3 = endpoint_url = ...`, the profile's `endpoint_url`.
@@ -16,13 +20,15 @@
 //!
 //! The profile is `AWS_PROFILE`, else `default`. The files are `AWS_SHARED_CREDENTIALS_FILE`
 //! and `AWS_CONFIG_FILE`, else `~/.aws/credentials` and `~/.aws/config`. A missing or
-//! unreadable file is as good as an empty one. `[services ...]` sections, SSO, assumed
-//! roles and `credential_process` are not read.
+//! unreadable file is as good as an empty one; a profile other than `default` in neither
+//! is an error naming both, as in aws-cli. `[services ...]` sections, SSO and `role_arn`
+//! with `source_profile` are not read.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use super::provider::CredentialSource;
 use crate::http::TlsOptions;
 
 /// The region of AWS tools without configuration, and of most S3-compatible servers.
@@ -49,6 +55,13 @@ pub struct S3Config {
     /// `AWS_CA_BUNDLE`, else the profile's `ca_bundle` (as aws-cli reads them). A host's
     /// `[tls."HOST:PORT"] ca_file` in roam.toml wins over it ([`S3Config::tls_options`]).
     pub ca_bundle: Option<PathBuf>,
+    /// Where credentials come from when they are not a fixed pair.
+    pub credential_source: Option<CredentialSource>,
+    /// Where the fixed key pair came from, in words (never a key).
+    pub keys_from: Option<String>,
+    /// Why no S3 mount can be made with these settings (an unknown profile): the
+    /// driver refuses to start with it.
+    pub problem: Option<String>,
 }
 
 // By hand, so that `{:?}` never prints a key.
@@ -64,6 +77,9 @@ impl fmt::Debug for S3Config {
             .field("path_style", &self.path_style)
             .field("profile", &self.profile)
             .field("ca_bundle", &self.ca_bundle)
+            .field("credential_source", &self.credential_source)
+            .field("keys_from", &self.keys_from)
+            .field("problem", &self.problem)
             .finish()
     }
 }
@@ -77,6 +93,12 @@ impl S3Config {
     /// The settings of the named profile, as `aws --profile NAME` would use them.
     pub fn from_profile(profile: &str) -> S3Config {
         load(&env_var, Some(profile))
+    }
+
+    /// The settings AWS tools would use with the environment variables `vars` gives (the
+    /// files they name, and `HOME`, included), for the named profile if any.
+    pub fn from_vars(vars: &dyn Fn(&str) -> Option<String>, profile: Option<&str>) -> S3Config {
+        load(&|name| vars(name).filter(|v| !v.is_empty()), profile)
     }
 
     /// `host[:port]` of the endpoint (AWS's for the region without one): the key of its
@@ -110,6 +132,28 @@ impl S3Config {
         options
     }
 
+    /// What these settings came from, for `roam doctor`: the profile, region, endpoint
+    /// and where the credentials come from (never a key).
+    pub fn sources(&self) -> Vec<(String, String)> {
+        let credentials = match (&self.keys_from, &self.credential_source) {
+            (Some(from), _) => from.clone(),
+            (None, Some(source)) => source.to_string(),
+            (None, None) => "none: requests go unsigned".into(),
+        };
+        vec![
+            (
+                "AWS profile".into(),
+                self.profile.clone().unwrap_or("default".into()),
+            ),
+            ("region".into(), self.region_name().to_owned()),
+            (
+                "endpoint".into(),
+                self.endpoint.clone().unwrap_or("AWS".into()),
+            ),
+            ("credentials".into(), credentials),
+        ]
+    }
+
     /// The region requests are signed for (and, without an endpoint, sent to).
     pub(super) fn region_name(&self) -> &str {
         self.region.as_deref().unwrap_or(DEFAULT_REGION)
@@ -125,30 +169,70 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
     let profile = explicit.map(str::to_owned).or_else(|| env("AWS_PROFILE"));
     let name = profile.as_deref().unwrap_or("default");
     let home = env("HOME").map(PathBuf::from).unwrap_or_default();
-    let file = |var: &str, default: &str| {
-        let path = env(var).map_or_else(|| home.join(".aws").join(default), PathBuf::from);
-        std::fs::read_to_string(path).unwrap_or_default()
+    let path = |var: &str, default: &str| {
+        env(var).map_or_else(|| home.join(".aws").join(default), PathBuf::from)
     };
-    let credentials_file = section(&file("AWS_SHARED_CREDENTIALS_FILE", "credentials"), name);
+    let paths = [
+        path("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+        path("AWS_CONFIG_FILE", "config"),
+    ];
+    let [credentials_text, config_text] = paths
+        .clone()
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default());
     let config_section = if name == "default" {
         name.to_owned()
     } else {
         format!("profile {name}")
     };
-    let config_file = section(&file("AWS_CONFIG_FILE", "config"), &config_section);
+    let problem = (name != "default"
+        && !has_section(&credentials_text, name)
+        && !has_section(&config_text, &config_section))
+    .then(|| {
+        format!(
+            "the AWS profile {name:?}{} is in neither {} nor {}",
+            if explicit.is_some() {
+                ""
+            } else {
+                " (AWS_PROFILE)"
+            },
+            paths[0].display(),
+            paths[1].display()
+        )
+    });
+    let credentials_file = section(&credentials_text, name);
+    let config_file = section(&config_text, &config_section);
+    let setting = |key: &str| config_file.get(key).cloned();
+    let region = env("AWS_REGION")
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .or_else(|| setting("region"));
     let from_env = key_pair(
         env("AWS_ACCESS_KEY_ID"),
         env("AWS_SECRET_ACCESS_KEY"),
         env("AWS_SESSION_TOKEN"),
-    );
-    let from_files = file_keys(&credentials_file).or_else(|| file_keys(&config_file));
-    let keys = if explicit.is_some() {
-        from_files.or(from_env)
+    )
+    .map(|keys| Found::Keys(keys, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into()));
+    let in_file = |file: &PathBuf, section: &str| format!("{} [{section}]", file.display());
+    let process = setting("credential_process")
+        .or_else(|| credentials_file.get("credential_process").cloned())
+        .map(|command| Found::Source(CredentialSource::Process(command)));
+    let from_profile = web_identity(env, &config_file, region.as_deref())
+        .map(Found::Source)
+        .or_else(|| file_keys(&credentials_file).map(|k| Found::Keys(k, in_file(&paths[0], name))))
+        .or(process)
+        .or_else(|| {
+            file_keys(&config_file).map(|k| Found::Keys(k, in_file(&paths[1], &config_section)))
+        });
+    let found = if explicit.is_some() {
+        from_profile.or(from_env)
     } else {
-        from_env.or(from_files)
+        from_env.or(from_profile)
     };
-    let (access_key, secret_key, session_token) = keys.unwrap_or_default();
-    let setting = |key: &str| config_file.get(key).cloned();
+    let found = found.or_else(|| metadata_service(env).map(Found::Source));
+    let ((access_key, secret_key, session_token), credential_source, keys_from) = match found {
+        Some(Found::Keys(keys, from)) => (keys, None, Some(from)),
+        Some(Found::Source(source)) => (KeyPair::default(), Some(source), None),
+        None => (KeyPair::default(), None, None),
+    };
     let endpoint = env("AWS_ENDPOINT_URL_S3")
         .or_else(|| env("AWS_ENDPOINT_URL"))
         .or_else(|| setting("s3.endpoint_url"))
@@ -159,9 +243,7 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         _ => endpoint.is_some(),
     };
     S3Config {
-        region: env("AWS_REGION")
-            .or_else(|| env("AWS_DEFAULT_REGION"))
-            .or_else(|| setting("region")),
+        region,
         endpoint,
         access_key,
         secret_key,
@@ -173,7 +255,61 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
             .filter(|v| !v.is_empty())
             .or_else(|| setting("ca_bundle").filter(|v| !v.is_empty()))
             .map(PathBuf::from),
+        credential_source,
+        keys_from,
+        problem,
     }
+}
+
+/// Where credentials were found: a fixed pair (and where, in words), or a source of
+/// expiring ones.
+enum Found {
+    Keys(KeyPair, String),
+    Source(CredentialSource),
+}
+
+/// `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN` (+ `AWS_ROLE_SESSION_NAME`), else the
+/// profile's `web_identity_token_file` + `role_arn` (+ `role_session_name`); STS at
+/// `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, else AWS's in the region.
+fn web_identity(
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: &HashMap<String, String>,
+    region: Option<&str>,
+) -> Option<CredentialSource> {
+    let setting = |key: &str| profile.get(key).filter(|v| !v.is_empty()).cloned();
+    let (token_file, role_arn, session_name) =
+        match (env("AWS_WEB_IDENTITY_TOKEN_FILE"), env("AWS_ROLE_ARN")) {
+            (Some(file), Some(role)) => (file, role, env("AWS_ROLE_SESSION_NAME")),
+            _ => (
+                setting("web_identity_token_file")?,
+                setting("role_arn")?,
+                setting("role_session_name"),
+            ),
+        };
+    let sts = env("AWS_ENDPOINT_URL_STS")
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+        .unwrap_or_else(|| {
+            format!(
+                "https://sts.{}.amazonaws.com",
+                region.unwrap_or(DEFAULT_REGION)
+            )
+        });
+    Some(CredentialSource::WebIdentity {
+        token_file: PathBuf::from(token_file),
+        role_arn,
+        session_name: session_name.unwrap_or_else(|| "roam".into()),
+        sts,
+    })
+}
+
+/// The EC2 metadata service, unless `AWS_EC2_METADATA_DISABLED` is `true`.
+fn metadata_service(env: &dyn Fn(&str) -> Option<String>) -> Option<CredentialSource> {
+    if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return None;
+    }
+    let endpoint =
+        env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into());
+    Some(CredentialSource::Imds { endpoint })
 }
 
 type KeyPair = (Option<String>, Option<String>, Option<String>);
@@ -199,6 +335,18 @@ fn file_keys(section: &HashMap<String, String>) -> Option<KeyPair> {
     )
 }
 
+/// The name of the section a line opens (`[ profile  x ]` is `profile x`), if it opens one.
+fn section_header(trimmed: &str) -> Option<String> {
+    let name = trimmed.strip_prefix('[')?.strip_suffix(']')?;
+    Some(name.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Whether an AWS shared file has a section `[wanted]`.
+fn has_section(text: &str, wanted: &str) -> bool {
+    text.lines()
+        .any(|line| section_header(line.trim()).is_some_and(|name| name == wanted))
+}
+
 /// The settings of section `[wanted]` of an AWS shared file. A key with an empty value
 /// followed by indented lines (`s3 =` / `  endpoint_url = ...`) is a nested block, whose
 /// settings are returned as `s3.endpoint_url`.
@@ -211,8 +359,8 @@ fn section(text: &str, wanted: &str) -> HashMap<String, String> {
         if trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
             continue;
         }
-        if let Some(name) = trimmed.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            inside = name.split_whitespace().collect::<Vec<_>>().join(" ") == wanted;
+        if let Some(name) = section_header(trimmed) {
+            inside = name == wanted;
             block = None;
             continue;
         }
@@ -411,5 +559,76 @@ aws_secret_access_key = SECRETCONFIG
             "{shown}"
         );
         assert!(!shown.contains("TOKENWORK"), "{shown}");
+    }
+
+    #[test]
+    fn an_unknown_profile_is_an_error_naming_it_and_the_files() {
+        let config = load_with(&[("AWS_PROFILE", "nosuch")], None);
+        let problem = config.problem.expect("an unknown profile is refused");
+        assert!(problem.contains("\"nosuch\" (AWS_PROFILE)"), "{problem}");
+        assert!(problem.contains(".aws/credentials") && problem.contains(".aws/config"));
+        for known in ["work", "minio", "default"] {
+            assert_eq!(load_with(&[("AWS_PROFILE", known)], None).problem, None);
+        }
+        assert!(load_with(&[], Some("nosuch")).problem.is_some());
+    }
+
+    #[test]
+    fn obtained_credentials_follow_aws_clis_order() {
+        let web = [
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/run/token"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+            ("AWS_ENDPOINT_URL_STS", "http://sts.local"),
+        ];
+        let config = load_with(&web, None);
+        assert_eq!(
+            config.access_key, None,
+            "web identity comes before the files"
+        );
+        assert_eq!(
+            config.credential_source,
+            Some(CredentialSource::WebIdentity {
+                token_file: "/run/token".into(),
+                role_arn: "arn:aws:iam::1:role/r".into(),
+                session_name: "roam".into(),
+                sts: "http://sts.local".into(),
+            })
+        );
+        let with_env = [
+            web[0],
+            web[1],
+            ("AWS_ACCESS_KEY_ID", "AK"),
+            ("AWS_SECRET_ACCESS_KEY", "SK"),
+        ];
+        let config = load_with(&with_env, None);
+        assert_eq!(config.access_key.as_deref(), Some("AK"));
+        assert_eq!(
+            config.credential_source, None,
+            "the environment's keys come first"
+        );
+        // No keys anywhere (a profile without them): the metadata service, unless disabled.
+        let config = load_with(
+            &[
+                ("AWS_SHARED_CREDENTIALS_FILE", "/none"),
+                ("AWS_CONFIG_FILE", "/none"),
+            ],
+            None,
+        );
+        assert_eq!(
+            config.credential_source,
+            Some(CredentialSource::Imds {
+                endpoint: "http://169.254.169.254".into()
+            })
+        );
+        let config = load_with(
+            &[
+                ("AWS_SHARED_CREDENTIALS_FILE", "/none"),
+                ("AWS_CONFIG_FILE", "/none"),
+                ("AWS_EC2_METADATA_DISABLED", "true"),
+            ],
+            None,
+        );
+        assert_eq!(config.credential_source, None);
+        assert_eq!(config.access_key, None);
     }
 }

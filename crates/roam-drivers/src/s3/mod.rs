@@ -36,6 +36,7 @@ mod errors;
 #[cfg(test)]
 mod fuzz;
 mod listing;
+mod provider;
 mod sign;
 mod time;
 mod upload;
@@ -47,7 +48,9 @@ use self::client::{Client, Method, Req};
 pub use self::config::{S3Config, DEFAULT_REGION};
 use self::endpoint::Endpoint;
 use self::listing::{list_all, list_first};
-use self::sign::{Credentials, Signer};
+pub use self::provider::CredentialSource;
+use self::provider::Keys;
+use self::sign::Credentials;
 use self::upload::Precondition;
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
@@ -62,6 +65,8 @@ const MAX_COPY: u64 = 5 << 30;
 #[derive(Debug)]
 pub struct S3Driver {
     client: Client,
+    /// What the settings were read from, for [`Driver::sources`].
+    sources: Vec<(String, String)>,
     /// The keys of the mount start with this: empty, or `prefix/`.
     prefix: String,
 }
@@ -82,12 +87,18 @@ impl S3Driver {
             return Err(Error::new(ErrorKind::InvalidName, why));
         }
         let prefix = components.iter().map(|c| format!("{c}/")).collect();
-        let signer = Signer {
-            credentials: credentials(config),
-            region: config.region_name().to_owned(),
-        };
+        if let Some(problem) = &config.problem {
+            return Err(Error::new(ErrorKind::InvalidName, problem.clone()));
+        }
+        let keys = Keys::new(
+            credentials(config),
+            config.credential_source.clone(),
+            client.clone(),
+        );
+        let region = config.region_name().to_owned();
         Ok(S3Driver {
-            client: Client::new(client, endpoint, signer),
+            sources: config.sources(),
+            client: Client::new(client, endpoint, keys, region),
             prefix,
         })
     }
@@ -362,6 +373,10 @@ impl Driver for S3Driver {
 
     fn describe(&self, path: &str) -> String {
         format!("s3://{}/{}", self.client.endpoint.bucket(), self.key(path))
+    }
+
+    fn sources(&self) -> Vec<(String, String)> {
+        self.sources.clone()
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {

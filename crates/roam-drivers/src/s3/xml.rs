@@ -1,5 +1,6 @@
 //! The XML documents S3 answers with: a `ListObjectsV2` page, an `<Error>`, a multipart
-//! upload's id, and the body of a `CompleteMultipartUpload` request.
+//! upload's id, and the body of a `CompleteMultipartUpload` request; and the credentials
+//! of an STS reply.
 //!
 //! Elements are matched by local name and by their parents (a `<Prefix>` inside
 //! `<CommonPrefixes>` is a subdirectory, the top-level one only echoes the request). Key
@@ -11,6 +12,7 @@ use quick_xml::escape::escape;
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
+use super::sign::Credentials;
 use super::time::parse_iso8601;
 use crate::dav::multistatus::resolve;
 
@@ -83,6 +85,31 @@ pub(super) fn error(xml: &str) -> Option<S3Error> {
         _ => {}
     });
     parsed.ok().and(found)
+}
+
+/// The credentials of an STS `AssumeRoleWithWebIdentityResponse`, and their `Expiration`
+/// as written; `None` without a whole key pair.
+pub(super) fn sts_credentials(xml: &str) -> Option<(Credentials, Option<String>)> {
+    let (mut access, mut secret, mut token, mut expires) = (None, None, None, None);
+    walk(xml, |path, text| {
+        if let [.., "Credentials", field] = path {
+            let slot = match *field {
+                "AccessKeyId" => &mut access,
+                "SecretAccessKey" => &mut secret,
+                "SessionToken" => &mut token,
+                "Expiration" => &mut expires,
+                _ => return,
+            };
+            *slot = text.map(|t| t.trim().to_owned());
+        }
+    })
+    .ok()?;
+    let credentials = Credentials {
+        access_key: access.filter(|a| !a.is_empty())?,
+        secret_key: secret.filter(|s| !s.is_empty())?,
+        session_token: token,
+    };
+    Some((credentials, expires))
 }
 
 /// The `UploadId` of an `InitiateMultipartUploadResult`.

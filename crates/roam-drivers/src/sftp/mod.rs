@@ -693,6 +693,24 @@ impl Driver for SftpDriver {
         self.target.describe(path)
     }
 
+    fn sources(&self) -> Vec<(String, String)> {
+        let e = &self.endpoint;
+        let paths = |files: &[std::path::PathBuf]| {
+            let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            shown.join(", ")
+        };
+        vec![
+            ("host".into(), format!("{}@{}:{}", e.user, e.host, e.port)),
+            ("route".into(), format!("{:?}", e.proxy)),
+            ("agent".into(), format!("{:?}", e.agent)),
+            ("identity files".into(), paths(&e.identities)),
+            ("certificates".into(), paths(&e.certificates)),
+            ("known hosts".into(), paths(&e.trust.user_files)),
+            ("global known hosts".into(), paths(&e.trust.global_files)),
+            ("host key checking".into(), format!("{:?}", e.trust.strict)),
+        ]
+    }
+
     fn stat(&self, path: &str) -> Result<Meta> {
         let remote = self.remote(path)?;
         self.run(

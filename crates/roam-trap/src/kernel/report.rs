@@ -33,7 +33,7 @@ impl Reporter {
     /// Says `line` unless something with the same `key` was said before.
     pub fn once(&self, key: String, line: String) {
         if self.said.lock().unwrap().insert(key) {
-            eprintln!("roam: {line}");
+            eprintln!("roam: {}", roam_vfs::secrets::scrub(&line));
         }
     }
 }

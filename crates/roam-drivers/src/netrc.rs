@@ -1,11 +1,73 @@
-//! `~/.netrc`, where ftp(1), curl and friends keep FTP logins: `machine HOST login USER
+//! `~/.netrc`, where ftp(1), curl and friends keep logins: `machine HOST login USER
 //! password PASS` entries and one `default` entry, as whitespace-separated tokens. Tokens
 //! may be double-quoted (with `\` escapes), as curl accepts; `macdef` bodies (ftp(1)
-//! macros, up to the next blank line) and `account` values are skipped.
+//! macros, up to the next blank line) and `account` values are skipped. Shared by every
+//! driver that logs in with a user and password (FTP, HTTP, WebDAV).
+//!
+//! The file is `$NETRC` when set (curl 8.16 and later, GNU ftp), else `$HOME/.netrc`. A
+//! password in a file that others may read is refused, as ftp(1) refuses it: whoever can
+//! read the file has the password already, and the user should learn so.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The netrc file roam reads: `$NETRC` when set and not empty, else `$HOME/.netrc`.
+pub fn default_path() -> Option<PathBuf> {
+    match std::env::var_os("NETRC") {
+        Some(file) if !file.is_empty() => Some(PathBuf::from(file)),
+        _ => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".netrc")),
+    }
+}
+
+/// The entry of the netrc file at `path` for `host` (and `login`, when the URL names one;
+/// see [`lookup`]). A missing file has none; an unreadable one has none and says so in
+/// the log. A password in a file readable by its group or others is dropped, with a
+/// warning, and the login kept.
+pub(crate) fn read(path: &Path, host: &str, login: Option<&str>) -> Option<Credentials> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!("cannot read {}: {e}", path.display());
+            return None;
+        }
+    };
+    let mut found = lookup(&text, host, login)?;
+    if found.password.is_some() && readable_by_others(path) {
+        tracing::warn!(
+            "{}: the password for {host} is not used: the file is readable by others (chmod 600 {})",
+            path.display(),
+            path.display()
+        );
+        found.password = None;
+    }
+    Some(found)
+}
+
+/// Where an entry found in `file` came from, for `roam doctor`: the file, the login, and
+/// whether it has a password (never the password).
+pub(crate) fn describe(file: &Path, entry: &Credentials) -> String {
+    format!(
+        "{}: login {}, {}",
+        file.display(),
+        entry.login.as_deref().unwrap_or("(none)"),
+        if entry.password.is_some() {
+            "with a password"
+        } else {
+            "no password"
+        }
+    )
+}
+
+/// Whether anyone but the owner may read `path` (group or other read bits).
+fn readable_by_others(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.mode() & 0o044 != 0)
+}
 
 /// A login found in the file. Either part may be missing from an entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Credentials {
+pub(crate) struct Credentials {
     pub login: Option<String>,
     pub password: Option<String>,
 }
@@ -18,7 +80,7 @@ struct Entry {
 
 /// The credentials for `host` (compared without case): the first `machine` entry of that
 /// host whose login is `login` (any login when `None`), else the `default` entry.
-pub(super) fn lookup(text: &str, host: &str, login: Option<&str>) -> Option<Credentials> {
+pub(crate) fn lookup(text: &str, host: &str, login: Option<&str>) -> Option<Credentials> {
     let entries = parse(text);
     let login_fits = |e: &&Entry| login.is_none() || e.credentials.login.as_deref() == login;
     let machine = entries
@@ -212,5 +274,25 @@ default login anonymous password guest@
             lookup("machine h password", "h", None),
             Some(Credentials::default())
         );
+    }
+
+    #[test]
+    fn passwords_in_files_others_may_read_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("roam-netrc-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("netrc");
+        fs::write(&file, "machine h login u password p\n").unwrap();
+        let chmod = |mode| fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+        chmod(0o600);
+        assert_eq!(read(&file, "h", None), creds("u", "p"));
+        for mode in [0o640, 0o604, 0o644] {
+            chmod(mode);
+            let found = read(&file, "h", None).unwrap();
+            assert_eq!(found.login.as_deref(), Some("u"), "{mode:o}");
+            assert_eq!(found.password, None, "{mode:o}");
+        }
+        assert_eq!(read(&dir.join("missing"), "h", None), None);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,369 @@
+//! Credentials S3 obtains rather than reads, as aws-cli obtains them: the output of a
+//! profile's `credential_process`, STS `AssumeRoleWithWebIdentity` for a web identity token
+//! (Kubernetes service accounts, CI providers), and the instance role of the EC2 metadata
+//! service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
+//! it, so a request is never signed with credentials about to lapse.
+//!
+//! Our own code on the blocking HTTP client the driver already has, not `aws-config` (see
+//! docs/ARCHITECTURE.md "Credentials").
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use ureq::http::Response;
+use ureq::Body;
+
+use super::sign::Credentials;
+use super::time::parse_iso8601;
+use crate::http::HttpClient;
+use crate::{Error, ErrorKind, Result};
+
+/// How long before their expiry credentials are fetched again.
+const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
+
+/// The metadata service's timeout, per request: off EC2 nothing answers there, and
+/// anonymous requests should not wait long for that (botocore waits one second too).
+const IMDS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Where credentials that expire come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// A profile's `credential_process`, run by `/bin/sh -c`; it prints aws-cli's JSON
+    /// (`Version` 1, `AccessKeyId`, `SecretAccessKey`, optional `SessionToken` and
+    /// `Expiration`).
+    Process(String),
+    /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` (or the profile's
+    /// `web_identity_token_file` and `role_arn`): the token, read anew at each fetch,
+    /// exchanged at STS for the role's credentials.
+    WebIdentity {
+        token_file: PathBuf,
+        role_arn: String,
+        session_name: String,
+        /// STS's URL: `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, else AWS's regional one.
+        sts: String,
+    },
+    /// The EC2 instance metadata service, IMDSv2: a session token (`PUT`), then the role's
+    /// credentials. `endpoint`: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else
+    /// `http://169.254.169.254`.
+    Imds { endpoint: String },
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialSource::Process(_) => f.write_str("credential_process"),
+            CredentialSource::WebIdentity { role_arn, sts, .. } => {
+                write!(f, "web identity for {role_arn} at {sts}")
+            }
+            CredentialSource::Imds { endpoint } => write!(f, "the metadata service {endpoint}"),
+        }
+    }
+}
+
+/// Credentials as issued, with their expiry (none: they do not expire). `Debug` shows no key.
+#[derive(Debug)]
+struct Issued {
+    credentials: Credentials,
+    expires: Option<SystemTime>,
+}
+
+impl Issued {
+    fn fresh(&self, now: SystemTime) -> bool {
+        self.expires.is_none_or(|at| now + REFRESH_AHEAD < at)
+    }
+}
+
+/// The credentials requests are signed with: fixed ones, none (anonymous), or those of a
+/// [`CredentialSource`], fetched at first use and again before they expire.
+pub(super) struct Keys {
+    fixed: Option<Credentials>,
+    source: Option<CredentialSource>,
+    http: HttpClient,
+    issued: Mutex<Option<Issued>>,
+    /// The metadata service did not answer: requests stay anonymous from then on, rather
+    /// than each waiting for it again.
+    no_metadata: AtomicBool,
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keys")
+            .field("fixed", &self.fixed.is_some())
+            .field("source", &self.source.as_ref().map(ToString::to_string))
+            .finish()
+    }
+}
+
+impl Keys {
+    pub fn new(
+        fixed: Option<Credentials>,
+        source: Option<CredentialSource>,
+        http: HttpClient,
+    ) -> Keys {
+        Keys {
+            fixed,
+            source,
+            http,
+            issued: Mutex::new(None),
+            no_metadata: AtomicBool::new(false),
+        }
+    }
+
+    /// The credentials to sign with now; `None`: anonymous. The metadata service failing
+    /// leaves requests anonymous (public buckets), as there is nothing else to try; every
+    /// other source failing fails the request with its reason.
+    pub fn current(&self) -> Result<Option<Credentials>> {
+        let Some(source) = &self.source else {
+            return Ok(self.fixed.clone());
+        };
+        if self.no_metadata.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        let now = SystemTime::now();
+        if let Some(held) = issued.as_ref().filter(|held| held.fresh(now)) {
+            return Ok(Some(held.credentials.clone()));
+        }
+        match fetch(source, &self.http) {
+            Ok(new) => {
+                tracing::debug!("S3 credentials from {source}, until {:?}", new.expires);
+                let credentials = new.credentials.clone();
+                *issued = Some(new);
+                Ok(Some(credentials))
+            }
+            Err(e) if matches!(source, CredentialSource::Imds { .. }) => {
+                tracing::debug!("no credentials from {source}, requests go anonymous: {e}");
+                self.no_metadata.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn fetch(source: &CredentialSource, http: &HttpClient) -> Result<Issued> {
+    match source {
+        CredentialSource::Process(command) => process(command),
+        CredentialSource::WebIdentity {
+            token_file,
+            role_arn,
+            session_name,
+            sts,
+        } => web_identity(http, token_file, role_arn, session_name, sts),
+        CredentialSource::Imds { endpoint } => imds(endpoint),
+    }
+}
+
+fn failure(source: &str, why: impl fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::PermissionDenied,
+        format!("S3 credentials from {source}: {why}"),
+    )
+}
+
+/// Runs `credential_process` and reads its JSON. Its stderr is the user's to see.
+fn process(command: &str) -> Result<Issued> {
+    let what = "credential_process";
+    let out = Command::new("/bin/sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| failure(what, e))?;
+    if !out.status.success() {
+        return Err(failure(
+            what,
+            format!("the command failed ({})", out.status),
+        ));
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| failure(what, e))?;
+    if json["Version"] != 1 {
+        return Err(failure(what, "its output is not Version 1"));
+    }
+    issued_from_json(&json, "SessionToken").ok_or_else(|| failure(what, "no key pair in it"))
+}
+
+/// Credentials of a JSON document (`credential_process`, the metadata service) whose
+/// session token is `token`.
+fn issued_from_json(json: &serde_json::Value, token: &str) -> Option<Issued> {
+    let text = |key: &str| {
+        json[key]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Some(Issued {
+        credentials: Credentials {
+            access_key: text("AccessKeyId")?,
+            secret_key: text("SecretAccessKey")?,
+            session_token: text(token),
+        },
+        expires: text("Expiration").and_then(|at| parse_iso8601(&at)),
+    })
+}
+
+/// STS `AssumeRoleWithWebIdentity`: unsigned, the token is the proof.
+fn web_identity(
+    http: &HttpClient,
+    token_file: &std::path::Path,
+    role_arn: &str,
+    session_name: &str,
+    sts: &str,
+) -> Result<Issued> {
+    let what = format!("web identity at {sts}");
+    let token = std::fs::read_to_string(token_file)
+        .map_err(|e| failure(&what, format!("{}: {e}", token_file.display())))?;
+    let enc = |v: &str| utf8_percent_encode(v, NON_ALPHANUMERIC).to_string();
+    let form = format!(
+        "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
+        enc(role_arn),
+        enc(session_name),
+        enc(token.trim())
+    );
+    let response = http
+        .agent
+        .post(sts)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(form.as_bytes())
+        .map_err(|e| failure(&what, e))?;
+    let body = body_text(response, &what)?;
+    super::xml::sts_credentials(&body)
+        .map(|(credentials, expires)| Issued {
+            credentials,
+            expires: expires.and_then(|at| parse_iso8601(&at)),
+        })
+        .ok_or_else(|| {
+            failure(
+                &what,
+                format!("no credentials in the reply: {}", one_line(&body)),
+            )
+        })
+}
+
+/// IMDSv2: a session token, the role's name, then its credentials.
+fn imds(endpoint: &str) -> Result<Issued> {
+    let what = format!("the metadata service {endpoint}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(IMDS_TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let base = endpoint.trim_end_matches('/');
+    let token = agent
+        .put(format!("{base}/latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+        .send_empty()
+        .map_err(|e| failure(&what, e))
+        .and_then(|r| body_text(r, &what))?;
+    let get = |path: &str| {
+        agent
+            .get(format!(
+                "{base}/latest/meta-data/iam/security-credentials/{path}"
+            ))
+            .header("x-aws-ec2-metadata-token", token.trim())
+            .call()
+            .map_err(|e| failure(&what, e))
+            .and_then(|r| body_text(r, &what))
+    };
+    let roles = get("")?;
+    let role = roles
+        .lines()
+        .next()
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| failure(&what, "no instance role"))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&get(role.trim())?).map_err(|e| failure(&what, e))?;
+    issued_from_json(&json, "Token").ok_or_else(|| failure(&what, "no key pair in the reply"))
+}
+
+/// The body of a successful reply; another status is the failure.
+fn body_text(response: Response<Body>, what: &str) -> Result<String> {
+    let status = response.status();
+    let text = response
+        .into_body()
+        .read_to_string()
+        .map_err(|e| failure(what, e))?;
+    if !status.is_success() {
+        return Err(failure(what, format!("{status}: {}", one_line(&text))));
+    }
+    Ok(text)
+}
+
+/// A reply's text on one line, shortened: for messages.
+fn one_line(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn process_output_is_read_as_aws_cli_reads_it() {
+        let issued = issued_from_json(
+            &json(
+                r#"{"Version":1,"AccessKeyId":"AK","SecretAccessKey":"SK",
+                    "SessionToken":"T","Expiration":"2030-01-02T03:04:05Z"}"#,
+            ),
+            "SessionToken",
+        )
+        .unwrap();
+        assert_eq!(issued.credentials.access_key, "AK");
+        assert_eq!(issued.credentials.session_token.as_deref(), Some("T"));
+        assert_eq!(issued.expires, parse_iso8601("2030-01-02T03:04:05Z"));
+        assert!(issued_from_json(&json(r#"{"AccessKeyId":"AK"}"#), "Token").is_none());
+    }
+
+    #[test]
+    fn credentials_are_fetched_again_five_minutes_before_they_expire() {
+        let now = SystemTime::now();
+        let at = |secs: u64| Issued {
+            credentials: Credentials {
+                access_key: "a".into(),
+                secret_key: "s".into(),
+                session_token: None,
+            },
+            expires: Some(now + Duration::from_secs(secs)),
+        };
+        assert!(at(3600).fresh(now));
+        assert!(!at(299).fresh(now));
+        let forever = Issued {
+            expires: None,
+            ..at(0)
+        };
+        assert!(forever.fresh(now));
+    }
+
+    #[test]
+    fn a_failing_process_is_an_error_naming_it() {
+        let err = process("echo nope >&2; exit 3").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::PermissionDenied);
+        assert!(
+            err.message.contains("credential_process"),
+            "{}",
+            err.message
+        );
+        let err = process("echo '{\"Version\": 2}'").unwrap_err();
+        assert!(err.message.contains("Version 1"), "{}", err.message);
+        let ok =
+            process("printf '{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}'")
+                .unwrap();
+        assert_eq!(ok.credentials.secret_key, "SK");
+        assert_eq!(ok.expires, None);
+    }
+}

@@ -1,0 +1,256 @@
+//! S3 credentials that are obtained rather than read, against moto checking every request's
+//! signature (`roam-testkit`): a profile's `credential_process`, STS
+//! `AssumeRoleWithWebIdentity` (moto's STS), and the EC2 metadata service (IMDSv2), with
+//! credentials refreshed before they expire.
+//!
+//! The metadata service is a fake peer run by the test on 127.0.0.1: no real one exists off
+//! EC2. It answers as IMDSv2 does (a session token from `PUT /latest/api/token`, required
+//! on every `GET`) and hands out the moto IAM user's keys, with an expiry the test picks.
+//!
+//! moto is required: a machine without it fails these tests rather than skipping them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use roam_drivers::s3::{S3Config, S3Driver};
+use roam_drivers::{Driver, Fetched};
+use roam_testkit::s3::{
+    create_bucket, create_role, enforce_auth, enforce_auth_after, moto, put_object, Credentials,
+};
+use roam_testkit::{write_file, Scratch, Server};
+
+const BUCKET: &str = "creds";
+
+/// Keys moto does not know: refused once it checks signatures.
+const UNKNOWN_KEYS: &[(&str, &str)] = &[
+    ("AWS_ACCESS_KEY_ID", "AKIANOSUCHKEY0000000"),
+    ("AWS_SECRET_ACCESS_KEY", "not-a-secret"),
+];
+
+/// moto with one object in [`BUCKET`], still open.
+fn moto_with_object(scratch: &Scratch) -> Server {
+    let server = moto(&scratch.join("run"));
+    create_bucket(&server, BUCKET);
+    put_object(&server, BUCKET, "hello.txt", b"signed hello");
+    server
+}
+
+/// The settings of an environment of `vars` only, whose `HOME` is `home`, reaching
+/// `server`; the metadata service is off unless `vars` point at one.
+fn config(server: &Server, home: &Path, vars: &[(&str, &str)]) -> S3Config {
+    let mut env: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.insert("HOME".into(), home.display().to_string());
+    env.insert("AWS_ENDPOINT_URL".into(), server.url());
+    env.insert("AWS_REGION".into(), "us-east-1".into());
+    env.entry("AWS_EC2_METADATA_DISABLED".into())
+        .or_insert_with(|| "true".into());
+    let config = S3Config::from_vars(&|name| env.get(name).cloned(), None);
+    assert_eq!(config.problem, None);
+    config
+}
+
+/// The object's bytes, or the errno of the failure.
+fn read(config: &S3Config) -> Result<Vec<u8>, i32> {
+    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), config, BUCKET)
+        .map_err(|e| e.errno())?;
+    read_with(&driver)
+}
+
+/// Reads the object three times through one driver made with `cfg`.
+fn read_thrice(cfg: &S3Config) {
+    let driver = S3Driver::new(common::http_client(Duration::from_secs(20)), cfg, BUCKET).unwrap();
+    for _ in 0..3 {
+        assert_eq!(read_with(&driver), Ok(b"signed hello".to_vec()));
+    }
+}
+
+fn read_with(driver: &S3Driver) -> Result<Vec<u8>, i32> {
+    let mut bytes = Vec::new();
+    match driver.fetch("/hello.txt", &mut bytes, None) {
+        Ok(Fetched::Body(_)) => Ok(bytes),
+        Ok(Fetched::NotModified) => panic!("nothing was cached"),
+        Err(e) => Err(e.errno()),
+    }
+}
+
+#[test]
+fn credential_process_output_signs_requests() {
+    let scratch = Scratch::new("s3-process");
+    let server = moto_with_object(&scratch);
+    let keys = enforce_auth(&server);
+    let runs = scratch.join("runs");
+    let json = format!(
+        r#"{{"Version": 1, "AccessKeyId": "{}", "SecretAccessKey": "{}"}}"#,
+        keys.access_key, keys.secret_key
+    );
+    let profile = format!(
+        "[profile tool]\ncredential_process = sh -c 'echo run >> {}; echo \"$0\"' '{json}'\n",
+        runs.display()
+    );
+    write_file(&scratch.join("home/.aws/config"), profile.as_bytes(), 0o600);
+    let home = scratch.join("home");
+    read_thrice(&config(&server, &home, &[("AWS_PROFILE", "tool")]));
+    let runs = std::fs::read_to_string(runs).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "credentials without expiry are kept"
+    );
+
+    // Other keys moto refuses: the process's keys were what signed.
+    assert_eq!(
+        read(&config(&server, &home, UNKNOWN_KEYS)),
+        Err(libc::EACCES)
+    );
+}
+
+#[test]
+fn web_identity_credentials_come_from_sts() {
+    let scratch = Scratch::new("s3-web-identity");
+    let server = moto_with_object(&scratch);
+    let role = create_role(&server, "roam-reader");
+    // moto checks signatures from now on, but for the next request: the unsigned STS call.
+    enforce_auth_after(&server, 1);
+    let token = scratch.join("token");
+    write_file(&token, b"a-web-identity-token\n", 0o600);
+    let token = token.display().to_string();
+    let vars = [
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", token.as_str()),
+        ("AWS_ROLE_ARN", role.as_str()),
+        ("AWS_ROLE_SESSION_NAME", "roam-test"),
+    ];
+    let home = scratch.join("home");
+    assert_eq!(
+        read(&config(&server, &home, &vars)),
+        Ok(b"signed hello".to_vec())
+    );
+    assert_eq!(
+        read(&config(&server, &home, UNKNOWN_KEYS)),
+        Err(libc::EACCES)
+    );
+}
+
+#[test]
+fn instance_role_credentials_come_from_imdsv2_and_are_refreshed() {
+    let scratch = Scratch::new("s3-imds");
+    let server = moto_with_object(&scratch);
+    let keys = enforce_auth(&server);
+    let home = scratch.join("home");
+    let through = |imds: &Imds| {
+        let vars = [
+            ("AWS_EC2_METADATA_DISABLED", "false"),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.as_str()),
+        ];
+        read_thrice(&config(&server, &home, &vars));
+    };
+    // Valid for an hour: fetched once for many requests.
+    let imds = Imds::start(keys.clone(), Duration::from_secs(3600));
+    through(&imds);
+    assert_eq!(imds.fetches.load(Ordering::SeqCst), 1);
+    assert_eq!(imds.refused.load(Ordering::SeqCst), 0);
+
+    // Expiring within the five minutes of margin: fetched again before each request.
+    let imds = Imds::start(keys, Duration::from_secs(120));
+    through(&imds);
+    assert!(imds.fetches.load(Ordering::SeqCst) >= 3);
+}
+
+/// A fake EC2 metadata service (see the module's comment), one request per connection.
+struct Imds {
+    url: String,
+    /// Credentials documents served.
+    fetches: Arc<AtomicUsize>,
+    /// Requests refused for a missing or wrong session token.
+    refused: Arc<AtomicUsize>,
+}
+
+const IMDS_TOKEN: &str = "imds-session-token";
+const ROLE: &str = "roam-instance-role";
+
+impl Imds {
+    fn start(keys: Credentials, lifetime: Duration) -> Imds {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (f, r) = (fetches.clone(), refused.clone());
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap();
+                let mut token = None;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("x-aws-ec2-metadata-token") {
+                            token = Some(value.trim().to_owned());
+                        }
+                    }
+                }
+                let mut words = request.split_whitespace();
+                let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let credentials_path = "/latest/meta-data/iam/security-credentials/";
+                let (status, body) = match (method, path) {
+                    ("PUT", "/latest/api/token") => ("200 OK", IMDS_TOKEN.to_owned()),
+                    ("GET", _) if token.as_deref() != Some(IMDS_TOKEN) => {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        ("401 Unauthorized", String::new())
+                    }
+                    ("GET", p) if p == credentials_path => ("200 OK", ROLE.to_owned()),
+                    ("GET", p) if p == format!("{credentials_path}{ROLE}") => {
+                        f.fetch_add(1, Ordering::SeqCst);
+                        ("200 OK", document(&keys, lifetime))
+                    }
+                    _ => ("404 Not Found", String::new()),
+                };
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        Imds {
+            url,
+            fetches,
+            refused,
+        }
+    }
+}
+
+/// The metadata service's credentials document, expiring `lifetime` from now.
+fn document(keys: &Credentials, lifetime: Duration) -> String {
+    let at = (SystemTime::now() + lifetime)
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{at}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    let expiration = String::from_utf8(out.stdout).unwrap();
+    format!(
+        r#"{{"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "{}", "SecretAccessKey": "{}", "Token": "", "Expiration": "{}"}}"#,
+        keys.access_key,
+        keys.secret_key,
+        expiration.trim()
+    )
+}
