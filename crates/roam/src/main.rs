@@ -28,8 +28,8 @@ static ALLOC: roam_testkit::fuzz::CountingAlloc = roam_testkit::fuzz::CountingAl
 const EXIT_CODES: &str = "\
 Exit status:
   0    success (run: the program's own status passes through)
-  1    mount refused (a remote named on the command line cannot be used), umount
-       failed; find: nothing matched
+  1    mount refused (DIR not empty or a mount point, a remote named on the command
+       line cannot be used), umount failed; find: nothing matched
   2    usage error; find: an error while searching
   75   changes stayed pending: not uploaded yet (run, sync, mount; see `roam status`)
   126  roam could not start or serve (the reason is on stderr)

@@ -96,6 +96,8 @@ fn help_is_walked_completely() {
         assert!(find(&[]).contains(flag), "{flag}");
     }
     for flag in [
+        "--nonempty",
+        "--read-only",
         "--allow-other",
         "--foreground",
         "--cache-dir",
