@@ -125,7 +125,7 @@ fn scale(number: &str, factor: f64) -> Option<f64> {
 /// How `roam config` writes a size back: the largest binary unit that divides it.
 pub fn format_size(bytes: u64) -> String {
     for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if bytes != 0 && bytes % (1 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
