@@ -29,6 +29,8 @@ pub struct Options {
     /// user namespace (`roam run --fuse`). Otherwise a user without root goes through
     /// fusermount3.
     pub direct: bool,
+    /// Mount read-only: the kernel fails every change with EROFS before roam sees it.
+    pub read_only: bool,
 }
 
 /// A mounted file system; dropping it unmounts.
@@ -85,6 +87,9 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    if opts.read_only {
+        config.mount_options.push(MountOption::RO);
+    }
     config.acl = if opts.allow_other {
         SessionACL::All
     } else {
@@ -131,6 +136,9 @@ fn helper_options(opts: &Options) -> String {
     );
     if opts.allow_other {
         o.push_str(",allow_other");
+    }
+    if opts.read_only {
+        o.push_str(",ro");
     }
     o
 }

@@ -2,50 +2,39 @@
 //! explicit mounts. Found at `$ROAM_CONFIG`, else `$XDG_CONFIG_HOME/roam/roam.toml`, else
 //! `~/.config/roam/roam.toml`; a missing file means defaults.
 //!
-//! ```toml
-//! [cache]
-//! dir = "/var/tmp/me/roam"   # default: $XDG_CACHE_HOME/roam or ~/.cache/roam
-//! t_read = 30                # seconds cached data and metadata are used without asking
-//! max_size = 10737418240     # bytes of file copies kept; least recently used go first
-//! t_write = 0                # seconds after the last close a change is uploaded (0: in close)
-//! policy = "hotlist"         # an eviction policy extension instead of plain LRU
-//! policy_args = ["/http/example.org/big/index.db", ".so"]   # its arguments (the hot list)
-//! [extensions]
-//! dir = "/opt/roam/ext"      # NAME.wasm, libNAME.so; default: $XDG_CONFIG_HOME/roam/extensions
-//! [[resolver]]               # conflicts of matching files are merged by an extension
-//! glob = "*.txt"             # a file name, or with `/` a whole path ("/proj/**/*.c")
-//! ext = "merge3"             # the resolver extension (first matching rule wins)
-//! tech = "wasm"              # optional: wasm (default), pulley, fork or worker
-//! archive = "archive"        # shows *.zip/*.tar as directories (default: `archive` if it is
-//!                            # there; "" turns archives off)
-//! [http]
-//! connect_timeout = 10
-//! read_timeout = 30
-//! [tls."files.internal:8443"]
-//! ca_file = "/etc/ssl/internal-ca.pem"   # or: insecure = true
-//! [mounts]
-//! "/proj" = "http://example.org/src"
-//! "/data" = "file:///srv/data"
-//! "/team" = "files:reports"   # a remote's URL and login (see `[remote.NAME]`, remote.rs)
-//! [remote.files]
-//! url = "davs://files.example.org/team"
-//! user = "alice"
-//! password_command = "pass show files"
-//! ```
+//! Sizes and durations take units (`max_size = "10G"`, `t_write = "5m"`; see [`units`]); a
+//! plain number is bytes or seconds. Global flags (`--cache-dir`, `--cache-size`, `--t-read`,
+//! `--t-write`) win over the environment, which wins over the file. `roam config` prints
+//! each effective value and where it came from; `roam config example` prints an annotated
+//! file (`config/example.toml`, every section) that parses back.
+
+pub mod show;
+pub mod units;
 
 mod remote;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use roam_drivers::http::HttpConfig;
 use roam_vfs::{Consistency, TRead};
 use serde::Deserialize;
+
+use units::{Size, Span};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The file this was read from (none: defaults only).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// The command line's settings, which win over the rest.
+    #[serde(skip)]
+    pub flags: Flags,
     #[serde(default)]
     pub cache: CacheSection,
     #[serde(default)]
@@ -82,13 +71,13 @@ pub struct TlsSection {
 #[serde(deny_unknown_fields)]
 pub struct CacheSection {
     pub dir: Option<PathBuf>,
-    /// Seconds (`30`) or a percentage of a file's age (`"10%"`).
+    /// A duration (`30`, `"5m"`) or a percentage of a file's age (`"10%"`).
     pub t_read: Option<Seconds>,
-    /// Ufo's T_write: seconds after the last close that a change is uploaded (default 0:
+    /// Ufo's T_write: how long after the last close a change is uploaded (default 0:
     /// inside `close`, whose error it then is); repeated saves within it coalesce.
-    pub t_write: Option<u64>,
+    pub t_write: Option<Span>,
     /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
-    pub max_size: Option<u64>,
+    pub max_size: Option<Size>,
     /// An extension of the policy kind that picks eviction victims (run as wasm).
     pub policy: Option<String>,
     /// Its arguments.
@@ -116,11 +105,11 @@ pub struct ResolverRule {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSection {
-    pub connect_timeout: Option<u64>,
-    pub read_timeout: Option<u64>,
+    pub connect_timeout: Option<Span>,
+    pub read_timeout: Option<Span>,
 }
 
-/// A T_read as written: a number of seconds, or text (`"30s"`, `"10%"`).
+/// A T_read as written: a number of seconds, or text (`"5m"`, `"10%"`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum Seconds {
@@ -132,10 +121,78 @@ impl Seconds {
     fn to_t_read(&self) -> Result<TRead> {
         match self {
             Seconds::Number(n) => Ok(TRead::Fixed(Duration::from_secs(*n))),
-            Seconds::Text(t) => Ok(TRead::parse(t)?),
+            Seconds::Text(t) if t.trim_end().ends_with('%') => Ok(TRead::parse(t)?),
+            Seconds::Text(t) => Ok(TRead::Fixed(units::parse_duration(t)?)),
         }
     }
 }
+
+impl std::str::FromStr for Seconds {
+    type Err = anyhow::Error;
+    /// A flag's T_read: checked now, so that a typo fails before anything starts.
+    fn from_str(s: &str) -> Result<Seconds> {
+        let t = Seconds::Text(s.to_owned());
+        t.to_t_read()?;
+        Ok(t)
+    }
+}
+
+/// Settings that the command line can give for any subcommand (`roam --cache-dir D run ..`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Flags {
+    /// The cache directory (copies and the upload journal) instead of
+    /// $ROAM_CACHE_DIR, `[cache] dir` or $XDG_CACHE_HOME/roam.
+    #[arg(long, global = true, display_order = 100, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Most bytes of file copies kept (`10G`, `512M`), instead of `[cache] max_size`.
+    #[arg(long, global = true, display_order = 100, value_name = "SIZE")]
+    pub cache_size: Option<Size>,
+    /// How long cached data and metadata are used without asking (`30s`, `5m`, `10%`),
+    /// instead of `[cache] t_read` (per-glob `[t_read]` rules still apply).
+    #[arg(long, global = true, display_order = 100, value_name = "DURATION")]
+    pub t_read: Option<Seconds>,
+    /// How long after the last close a change is uploaded (`0`, `30s`), instead of
+    /// `[cache] t_write`.
+    #[arg(long, global = true, display_order = 100, value_name = "DURATION")]
+    pub t_write: Option<Span>,
+}
+
+/// The command line's settings, set once by `main` before any configuration is loaded.
+static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+pub fn set_flags(flags: Flags) {
+    FLAGS.set(flags).expect("flags are set once");
+}
+
+/// Where an effective setting came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(&'static str),
+    Flag(&'static str),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File(p) => write!(f, "file {}", p.display()),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::Flag(n) => write!(f, "flag {n}"),
+        }
+    }
+}
+
+/// An effective setting and its source.
+#[derive(Clone, Debug)]
+pub struct Setting<T> {
+    pub value: T,
+    pub from: Source,
+}
+
+/// `roam config example`: an annotated file with every section.
+pub const EXAMPLE: &str = include_str!("config/example.toml");
 
 /// Default Ufo T_read: long enough that a build stats each header once, short enough that
 /// an edit on the server shows up within half a minute.
@@ -147,16 +204,47 @@ pub const DEFAULT_MAX_CACHE: u64 = 10 << 30;
 impl Config {
     /// Loads the user's configuration, or defaults when there is none.
     pub fn load() -> Result<Config> {
-        match config_path() {
-            Some(p) if p.exists() => Config::from_file(&p),
-            _ => Ok(Config::default()),
-        }
+        let path = config_path();
+        let mut cfg = if path.exists() {
+            Config::from_file(&path)?
+        } else {
+            Config::default()
+        };
+        cfg.flags = FLAGS.get().cloned().unwrap_or_default();
+        Ok(cfg)
     }
 
     pub fn from_file(p: &Path) -> Result<Config> {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        let mut cfg: Config =
+            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+        cfg.file = Some(p.to_owned());
+        Ok(cfg)
+    }
+
+    /// The first of: the flag, the environment variable, the file's value, the default.
+    fn pick<T>(
+        &self,
+        flag: Option<(&'static str, T)>,
+        env: Option<(&'static str, T)>,
+        file: Option<T>,
+        default: T,
+    ) -> Setting<T> {
+        let file = file.map(|v| {
+            let path = self.file.clone().unwrap_or_default();
+            (v, Source::File(path))
+        });
+        flag.map(|(n, v)| (v, Source::Flag(n)))
+            .or(env.map(|(n, v)| (v, Source::Env(n))))
+            .or(file)
+            .map_or(
+                Setting {
+                    value: default,
+                    from: Source::Default,
+                },
+                |(value, from)| Setting { value, from },
+            )
     }
 
     /// The mount URL of a mount target: a remote's `NAME:PATH` resolved (remote.rs), any
@@ -166,19 +254,58 @@ impl Config {
     }
 
     pub fn max_cache_bytes(&self) -> u64 {
-        self.cache.max_size.unwrap_or(DEFAULT_MAX_CACHE)
+        self.max_cache().value
+    }
+
+    pub fn max_cache(&self) -> Setting<u64> {
+        let flag = self.flags.cache_size.map(|s| ("--cache-size", s.0));
+        let file = self.cache.max_size.map(|s| s.0);
+        self.pick(flag, None, file, DEFAULT_MAX_CACHE)
     }
 
     pub fn t_write(&self) -> Duration {
-        Duration::from_secs(self.cache.t_write.unwrap_or(0))
+        self.t_write_setting().value
+    }
+
+    pub fn t_write_setting(&self) -> Setting<Duration> {
+        let flag = self.flags.t_write.map(|s| ("--t-write", s.0));
+        let file = self.cache.t_write.map(|s| s.0);
+        self.pick(flag, None, file, Duration::ZERO)
+    }
+
+    /// The T_read of names no `[t_read]` rule matches.
+    pub fn t_read_default(&self) -> Result<Setting<TRead>> {
+        let flag = match &self.flags.t_read {
+            Some(s) => Some(("--t-read", s.to_t_read()?)),
+            None => None,
+        };
+        let file = self
+            .cache
+            .t_read
+            .as_ref()
+            .map(Seconds::to_t_read)
+            .transpose()?;
+        Ok(self.pick(flag, None, file, TRead::Fixed(DEFAULT_T_READ)))
+    }
+
+    /// The HTTP connect and read timeouts (WebDAV and S3 too).
+    pub fn http_timeouts(&self) -> [Setting<Duration>; 2] {
+        let d = HttpConfig::default();
+        let h = &self.http;
+        [
+            self.pick(
+                None,
+                None,
+                h.connect_timeout.map(|s| s.0),
+                d.connect_timeout,
+            ),
+            self.pick(None, None, h.read_timeout.map(|s| s.0), d.read_timeout),
+        ]
     }
 
     /// Ufo's T_read: the default and the per-glob rules.
     pub fn consistency(&self) -> Result<Consistency> {
-        let default = match &self.cache.t_read {
-            Some(s) => s.to_t_read()?,
-            None => TRead::Fixed(DEFAULT_T_READ),
-        };
+        let default = self.t_read_default()?.value;
         let mut rules = Vec::new();
         for (glob, v) in &self.t_read {
             let value: Seconds = v
@@ -190,15 +317,17 @@ impl Config {
         Ok(Consistency::new(default, rules))
     }
 
-    /// `$ROAM_CACHE_DIR`, else `[cache] dir`, else `$XDG_CACHE_HOME/roam`, else `~/.cache/roam`.
     pub fn cache_dir(&self) -> PathBuf {
-        if let Some(d) = std::env::var_os("ROAM_CACHE_DIR") {
-            return d.into();
-        }
-        if let Some(d) = &self.cache.dir {
-            return d.clone();
-        }
-        xdg_dir("XDG_CACHE_HOME", ".cache").join("roam")
+        self.cache_dir_setting().value
+    }
+
+    /// `--cache-dir`, else `$ROAM_CACHE_DIR`, else `[cache] dir`, else
+    /// `$XDG_CACHE_HOME/roam`, else `~/.cache/roam`.
+    pub fn cache_dir_setting(&self) -> Setting<PathBuf> {
+        let flag = self.flags.cache_dir.clone().map(|d| ("--cache-dir", d));
+        let env = env_path("ROAM_CACHE_DIR");
+        let default = xdg_dir("XDG_CACHE_HOME", ".cache").join("roam");
+        self.pick(flag, env, self.cache.dir.clone(), default)
     }
 }
 
@@ -206,15 +335,15 @@ impl Config {
     /// Where extensions are: `$ROAM_EXT_DIR`, else `[extensions] dir`, else
     /// `$XDG_CONFIG_HOME/roam/extensions`.
     pub fn extensions_dir(&self) -> PathBuf {
-        if let Some(d) = std::env::var_os("ROAM_EXT_DIR") {
-            return d.into();
-        }
-        if let Some(d) = &self.extensions.dir {
-            return d.clone();
-        }
-        xdg_dir("XDG_CONFIG_HOME", ".config")
+        self.extensions_dir_setting().value
+    }
+
+    pub fn extensions_dir_setting(&self) -> Setting<PathBuf> {
+        let env = env_path("ROAM_EXT_DIR");
+        let default = xdg_dir("XDG_CONFIG_HOME", ".config")
             .join("roam")
-            .join("extensions")
+            .join("extensions");
+        self.pick(None, env, self.extensions.dir.clone(), default)
     }
 
     /// The eviction policy `[cache] policy` names, loaded.
@@ -288,15 +417,19 @@ impl Config {
     }
 }
 
-pub fn config_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ROAM_CONFIG") {
-        return Some(p.into());
-    }
-    Some(
-        xdg_dir("XDG_CONFIG_HOME", ".config")
+/// `$ROAM_CONFIG`, else `$XDG_CONFIG_HOME/roam/roam.toml`, else `~/.config/roam/roam.toml`.
+pub fn config_path() -> PathBuf {
+    match std::env::var_os("ROAM_CONFIG") {
+        Some(p) => p.into(),
+        None => xdg_dir("XDG_CONFIG_HOME", ".config")
             .join("roam")
             .join("roam.toml"),
-    )
+    }
+}
+
+/// An environment variable naming a path, with its name (as for [`Config::pick`]).
+fn env_path(var: &'static str) -> Option<(&'static str, PathBuf)> {
+    std::env::var_os(var).map(|d| (var, d.into()))
 }
 
 fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
@@ -325,7 +458,7 @@ mod tests {
         assert_eq!(t.t_read("/http/h/x"), TRead::Fixed(Duration::from_secs(5)));
         assert_eq!(t.t_read("/http/h/live/x"), TRead::Fixed(Duration::ZERO));
         assert_eq!(t.t_read("/proj/a.c"), TRead::AgePercent(10));
-        assert_eq!(c.http.read_timeout, Some(3));
+        assert_eq!(c.http.read_timeout, Some(Span(Duration::from_secs(3))));
         assert_eq!(c.mounts["/proj"], "http://h/src");
         assert!(toml::from_str::<Config>("[cache]\nt_raed = 5\n").is_err());
         assert!(toml::from_str::<Config>("[cache]\nt_read = \"soon\"\n")

@@ -19,14 +19,12 @@ const PROBE: &str = "/.roam-doctor";
 pub fn doctor_url(url: &str) -> anyhow::Result<i32> {
     let line = |what: &str, value: &str| println!("{what:<18} {}", scrub(value));
     let config = crate::config::config_path();
-    let shown = config.as_ref().map(|p| p.display().to_string());
-    let exists = config.as_ref().is_some_and(|p| p.exists());
+    let shown = config.display().to_string();
     line(
         "roam.toml",
-        &match (shown, exists) {
-            (Some(p), true) => p,
-            (Some(p), false) => format!("{p} (absent)"),
-            (None, _) => "none".into(),
+        &match config.exists() {
+            true => shown,
+            false => format!("{shown} (absent)"),
         },
     );
     let target = crate::config::Config::load()?.mount_url(url)?;

@@ -40,6 +40,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         fsname: "roam".into(),
         allow_other: false,
         direct: true,
+        read_only: false,
     };
     let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)
         .context("mounting FUSE in the namespace")?;

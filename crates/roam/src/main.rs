@@ -7,14 +7,14 @@ mod config;
 mod doctor;
 mod find;
 mod fuse_run;
+mod manual;
 mod mount;
 
 use std::ffi::OsString;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use roam_drivers::http::{HttpConfig, TlsOptions};
 use roam_drivers::secrets::scrub;
 use roam_vfs::{Vfs, VfsConfig};
@@ -26,27 +26,69 @@ use config::Config;
 #[global_allocator]
 static ALLOC: roam_testkit::fuzz::CountingAlloc = roam_testkit::fuzz::CountingAlloc;
 
+/// The exit statuses, for `roam --help` (README's "Exit status" says the same).
+const EXIT_CODES: &str = "\
+Exit status:
+  0    success (run: the program's own status passes through)
+  1    mount refused (DIR not empty or a mount point, a remote named on the command
+       line cannot be used), umount failed; find: nothing matched
+  2    usage error; find: an error while searching
+  75   changes stayed pending: not uploaded yet (run, sync, mount; see `roam status`)
+  126  roam could not start or serve (the reason is on stderr)
+  127  run: the program was not found";
+
+/// Where names lead and what roam reads, for `roam run --help`.
+const RUN_HELP: &str = "\
+Names a program can use:
+  /http/HOST[:PORT]/PATH, /https/...     a web server (directory listings as directories)
+  /dav/HOST[:PORT]/PATH, /davs/...       WebDAV
+  /ftp/[USER@]HOST[:PORT]/PATH           FTP (~/.netrc for logins)
+  /sftp/[USER@]HOST[:PORT]/PATH          SFTP (~/.ssh/config, agent, keys, known_hosts)
+  /s3/BUCKET/KEY                         S3 (AWS_* variables, ~/.aws)
+  /chirp/HOST[:PORT]/PATH                Chirp
+  http://HOST/PATH, sftp://..., s3://... URLs, as paths
+  ARCHIVE.zip#/MEMBER, ARCHIVE.tar#/...  archive members (with the `archive` extension)
+  LOCAL/...                              a mount of -m or roam.toml [mounts]
+
+Configuration: $ROAM_CONFIG, else $XDG_CONFIG_HOME/roam/roam.toml, else
+~/.config/roam/roam.toml (`roam config` shows what is in effect).
+
+Environment: ROAM_CONFIG, ROAM_CACHE_DIR, ROAM_EXT_DIR, ROAM_NOTIFY (0/1: seccomp
+notifications), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME, HOME; S3: AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION,
+AWS_ENDPOINT_URL, AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE; SFTP:
+SSH_AUTH_SOCK.";
+
 #[derive(Parser)]
 #[command(
     name = "roam",
     version,
-    about = "A user-level global file system for unmodified programs"
+    about = "A user-level global file system for unmodified programs",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     /// More output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 100)]
     verbose: u8,
+    #[command(flatten)]
+    settings: config::Flags,
     #[command(subcommand)]
     command: Command,
 }
 
+/// `-m`'s help: every kind of mount URL there is.
+pub(crate) const MOUNT_HELP: &str =
+    "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
+ftp://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, file+cache:///PATH, \
+mem:, null:URL, rot13:URL, ext:NAME:URL";
+
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM so that it sees remote files as local ones:
-    /// /http/HOST[:PORT]/PATH, /https/..., URLs, and mounts.
+    /// /http/HOST[:PORT]/PATH, /sftp/..., /s3/..., URLs, and mounts.
+    #[command(after_help = RUN_HELP)]
     Run {
-        /// Mount URL at LOCAL for this run (LOCAL=URL; http://, https://, file:// or a path).
-        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL", help = MOUNT_HELP)]
         mounts: Vec<String>,
         /// No ptrace: serve the namespace through FUSE in a user and mount namespace.
         #[arg(long)]
@@ -58,8 +100,7 @@ enum Command {
     /// Take over the running process PID and its descendants (all threads, later
     /// children): from now on they see the namespace too.
     Attach {
-        /// Mount URL at LOCAL (as for `run`).
-        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL", help = MOUNT_HELP)]
         mounts: Vec<String>,
         /// Stay in the foreground until the process tree ends.
         #[arg(long)]
@@ -84,7 +125,7 @@ enum Command {
     /// closed them, or a write to roam's copy failed) wait for `--force` or `--discard`.
     Sync {
         /// Mounts, as for `run` (the journal names files by their mount point).
-        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+        #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL", help = MOUNT_HELP)]
         mounts: Vec<String>,
         /// Upload this kept change as it is (repeatable).
         #[arg(long, value_name = "NAME")]
@@ -105,6 +146,26 @@ enum Command {
         /// A mount URL or NAME:PATH.
         url: Option<String>,
     },
+    /// Print the effective configuration and where each value came from; `roam config
+    /// example` prints an annotated roam.toml.
+    Config {
+        #[command(subcommand)]
+        action: Option<ConfigAction>,
+    },
+    /// Print a completion script for SHELL (`roam completions bash > /etc/bash_completion.d/roam`).
+    #[command(hide = true)]
+    Completions { shell: clap_complete::Shell },
+    /// Write man pages (roam.1, roam-run.1, ...) into DIR, or print roam.1 on stdout.
+    #[command(hide = true)]
+    Man { dir: Option<std::path::PathBuf> },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// The effective configuration (the default).
+    Show,
+    /// An annotated roam.toml with every section, to start from.
+    Example,
 }
 
 #[derive(Subcommand)]
@@ -119,6 +180,7 @@ fn main() {
     let cli = Cli::parse_from(argv::original());
     init_logging(cli.verbose);
     argv::hide_passwords();
+    config::set_flags(cli.settings);
     match dispatch(cli.command) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
@@ -187,6 +249,15 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Doctor { url: None } => doctor::doctor(),
         Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
         Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
+        Command::Config { action } => {
+            match action.unwrap_or(ConfigAction::Show) {
+                ConfigAction::Show => print!("{}", config::show::effective(&Config::load()?)?),
+                ConfigAction::Example => print!("{}", config::EXAMPLE),
+            }
+            Ok(0)
+        }
+        Command::Completions { shell } => manual::completions(shell, Cli::command()),
+        Command::Man { dir } => manual::man(Cli::command(), dir.as_deref()),
     }
 }
 
@@ -341,8 +412,7 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
             .mount_url(target)
             .with_context(|| format!("the mount {local}"))?;
     }
-    let defaults = HttpConfig::default();
-    let secs = |v: Option<u64>, d: Duration| v.map(Duration::from_secs).unwrap_or(d);
+    let [connect_timeout, read_timeout] = cfg.http_timeouts();
     let vcfg = VfsConfig {
         cache_dir: cfg.cache_dir(),
         consistency: cfg.consistency()?,
@@ -365,9 +435,9 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
         adopt_orphans: usage == Use::Work,
         t_write: cfg.t_write(),
         http: HttpConfig {
-            connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
-            read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
-            ..defaults
+            connect_timeout: connect_timeout.value,
+            read_timeout: read_timeout.value,
+            ..HttpConfig::default()
         },
     };
     let mut vfs = Vfs::new(&vcfg)

@@ -3,7 +3,10 @@
 //! `roam mount DIR` serves the whole namespace (`DIR/http/HOST/...`, `DIR/s3/...`, the
 //! configured mounts); `roam mount DIR URL` serves one remote at `DIR`. Without
 //! `--foreground` roam starts itself again in the background and returns once the mount is
-//! ready. A remote named on the command line that cannot be used fails the mount at once
+//! ready. As with sshfs and rclone, a directory that holds files or is a mount point already
+//! (whose files the mount would hide) is refused unless `--nonempty`; `--read-only` mounts
+//! `ro` (the kernel fails every change with EROFS). A remote named on the
+//! command line that cannot be used fails the mount at once
 //! (exit status 1, the reason on stderr). Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
 //! it: a watcher process waits for roam's end and lazily unmounts what it leaves behind.
 
@@ -24,15 +27,14 @@ const READY_ENV: &str = "ROAM_MOUNT_NOTIFY";
 
 #[derive(clap::Args)]
 pub struct MountArgs {
-    /// The (empty) directory to mount on.
+    /// The directory to mount on: empty and not a mount point, unless --nonempty.
     dir: PathBuf,
     /// Mount only this remote (any mount URL: http://, s3://, mem:, null:/dir, rot13:URL ...).
     url: Option<String>,
     /// Stay in the foreground (otherwise return once the mount is ready).
     #[arg(short, long)]
     foreground: bool,
-    /// Extra mounts inside the namespace (LOCAL=URL), as for `run`.
-    #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL")]
+    #[arg(short = 'm', long = "mount", value_name = "LOCAL=URL", help = crate::MOUNT_HELP)]
     mounts: Vec<String>,
     /// Worker threads for requests on remote names (a slow server holds one each; local
     /// and in-memory requests are answered by the two threads reading /dev/fuse).
@@ -43,6 +45,12 @@ pub struct MountArgs {
     /// Without root, needs `user_allow_other` in /etc/fuse.conf.
     #[arg(long)]
     allow_other: bool,
+    /// Mount on DIR even if it holds files or is a mount point already (hiding them).
+    #[arg(long)]
+    nonempty: bool,
+    /// Serve the files read-only: every change fails with EROFS (nothing is uploaded).
+    #[arg(long)]
+    read_only: bool,
 }
 
 #[derive(clap::Args)]
@@ -54,6 +62,11 @@ pub struct UmountArgs {
 pub fn mount(args: MountArgs) -> Result<i32> {
     if !args.dir.is_dir() {
         bail!("{}: not a directory", args.dir.display());
+    }
+    if !args.nonempty {
+        if let Err(e) = refuse_occupied(&args.dir) {
+            return refuse(&e);
+        }
     }
     if args.foreground || std::env::var_os(READY_ENV).is_some() {
         serve(&args)
@@ -70,6 +83,60 @@ pub fn umount(args: UmountArgs) -> Result<i32> {
         .status()
         .context("running fusermount3 (is fuse3 installed?)")?;
     Ok(if status.success() { 0 } else { 1 })
+}
+
+/// Fails for a directory that holds entries or is a mount point: a mount there would hide
+/// them (a second `roam mount` on the same DIR is the usual slip). Exit status 1, as for a
+/// remote that cannot be used.
+fn refuse_occupied(dir: &Path) -> Result<()> {
+    let hint = "(--nonempty mounts over it anyway)";
+    if is_mount_point(dir)? {
+        bail!("{}: already a mount point {hint}", dir.display());
+    }
+    let mut entries =
+        std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    if entries.next().is_some() {
+        bail!("{}: not empty {hint}", dir.display());
+    }
+    Ok(())
+}
+
+/// Whether `dir` is listed as a mount point in /proc/self/mountinfo (its fifth field, with
+/// spaces and the like written as octal escapes).
+fn is_mount_point(dir: &Path) -> Result<bool> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", dir.display()))?;
+    let table =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    Ok(table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| unescape_octal(m) == dir))
+}
+
+/// `/a\040b` → `/a b` (bytes: a mount point need not be UTF-8).
+fn unescape_octal(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let mut out = Vec::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let code = b
+            .get(i + 1..i + 4)
+            .and_then(|d| std::str::from_utf8(d).ok());
+        match code.and_then(|d| u8::from_str_radix(d, 8).ok()) {
+            Some(c) if b[i] == b'\\' => {
+                out.push(c);
+                i += 4;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out).into()
 }
 
 /// Starts `roam mount --foreground ...` in its own session and waits until it says the
@@ -172,6 +239,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
         ),
         allow_other: args.allow_other,
         direct: false,
+        read_only: args.read_only,
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.
     let mut watcher = unmount_watcher(&args.dir)?;

@@ -80,7 +80,7 @@ fn check(text: &str) {
     let Ok(c) = bounded(text.len(), || toml::from_str::<Config>(text)) else {
         return;
     };
-    let _ = (c.max_cache_bytes(), c.t_write());
+    let _ = (c.max_cache_bytes(), c.t_write(), c.http_timeouts());
     let Ok(t) = c.consistency() else {
         return;
     };
