@@ -42,7 +42,8 @@ const RUN_HELP: &str = "\
 Names a program can use:
   /http/HOST[:PORT]/PATH, /https/...     a web server (directory listings as directories)
   /dav/HOST[:PORT]/PATH, /davs/...       WebDAV
-  /ftp/[USER@]HOST[:PORT]/PATH           FTP (~/.netrc for logins)
+  /ftp/[USER@]HOST[:PORT]/PATH           FTP (netrc for logins)
+  /ftps/[USER@]HOST[:PORT]/PATH          FTP over explicit TLS
   /sftp/[USER@]HOST[:PORT]/PATH          SFTP (~/.ssh/config, agent, keys, known_hosts)
   /s3/BUCKET/KEY                         S3 (AWS_* variables, ~/.aws)
   /chirp/HOST[:PORT]/PATH                Chirp
@@ -54,10 +55,12 @@ Configuration: $ROAM_CONFIG, else $XDG_CONFIG_HOME/roam/roam.toml, else
 ~/.config/roam/roam.toml (`roam config` shows what is in effect).
 
 Environment: ROAM_CONFIG, ROAM_CACHE_DIR, ROAM_EXT_DIR, ROAM_NOTIFY (0/1: seccomp
-notifications), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME, HOME; S3: AWS_ACCESS_KEY_ID,
-AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION,
-AWS_ENDPOINT_URL, AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE; SFTP:
-SSH_AUTH_SOCK.";
+notifications), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME, HOME; TLS: SSL_CERT_FILE,
+SSL_CERT_DIR; HTTP, WebDAV, FTP: NETRC; S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL,
+AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, AWS_WEB_IDENTITY_TOKEN_FILE,
+AWS_ROLE_ARN, AWS_EC2_METADATA_SERVICE_ENDPOINT, AWS_EC2_METADATA_DISABLED; SFTP:
+SSH_AUTH_SOCK (docs/CONNECTING.md lists every file read).";
 
 #[derive(Parser)]
 #[command(
@@ -79,8 +82,8 @@ struct Cli {
 /// `-m`'s help: every kind of mount URL there is.
 pub(crate) const MOUNT_HELP: &str =
     "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
-ftp://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, file+cache:///PATH, \
-mem:, null:URL, rot13:URL, ext:NAME:URL";
+ftp://, ftps://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, \
+file+cache:///PATH, mem:, null:URL, rot13:URL, ext:NAME:URL, or NAME:PATH of a [remote.NAME]";
 
 #[derive(Subcommand)]
 enum Command {
