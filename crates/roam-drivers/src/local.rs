@@ -253,14 +253,14 @@ impl Driver for LocalDriver {
     /// Of `path` itself: a symlink's own time, not its target's (`touch -h`, `tar x`).
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
         let real = self.real(path);
-        set_own_time(&real, Which::Modified, mtime)
+        set_own_times(&real, None, Some(mtime))
             .map_err(|e| Error::from_io(format_args!("set mtime of {}", real.display()), &e))
     }
 
     /// Of `path` itself, as `set_mtime`.
     fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
         let real = self.real(path);
-        set_own_time(&real, Which::Accessed, atime)
+        set_own_times(&real, Some(atime), None)
             .map_err(|e| Error::from_io(format_args!("set atime of {}", real.display()), &e))
     }
 
@@ -286,17 +286,39 @@ pub fn open_unread(real: &Path) -> std::io::Result<fs::File> {
     }
 }
 
-/// Which of a file's times [`set_own_time`] sets.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Which {
-    Accessed,
-    Modified,
+/// `utimensat(AT_SYMLINK_NOFOLLOW)` of `p`'s own times (a symlink's, not its target's);
+/// `None` leaves a time as it is.
+pub fn set_own_times(
+    p: &Path,
+    atime: Option<SystemTime>,
+    mtime: Option<SystemTime>,
+) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
+    let times = [timespec(atime), timespec(mtime)];
+    // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
-/// `utimensat(AT_SYMLINK_NOFOLLOW)` of one time alone.
-fn set_own_time(real: &Path, which: Which, time: SystemTime) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(real.as_os_str().as_bytes())?;
+/// `time` as utimensat(2) takes it (before 1970 too); `None`: `UTIME_OMIT`.
+fn timespec(time: Option<SystemTime>) -> libc::timespec {
+    let Some(time) = time else {
+        return libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        };
+    };
     let (tv_sec, tv_nsec) = match time.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => (
             d.as_secs() as libc::time_t,
@@ -311,28 +333,7 @@ fn set_own_time(real: &Path, which: Which, time: SystemTime) -> std::io::Result<
             )
         }
     };
-    let set = libc::timespec { tv_sec, tv_nsec };
-    let omit = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: libc::UTIME_OMIT,
-    };
-    let times = match which {
-        Which::Accessed => [set, omit],
-        Which::Modified => [omit, set],
-    };
-    // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
-    let r = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
+    libc::timespec { tv_sec, tv_nsec }
 }
 
 impl LocalDriver {

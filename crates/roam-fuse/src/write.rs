@@ -439,35 +439,7 @@ fn set_local(p: &Path, open: Option<&OpenFile>, set: &SetAttr) -> Res<()> {
 
 /// utimensat without following a final symlink; `None` leaves a time as it is.
 fn set_times(p: &Path, atime: Option<SystemTime>, mtime: Option<SystemTime>) -> Res<()> {
-    let spec = |t: Option<SystemTime>| match t.map(|t| t.duration_since(SystemTime::UNIX_EPOCH)) {
-        Some(Ok(d)) => libc::timespec {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        },
-        Some(Err(_)) => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        None => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-    };
-    let times = [spec(atime), spec(mtime)];
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
-    // SAFETY: a valid C string and two timespecs.
-    let rc = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc != 0 {
-        return Err(io_errno(std::io::Error::last_os_error()));
-    }
-    Ok(())
+    roam_vfs::set_own_times(p, atime, mtime).map_err(io_errno)
 }
 
 /// The signal that is ending process `pid`, if it is exiting for one (its fds are being

@@ -786,43 +786,7 @@ pub(crate) fn read_access(p: &Path) {
     }
 }
 
-/// `utimensat(AT_SYMLINK_NOFOLLOW)` of `p`'s own times (`None`: left as they are).
-pub(crate) fn set_own_times(
-    p: &Path,
-    atime: Option<SystemTime>,
-    mtime: Option<SystemTime>,
-) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes())?;
-    let spec = |t: Option<SystemTime>| match t.map(|t| t.duration_since(UNIX_EPOCH)) {
-        Some(Ok(d)) => libc::timespec {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        },
-        Some(Err(_)) => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        None => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-    };
-    let times = [spec(atime), spec(mtime)];
-    // SAFETY: a valid C string and two timespecs, as utimensat(2) expects.
-    let rc = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    match rc {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
-}
+pub(crate) use roam_drivers::local::set_own_times;
 
 /// Whether `p` is a skeleton stub nobody links to (not a fetched copy).
 fn is_plain_stub(p: &Path) -> bool {

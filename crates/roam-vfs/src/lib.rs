@@ -44,6 +44,7 @@ use roam_drivers::{ErrorKind, Fetched, Validator};
 // What frontends speak with the core in (a name's kind and metadata, a file to create, the
 // file an in-memory backend keeps): the drivers' vocabulary, given by the vfs so that the
 // frontends depend on it alone.
+pub use roam_drivers::local::set_own_times;
 pub use roam_drivers::mem::Contents as MemoryFile;
 pub use roam_drivers::{is_safe_name, secrets, Kind, Meta, NewFile};
 
