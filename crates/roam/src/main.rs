@@ -348,6 +348,7 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
         http: HttpConfig {
             connect_timeout: secs(cfg.http.connect_timeout, defaults.connect_timeout),
             read_timeout: secs(cfg.http.read_timeout, defaults.read_timeout),
+            ..defaults
         },
     };
     let mut vfs = Vfs::new(&vcfg)

@@ -7,16 +7,22 @@
 
 mod autoindex;
 pub(crate) mod errors;
+pub mod proxy;
 pub mod tls;
 pub(crate) mod url;
 
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ureq::config::RedirectAuthHeaders;
-use ureq::http::{HeaderMap, Response, StatusCode};
-use ureq::{Body, ResponseExt};
+use ureq::http::{HeaderMap, Request, Response, StatusCode, Uri};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{Connector, DefaultConnector};
+use ureq::{AsSendBody, Body, ResponseExt};
 
+use self::errors::Failure;
+use self::proxy::{Proxies, Route};
 use self::url::Base;
 use crate::{
     is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
@@ -27,11 +33,16 @@ use crate::{
 /// index is about 120 MB.
 const MAX_INDEX_PAGE: u64 = 256 << 20;
 
-/// Timeouts and identity of the HTTP client.
+/// Most redirects one request follows (as ureq's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Timeouts, identity and proxies of the HTTP client.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
+    /// The default: those the environment names ([`Proxies::from_env`]).
+    pub proxies: Proxies,
 }
 
 impl Default for HttpConfig {
@@ -39,6 +50,7 @@ impl Default for HttpConfig {
         HttpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            proxies: Proxies::from_env(),
         }
     }
 }
@@ -47,7 +59,13 @@ impl Default for HttpConfig {
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     pub(crate) agent: ureq::Agent,
+    proxies: Arc<Proxies>,
 }
+
+/// Where a response came from: the origin's URL, also when a proxy forwarded the request
+/// (whose own URL is then the proxy's).
+#[derive(Clone, Debug)]
+struct OriginUri(Uri);
 
 /// TLS choices for one host (`[tls."HOST[:PORT]"]` in roam.toml). The default verifies the
 /// server against the platform's certificate authorities (see [`tls`]).
@@ -100,11 +118,136 @@ impl HttpClient {
             // and must never be sent to another host.
             .redirect_auth_headers(RedirectAuthHeaders::SameHost)
             .user_agent(concat!("roam/", env!("CARGO_PKG_VERSION")))
+            // Proxies are chosen per request by curl's rules ([`proxy`]), not ureq's.
+            .proxy(None)
             .build();
+        let proxies = Arc::new(cfg.proxies.clone());
+        let connector = DefaultConnector::new().chain(proxy::Forwarding(proxies.clone()));
         HttpClient {
-            agent: config.new_agent(),
+            agent: ureq::Agent::with_parts(config, connector, DefaultResolver::default()),
+            proxies,
         }
     }
+
+    /// Sends `request` (configured or not with `agent.configure_request`) directly or
+    /// through the proxy its URL goes through, and returns the response whatever its
+    /// status. A forwarded request follows no redirect: callers that want them use
+    /// [`HttpClient::run_following`].
+    pub(crate) fn run<B: AsSendBody>(
+        &self,
+        request: Request<B>,
+    ) -> std::result::Result<Response<Body>, Failure> {
+        let origin = request.uri().clone();
+        let (result, via) = match self.proxies.route(&origin) {
+            Route::Direct => (self.agent.run(request), None),
+            Route::Invalid(why) => {
+                let via = Some(why.to_owned());
+                return Err(Failure {
+                    err: ureq::Error::InvalidProxyUrl,
+                    via,
+                });
+            }
+            Route::Via(proxy) if origin.scheme_str() == Some("https") => {
+                let request = self
+                    .agent
+                    .configure_request(request)
+                    .proxy(Some(proxy.tunnel()))
+                    .build();
+                (self.agent.run(request), Some(proxy))
+            }
+            Route::Via(proxy) => {
+                let Some(request) = proxy.forward(request) else {
+                    return Err(ureq::Error::BadUri(origin.to_string()).into());
+                };
+                let request = self
+                    .agent
+                    .configure_request(request)
+                    .max_redirects(0)
+                    .build();
+                let result = self.agent.run(request).and_then(|response| {
+                    if response.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+                        let why = "proxy server responded 407/Proxy Authentication Required";
+                        return Err(ureq::Error::ConnectProxyFailed(why.into()));
+                    }
+                    Ok(response)
+                });
+                (result, Some(proxy))
+            }
+        };
+        match result {
+            Ok(mut response) => {
+                let forwarded = via.is_some() && origin.scheme_str() == Some("http");
+                let uri = if forwarded {
+                    origin
+                } else {
+                    response.get_uri().clone()
+                };
+                response.extensions_mut().insert(OriginUri(uri));
+                Ok(response)
+            }
+            Err(err) => Err(Failure {
+                err,
+                via: via.map(|proxy| proxy.to_string()),
+            }),
+        }
+    }
+
+    /// [`HttpClient::run`] for a request without a body, following redirects (up to
+    /// [`MAX_REDIRECTS`]) through proxies too; credentials (`Authorization`) only to the
+    /// host that was asked first.
+    pub(crate) fn run_following(
+        &self,
+        request: Request<()>,
+    ) -> std::result::Result<Response<Body>, Failure> {
+        if !self.proxies.any() {
+            return self.run(request);
+        }
+        let (parts, ()) = request.into_parts();
+        let mut uri = parts.uri.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut next = Request::builder()
+                .method(parts.method.clone())
+                .uri(uri.clone());
+            for (name, value) in &parts.headers {
+                let other_host = uri.authority() != parts.uri.authority();
+                if !(other_host && name == ureq::http::header::AUTHORIZATION) {
+                    next = next.header(name, value);
+                }
+            }
+            let request = next.body(()).map_err(ureq::Error::Http)?;
+            let request = self
+                .agent
+                .configure_request(request)
+                .max_redirects(0)
+                .build();
+            let response = self.run(request)?;
+            match redirect_target(&uri, &response) {
+                Some(target) => uri = target,
+                None => return Ok(response),
+            }
+        }
+        Err(ureq::Error::TooManyRedirects.into())
+    }
+}
+
+/// Where a redirect leads (its `Location` resolved against `uri`); `None` for any other
+/// response.
+fn redirect_target(uri: &Uri, response: &Response<Body>) -> Option<Uri> {
+    if !matches!(response.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = response.headers().get("location")?.to_str().ok()?;
+    if location.contains("://") {
+        return location.parse().ok();
+    }
+    let base = format!("{}://{}", uri.scheme_str()?, uri.authority()?);
+    let path = if location.starts_with('/') {
+        location.to_owned()
+    } else {
+        let dir = uri.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{dir}/{location}")
+    };
+    format!("{base}{path}").parse().ok()
 }
 
 #[derive(Clone, Copy)]
@@ -163,18 +306,18 @@ impl HttpDriver {
         url: &str,
         headers: &[(&str, String)],
     ) -> Result<Response<Body>> {
-        let mut request = match method {
-            Method::Head => self.client.agent.head(url),
-            Method::Get => self.client.agent.get(url),
-        };
+        let mut request = Request::builder().method(method.as_str()).uri(url);
         if let Some(authorization) = self.base.authorization() {
             request = request.header("authorization", authorization);
         }
         for (name, value) in headers {
             request = request.header(*name, value.as_str());
         }
-        request
-            .call()
+        let request = request
+            .body(())
+            .map_err(|e| Error::new(ErrorKind::InvalidName, format!("{url}: {e}")))?;
+        self.client
+            .run_following(request)
             .map_err(|e| errors::transport(method.as_str(), url, e))
     }
 
@@ -203,7 +346,11 @@ fn expect_success(method: Method, url: &str, response: &Response<Body>) -> Resul
 
 /// Whether the response is about a directory: its final URL ends with a slash.
 pub(crate) fn is_dir_response(response: &Response<Body>) -> bool {
-    response.get_uri().path().ends_with('/')
+    let uri = match response.extensions().get::<OriginUri>() {
+        Some(OriginUri(uri)) => uri,
+        None => response.get_uri(),
+    };
+    uri.path().ends_with('/')
 }
 
 /// The metadata a response's headers give; a size only for files, as a directory's

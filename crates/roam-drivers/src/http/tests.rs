@@ -53,6 +53,7 @@ fn client() -> HttpClient {
     HttpClient::new(&HttpConfig {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_millis(300),
+        ..HttpConfig::default()
     })
 }
 

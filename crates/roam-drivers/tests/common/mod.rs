@@ -12,5 +12,6 @@ pub fn http_client(read_timeout: Duration) -> HttpClient {
     HttpClient::new(&HttpConfig {
         connect_timeout: Duration::from_secs(5),
         read_timeout,
+        ..HttpConfig::default()
     })
 }
