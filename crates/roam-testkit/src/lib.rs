@@ -15,6 +15,7 @@ pub mod mp3;
 pub mod net;
 pub mod s3;
 pub mod sftp;
+pub mod squid;
 pub mod tls;
 
 use std::fs;
