@@ -64,6 +64,9 @@ pub struct Meta {
     /// The access time where the backend keeps one apart (`mem:`'s files); `None`: the
     /// modification time stands for it.
     pub atime: Option<SystemTime>,
+    /// How long the server lets these contents be used without asking it again (HTTP's
+    /// `Cache-Control`); `None` when it says nothing, and T_read alone decides.
+    pub fresh_for: Option<std::time::Duration>,
 }
 
 impl Meta {
@@ -78,6 +81,7 @@ impl Meta {
             symlink_target: None,
             nlink: None,
             atime: None,
+            fresh_for: None,
         }
     }
 }

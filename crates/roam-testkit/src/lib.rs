@@ -134,6 +134,16 @@ impl Server {
         Server::nginx_with(www, run, &NginxExtra::default())
     }
 
+    /// [`Server::nginx`] with `directives` at the end of its server block (`location`s,
+    /// `add_header`s, `expires`).
+    pub fn nginx_directives(www: &Path, run: &Path, directives: &str) -> Server {
+        let extra = NginxExtra {
+            server: directives.to_owned(),
+            ..NginxExtra::default()
+        };
+        Server::nginx_with(www, run, &extra)
+    }
+
     /// [`Server::nginx`] with `extra` directives in its configuration.
     pub(crate) fn nginx_with(www: &Path, run: &Path, extra: &NginxExtra) -> Server {
         let nginx = required("/usr/sbin/nginx", "Debian's nginx-light");

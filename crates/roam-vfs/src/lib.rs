@@ -838,6 +838,7 @@ impl Vfs {
                     size,
                     fetched_at: unix_secs(SystemTime::now()),
                     copy_mtime_ns: None,
+                    fresh_for: fresh.fresh_for.map(|d| d.as_secs()),
                 };
                 let data = match private {
                     None => self.cache.commit(&download, &r.virt, size, &fresh, &info)?,

@@ -363,7 +363,38 @@ pub(crate) fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
     }
     meta.mtime = text("last-modified").and_then(|v| httpdate::parse_http_date(v).ok());
     meta.etag = text("etag").map(str::to_owned);
+    meta.fresh_for = freshness(headers);
     meta
+}
+
+/// How long a response may be used without asking again, as its `Cache-Control` says
+/// (RFC 9111 §5.2.2): zero for `no-cache` and `no-store`, else `max-age` less the `Age` a
+/// cache on the way (a proxy) has held it for; `None` when it says neither.
+pub(crate) fn freshness(headers: &HeaderMap) -> Option<Duration> {
+    let mut max_age = None;
+    let directives = headers
+        .get_all("cache-control")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','));
+    for directive in directives {
+        let (name, arg) = match directive.split_once('=') {
+            Some((name, arg)) => (name.trim(), Some(arg.trim().trim_matches('"'))),
+            None => (directive.trim(), None),
+        };
+        match (name.to_ascii_lowercase().as_str(), arg) {
+            // `no-cache="field"` is about those fields only.
+            ("no-cache", None) | ("no-store", _) => return Some(Duration::ZERO),
+            ("max-age", Some(secs)) => max_age = secs.parse::<u64>().ok(),
+            _ => {}
+        }
+    }
+    let age = headers
+        .get("age")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    max_age.map(|secs| Duration::from_secs(secs.saturating_sub(age)))
 }
 
 /// `If-None-Match` / `If-Modified-Since` for what the cache holds.

@@ -51,6 +51,7 @@ pub(super) fn meta_of(attrs: &FileAttributes, symlink_target: Option<String>) ->
         symlink_target,
         nlink: None,
         atime: None,
+        fresh_for: None,
     }
 }
 
