@@ -67,6 +67,7 @@ fn config() -> HttpConfig {
     HttpConfig {
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(20),
+        ..HttpConfig::default()
     }
 }
 

@@ -25,8 +25,8 @@ use self::errors::Failure;
 use self::proxy::{Proxies, Route};
 use self::url::Base;
 use crate::{
-    is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, FreshFor, Kind, Listing, Meta,
+    Result, Validator,
 };
 
 /// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
@@ -363,7 +363,7 @@ pub(crate) fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
     }
     meta.mtime = text("last-modified").and_then(|v| httpdate::parse_http_date(v).ok());
     meta.etag = text("etag").map(str::to_owned);
-    meta.fresh_for = freshness(headers);
+    meta.fresh_for = freshness(headers).map(|d| FreshFor::from_secs(d.as_secs()));
     meta
 }
 

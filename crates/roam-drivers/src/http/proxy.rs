@@ -366,10 +366,7 @@ impl NoProxy {
             return true;
         }
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let entries = self
-            .0
-            .split(|c: char| c == ',' || c == ' ' || c == '\t')
-            .filter(|e| !e.is_empty());
+        let entries = self.0.split([',', ' ', '\t']).filter(|e| !e.is_empty());
         if let Ok(ip) = host.parse::<Ipv4Addr>() {
             return entries.into_iter().any(|e| matches_v4(ip, e));
         }
