@@ -58,9 +58,9 @@ impl Site {
         HttpDriver::new(client, &self.origin.url()).unwrap()
     }
 
-    /// The origin's access-log lines that name `path`.
-    fn origin_requests(&self, path: &str) -> Vec<String> {
-        lines_naming(&self.origin.access_log(), path)
+    /// The origin's access-log lines that name `path`, once there are `count`.
+    fn origin_requests(&self, path: &str, count: usize) -> Vec<String> {
+        eventually_naming(&|| self.origin.access_log(), path, count)
     }
 
     /// squid's access log, without the line of the probe that saw it listening.
@@ -72,17 +72,9 @@ impl Site {
             .collect()
     }
 
-    /// squid's log lines naming `path`, once there are `count` (squid logs a request when
-    /// it ends, a moment after the client has its answer; a tunnel when it closes).
+    /// squid's log lines naming `path`, once there are `count`.
     fn proxied(&self, path: &str, count: usize) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let lines = lines_naming(&self.proxy_log(), path);
-            if lines.len() >= count || Instant::now() > deadline {
-                return lines;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_naming(&|| self.proxy_log(), path, count)
     }
 }
 
@@ -95,6 +87,20 @@ fn config(vars: &[(&str, String)]) -> HttpConfig {
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.clone())
         }),
+    }
+}
+
+/// The lines of `log()` naming `path`, once there are `count` or 10 s have passed: servers
+/// log a request when it ends, a moment after the client has its answer (squid a tunnel
+/// when it closes).
+fn eventually_naming(log: &dyn Fn() -> String, path: &str, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = lines_naming(&log(), path);
+        if lines.len() >= count || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -121,7 +127,7 @@ fn a_second_client_is_served_by_the_proxy_not_the_origin() {
     let Fetched::Body(meta) = fetched else {
         panic!("no body")
     };
-    assert_eq!(site.origin_requests(&path).len(), 1);
+    assert_eq!(site.origin_requests(&path, 1).len(), 1);
 
     // Another node: its own connections, nothing cached of its own.
     let second = site.driver(site.client(&site.via_proxy()));
@@ -136,7 +142,7 @@ fn a_second_client_is_served_by_the_proxy_not_the_origin() {
     let (revalidated, _) = read(&second, &path, Some(&validator));
     assert_eq!(revalidated, Fetched::NotModified);
 
-    let origin = site.origin_requests(&path);
+    let origin = site.origin_requests(&path, 1);
     assert_eq!(origin.len(), 1, "the origin saw: {origin:#?}");
     let proxied = site.proxied(&path, 4);
     assert_eq!(proxied.len(), 4, "squid saw: {proxied:#?}");
@@ -154,7 +160,7 @@ fn directories_and_their_redirects_are_read_through_the_proxy() {
     let names: Vec<_> = listing.entries.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["f.bin"]);
     // HEAD /data, HEAD /data/, GET /data/: each through squid.
-    let origin = site.origin_requests("/data");
+    let origin = site.origin_requests("/data", 3);
     assert_eq!(origin.len(), 3, "{origin:#?}");
     let proxied = site.proxied("/data", 3);
     assert_eq!(proxied.len(), 3, "{proxied:#?}");
@@ -169,7 +175,7 @@ fn no_proxy_hosts_are_reached_directly() {
     let driver = site.driver(site.client(&vars));
     let (_, bytes) = read(&driver, &format!("/{FILE}"), None);
     assert_eq!(bytes, noise(200_000, 7));
-    assert_eq!(site.origin_requests(FILE).len(), 1);
+    assert_eq!(site.origin_requests(FILE, 1).len(), 1);
     assert_eq!(site.proxy_log(), "", "squid was asked");
 }
 
@@ -189,7 +195,7 @@ fn a_dead_proxy_fails_at_once_naming_it() {
     assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
     let named = format!("through the proxy 127.0.0.1:{dead} (from http_proxy)");
     assert!(err.message.contains(&named), "{}", err.message);
-    assert!(site.origin_requests(FILE).is_empty());
+    assert!(site.origin_requests(FILE, 0).is_empty());
 }
 
 #[test]
@@ -226,7 +232,7 @@ fn an_https_origin_is_reached_through_a_connect_tunnel_and_verified() {
     let driver = HttpDriver::new(client, &base).unwrap();
     let (_, bytes) = read(&driver, &format!("/{FILE}"), None);
     assert_eq!(bytes, noise(200_000, 7));
-    assert_eq!(lines_naming(&origin.access_log(), FILE).len(), 1);
+    assert_eq!(eventually_naming(&|| origin.access_log(), FILE, 1).len(), 1);
     drop(driver);
     let tunnels = site.proxied(&format!("CONNECT 127.0.0.1:{}", origin.port), 1);
     assert_eq!(tunnels.len(), 1, "{}", site.proxy_log());
