@@ -51,7 +51,8 @@ echo "$a $b $c $d $e $f ${failed:-ok}" | awk "{printf \"%.3f %.3f %.3f %.3f %.3f
 '
 
 # start_nginx WORK: serves WORK/www on a free loopback port (set in PORT), state and
-# access log in WORK/run; stop it with stop_nginx WORK.
+# access log in WORK/run, NGINX_SERVER (directives) at the end of its server block; stop it
+# with stop_nginx WORK.
 start_nginx() {
     command -v nginx >/dev/null || { echo "nginx is required (Debian: nginx-light)" >&2; exit 1; }
     local w=$1
@@ -63,7 +64,7 @@ daemon on; pid $w/run/nginx.pid; error_log $w/run/error.log; worker_processes 1;
 events { worker_connections 64; }
 http { access_log $w/run/access.log; client_body_temp_path $w/run/cb; proxy_temp_path $w/run/p;
   fastcgi_temp_path $w/run/f; uwsgi_temp_path $w/run/u; scgi_temp_path $w/run/s;
-  server { listen 127.0.0.1:$PORT; root $w/www; autoindex on; } }
+  server { listen 127.0.0.1:$PORT; root $w/www; autoindex on; ${NGINX_SERVER:-} } }
 CONF
     nginx -p "$w/run" -c "$w/run/nginx.conf"
     sleep 0.3

@@ -66,6 +66,27 @@ pub struct Meta {
     /// The access time where the backend keeps one apart (`mem:`'s files); `None`: the
     /// modification time stands for it.
     pub atime: Option<SystemTime>,
+    /// How long the server lets these contents be used without asking it again (HTTP's
+    /// `Cache-Control`); `None` when it says nothing, and T_read alone decides.
+    pub fresh_for: Option<FreshFor>,
+}
+
+/// A time contents stay fresh, in whole seconds (up to about 136 years), in four bytes
+/// with `Option`'s `None` in the same space: [`Meta`] travels in errors, which must stay
+/// small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshFor(std::num::NonZeroU32);
+
+impl FreshFor {
+    pub fn from_secs(secs: u64) -> FreshFor {
+        let secs = u32::try_from(secs).unwrap_or(u32::MAX);
+        // Stored plus one, so that zero (revalidate every time) is a value too.
+        FreshFor(std::num::NonZeroU32::MIN.saturating_add(secs))
+    }
+
+    pub fn as_secs(self) -> u64 {
+        u64::from(self.0.get() - 1)
+    }
 }
 
 impl Meta {
@@ -80,6 +101,7 @@ impl Meta {
             symlink_target: None,
             nlink: None,
             atime: None,
+            fresh_for: None,
         }
     }
 }

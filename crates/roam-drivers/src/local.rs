@@ -71,6 +71,7 @@ fn meta_of(path: &Path, md: &fs::Metadata) -> Meta {
         symlink_target,
         nlink: None,
         atime: md.accessed().ok(),
+        fresh_for: None,
     }
 }
 

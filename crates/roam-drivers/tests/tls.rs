@@ -68,6 +68,7 @@ fn config() -> HttpConfig {
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(20),
         netrc: None,
+        ..HttpConfig::default()
     }
 }
 

@@ -67,7 +67,7 @@ fn serve(www: &Path, run: &Path, locks: bool, login: String) -> Server {
 }
 
 /// Gives the tree at `root` to nginx's worker user, when we are root.
-fn hand_over(root: &Path) {
+pub(crate) fn hand_over(root: &Path) {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     if unsafe { libc::geteuid() } == 0 {
         let (uid, gid) = nobody();

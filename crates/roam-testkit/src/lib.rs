@@ -15,6 +15,7 @@ pub mod mp3;
 pub mod net;
 pub mod s3;
 pub mod sftp;
+pub mod squid;
 pub mod tls;
 
 use std::fs;
@@ -131,6 +132,16 @@ impl Server {
     /// nginx then exits, and we start it again on another port.
     pub fn nginx(www: &Path, run: &Path) -> Server {
         Server::nginx_with(www, run, &NginxExtra::default())
+    }
+
+    /// [`Server::nginx`] with `directives` at the end of its server block (`location`s,
+    /// `add_header`s, `expires`).
+    pub fn nginx_directives(www: &Path, run: &Path, directives: &str) -> Server {
+        let extra = NginxExtra {
+            server: directives.to_owned(),
+            ..NginxExtra::default()
+        };
+        Server::nginx_with(www, run, &extra)
     }
 
     /// [`Server::nginx`] with `extra` directives in its configuration.

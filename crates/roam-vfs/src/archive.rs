@@ -331,6 +331,7 @@ impl ArchiveDriver {
             symlink_target: (kind == Kind::Symlink).then(|| e.target.clone()),
             nlink: None,
             atime: None,
+            fresh_for: None,
         }
     }
 

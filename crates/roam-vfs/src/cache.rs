@@ -47,11 +47,20 @@ pub struct Info {
     /// change of the copy can be told from the copy alone (see `Vfs::flush`).
     #[serde(default)]
     pub copy_mtime_ns: Option<u128>,
+    /// Seconds the server let this version be used without asking again when it was
+    /// fetched ([`Meta::fresh_for`]); `None`: it did not say.
+    #[serde(default)]
+    pub fresh_for: Option<u64>,
 }
 
 impl Info {
-    /// True when this copy was fetched less than `t_read` ago.
+    /// True when this copy was fetched less than `t_read` ago, and less than the server
+    /// let it be used for.
     pub fn younger_than(&self, t_read: Duration) -> bool {
+        let t_read = match self.fresh_for {
+            Some(secs) => t_read.min(Duration::from_secs(secs)),
+            None => t_read,
+        };
         unix_secs(SystemTime::now()).saturating_sub(self.fetched_at) < t_read.as_secs().max(1)
             && t_read > Duration::ZERO
     }
@@ -948,6 +957,7 @@ mod tests {
             mtime: None,
             size: 18,
             fetched_at: 0,
+            fresh_for: None,
             copy_mtime_ns: None,
         };
         let data = c
@@ -989,6 +999,7 @@ mod tests {
             mtime: None,
             size: 32,
             fetched_at: 0,
+            fresh_for: None,
             copy_mtime_ns: None,
         };
         let data = c.commit(&d, virt, 32, &file_meta(32), &info).unwrap();
@@ -1019,6 +1030,7 @@ mod tests {
             mtime: Some(second),
             size: 4,
             fetched_at: 0,
+            fresh_for: None,
             copy_mtime_ns: None,
         };
         let data = c.commit(&d, virt, 4, &at(second), &info).unwrap();

@@ -883,6 +883,7 @@ impl Vfs {
                     size,
                     fetched_at: unix_secs(SystemTime::now()),
                     copy_mtime_ns: None,
+                    fresh_for: fresh.fresh_for.map(|d| d.as_secs()),
                 };
                 // The version that was shown keeps the mtime it was shown with (a listing's,
                 // to the minute): one identity before and after the fetch, in every

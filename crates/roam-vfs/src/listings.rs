@@ -129,6 +129,7 @@ fn from_saved(s: SavedEntry) -> Option<DirEntry> {
         // Saved listings are of remote mounts, which keep no link counts.
         nlink: None,
         atime: None,
+        fresh_for: None,
     };
     roam_drivers::is_safe_name(&s.name).then_some(DirEntry { name: s.name, meta })
 }

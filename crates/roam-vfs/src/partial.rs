@@ -351,6 +351,7 @@ impl Vfs {
                 size: p.size,
                 fetched_at: unix_secs(SystemTime::now()),
                 copy_mtime_ns: None,
+                fresh_for: p.meta.fresh_for.map(|d| d.as_secs()),
             };
             if let Err(e) = self
                 .cache

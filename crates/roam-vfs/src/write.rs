@@ -1446,6 +1446,7 @@ fn info_of(r: &Remote, m: &Meta) -> Info {
         size: m.size.unwrap_or(0),
         fetched_at: unix_secs(SystemTime::now()),
         copy_mtime_ns: None,
+        fresh_for: m.fresh_for.map(|d| d.as_secs()),
     }
 }
 

@@ -473,3 +473,59 @@ fn names_under_a_missing_directory_cost_no_request_each() {
         .count();
     assert!(asked <= 1, "{asked} requests under /dir/nothere");
 }
+
+/// `roam run` takes its proxy from the environment (docs/CONNECTING.md): two runs with
+/// caches of their own read a file through a real squid, which answers the second from its
+/// cache, the origin seeing one request; `no_proxy` sends a third run straight to the
+/// origin; a dead proxy gives the program EHOSTUNREACH and roam's message names it.
+#[test]
+fn the_proxy_of_the_environment_is_used_and_named() {
+    let scratch = roam_testkit::Scratch::new("run-proxy");
+    let www = scratch.join("www");
+    roam_testkit::write_file(&www.join("a.txt"), b"through squid\n", 0o644);
+    // Ten days old: squid's heuristic keeps it fresh for two days.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10 * 86400);
+    std::fs::File::open(www.join("a.txt"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let origin = roam_testkit::Server::nginx(&www, &scratch.join("origin"));
+    let squid = roam_testkit::squid::squid(&scratch.join("squid"));
+    let file = format!("/http/{}/a.txt", origin.authority());
+    // nginx logs an answer a moment after giving it: wait for `n` reads (10 s at most).
+    let origin_reads = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let reads = origin.access_log().matches("GET /a.txt ").count();
+            if reads >= n || std::time::Instant::now() > deadline {
+                return reads;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    for _ in 0..2 {
+        let o = Roam::new()
+            .env("http_proxy", squid.url())
+            .run(&["cat", &file]);
+        assert_eq!(stdout(&o), "through squid\n", "{}", stderr(&o));
+    }
+    assert_eq!(origin_reads(1), 1, "{}", origin.access_log());
+    let squid_log = std::fs::read_to_string(scratch.join("squid/access.log")).unwrap();
+    assert!(squid_log.contains("HIT/200"), "{squid_log}");
+
+    let o = Roam::new()
+        .env("http_proxy", squid.url())
+        .env("no_proxy", "127.0.0.1")
+        .run(&["cat", &file]);
+    assert_eq!(stdout(&o), "through squid\n", "{}", stderr(&o));
+    assert_eq!(origin_reads(2), 2, "{}", origin.access_log());
+
+    let dead = roam_testkit::free_port();
+    let probe = fixture().probe.to_str().unwrap().to_owned();
+    let o = Roam::new()
+        .env("http_proxy", format!("http://127.0.0.1:{dead}"))
+        .run(&[&probe, "read", &file]);
+    assert_eq!(stdout(&o), "EHOSTUNREACH\n");
+    let named = format!("through the proxy 127.0.0.1:{dead} (from http_proxy)");
+    assert!(stderr(&o).contains(&named), "{}", stderr(&o));
+}

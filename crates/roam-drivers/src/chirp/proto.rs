@@ -90,6 +90,7 @@ impl Stat {
             symlink_target,
             nlink: None,
             atime: None,
+            fresh_for: None,
         }
     }
 }

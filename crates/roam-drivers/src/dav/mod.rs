@@ -150,7 +150,8 @@ impl DavDriver {
             // On a 301 or 302, ureq (like curl) would resend any of these as a GET.
             .max_redirects(0)
             .build();
-        agent
+        self.http
+            .client
             .run(request)
             .map_err(|e| crate::http::errors::transport(name, url, e))
     }

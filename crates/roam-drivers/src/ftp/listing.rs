@@ -206,6 +206,7 @@ fn unix_line(line: &str, now: SystemTime) -> Option<(String, Meta)> {
         symlink_target: target,
         nlink: None,
         atime: None,
+        fresh_for: None,
     };
     Some((name.to_owned(), meta))
 }
@@ -392,6 +393,7 @@ mod tests {
                 symlink_target: None,
                 nlink: None,
                 atime: None,
+                fresh_for: None,
             }
         );
         assert_eq!((e[1].name.as_str(), e[1].meta.kind), ("sub", Kind::Dir));

@@ -20,30 +20,52 @@ pub(crate) fn status(method: &str, url: &str, status: StatusCode) -> Error {
     Error::new(kind, format!("{method} {url}: {status}"))
 }
 
+/// A request that got no usable answer, and the proxy it went through (see
+/// [`HttpClient::run`](super::HttpClient::run)).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub err: ureq::Error,
+    /// `the proxy HOST:PORT (from VAR)`, or why the proxy a variable names is unusable.
+    pub via: Option<String>,
+}
+
+impl From<ureq::Error> for Failure {
+    fn from(err: ureq::Error) -> Failure {
+        Failure { err, via: None }
+    }
+}
+
 /// The error for a request that got no usable answer.
-pub(crate) fn transport(method: &str, url: &str, err: ureq::Error) -> Error {
-    transport_for(method, url, err, authority(url), Service::Http)
+pub(crate) fn transport(method: &str, url: &str, failure: impl Into<Failure>) -> Error {
+    transport_for(method, url, failure, authority(url), Service::Http)
 }
 
 /// [`transport`] for a `service`, whose refused certificates name its own settings and
-/// the `[tls."..."]` key (`host[:port]`) of the server.
+/// the `[tls."..."]` key (`host[:port]`) of the server. A failure on the way through a
+/// proxy names the proxy.
 pub(crate) fn transport_for(
     method: &str,
     url: &str,
-    err: ureq::Error,
+    failure: impl Into<Failure>,
     key: &str,
     service: Service,
 ) -> Error {
+    let Failure { err, via } = failure.into();
     let kind = transport_kind(&err);
-    if let Some(cause) = super::tls::describe(&err, key, service) {
-        return Error::new(kind, format!("{method} {url}: {cause}"));
-    }
-    // An `Io` error speaks for itself; ureq's own text would prefix it with "io: ".
-    let cause = match err {
-        ureq::Error::Io(e) => e.to_string(),
-        other => other.to_string(),
+    let cause = match (super::tls::describe(&err, key, service), err) {
+        (Some(cause), _) => cause,
+        // The unusable proxy's reason says it all.
+        (None, ureq::Error::InvalidProxyUrl) if via.is_some() => {
+            return Error::new(kind, format!("{method} {url}: {}", via.unwrap_or_default()))
+        }
+        // An `Io` error speaks for itself; ureq's own text would prefix it with "io: ".
+        (None, ureq::Error::Io(e)) => e.to_string(),
+        (None, other) => other.to_string(),
     };
-    Error::new(kind, format!("{method} {url}: {cause}"))
+    match via {
+        Some(via) => Error::new(kind, format!("{method} {url}: through {via}: {cause}")),
+        None => Error::new(kind, format!("{method} {url}: {cause}")),
+    }
 }
 
 /// The error for a failed read of a response body. ureq hides its own errors (timeouts)
@@ -56,6 +78,11 @@ fn transport_kind(err: &ureq::Error) -> ErrorKind {
     match err {
         ureq::Error::Timeout(_) => ErrorKind::TimedOut,
         ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => ErrorKind::Unreachable,
+        // A proxy's refusal: of us (authentication, its access rules) or of the way on.
+        ureq::Error::ConnectProxyFailed(why) if why.contains(" 407/") || why.contains(" 403/") => {
+            ErrorKind::PermissionDenied
+        }
+        ureq::Error::ConnectProxyFailed(_) => ErrorKind::Unreachable,
         ureq::Error::Io(e) => match e.kind() {
             io::ErrorKind::ConnectionRefused
             | io::ErrorKind::HostUnreachable

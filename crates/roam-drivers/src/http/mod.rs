@@ -7,28 +7,37 @@
 
 mod autoindex;
 pub(crate) mod errors;
+pub mod proxy;
 pub mod tls;
 pub(crate) mod url;
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ureq::config::RedirectAuthHeaders;
-use ureq::http::{HeaderMap, Response, StatusCode};
-use ureq::{Body, ResponseExt};
+use ureq::http::{HeaderMap, Request, Response, StatusCode, Uri};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{Connector, DefaultConnector};
+use ureq::{AsSendBody, Body, ResponseExt};
 
+use self::errors::Failure;
+use self::proxy::{Proxies, Route};
 use self::url::Base;
 use crate::{
-    is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, FreshFor, Kind, Listing, Meta,
+    Result, Validator,
 };
 
 /// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
 /// index is about 120 MB.
 const MAX_INDEX_PAGE: u64 = 256 << 20;
 
-/// Timeouts and identity of the HTTP client.
+/// Most redirects one request follows (as ureq's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Timeouts, identity and proxies of the HTTP client.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     pub connect_timeout: Duration,
@@ -36,6 +45,8 @@ pub struct HttpConfig {
     /// The netrc file to take logins from for URLs without a password, if any
     /// ([`crate::netrc::default_path`] by default).
     pub netrc: Option<PathBuf>,
+    /// The default: those the environment names ([`Proxies::from_env`]).
+    pub proxies: Proxies,
 }
 
 impl Default for HttpConfig {
@@ -44,6 +55,7 @@ impl Default for HttpConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             netrc: crate::netrc::default_path(),
+            proxies: Proxies::from_env(),
         }
     }
 }
@@ -54,7 +66,13 @@ pub struct HttpClient {
     pub(crate) agent: ureq::Agent,
     /// Where mounts of this client look up logins ([`HttpConfig::netrc`]).
     netrc: Option<PathBuf>,
+    proxies: Arc<Proxies>,
 }
+
+/// Where a response came from: the origin's URL, also when a proxy forwarded the request
+/// (whose own URL is then the proxy's).
+#[derive(Clone, Debug)]
+struct OriginUri(Uri);
 
 /// TLS choices for one host (`[tls."HOST[:PORT]"]` in roam.toml). The default verifies the
 /// server against the platform's certificate authorities (see [`tls`]).
@@ -107,12 +125,137 @@ impl HttpClient {
             // and must never be sent to another host.
             .redirect_auth_headers(RedirectAuthHeaders::SameHost)
             .user_agent(concat!("roam/", env!("CARGO_PKG_VERSION")))
+            // Proxies are chosen per request by curl's rules ([`proxy`]), not ureq's.
+            .proxy(None)
             .build();
+        let proxies = Arc::new(cfg.proxies.clone());
+        let connector = DefaultConnector::new().chain(proxy::Forwarding(proxies.clone()));
         HttpClient {
-            agent: config.new_agent(),
             netrc: cfg.netrc.clone(),
+            agent: ureq::Agent::with_parts(config, connector, DefaultResolver::default()),
+            proxies,
         }
     }
+
+    /// Sends `request` (configured or not with `agent.configure_request`) directly or
+    /// through the proxy its URL goes through, and returns the response whatever its
+    /// status. A forwarded request follows no redirect: callers that want them use
+    /// [`HttpClient::run_following`].
+    pub(crate) fn run<B: AsSendBody>(
+        &self,
+        request: Request<B>,
+    ) -> std::result::Result<Response<Body>, Failure> {
+        let origin = request.uri().clone();
+        let (result, via) = match self.proxies.route(&origin) {
+            Route::Direct => (self.agent.run(request), None),
+            Route::Invalid(why) => {
+                let via = Some(why.to_owned());
+                return Err(Failure {
+                    err: ureq::Error::InvalidProxyUrl,
+                    via,
+                });
+            }
+            Route::Via(proxy) if origin.scheme_str() == Some("https") => {
+                let request = self
+                    .agent
+                    .configure_request(request)
+                    .proxy(Some(proxy.tunnel()))
+                    .build();
+                (self.agent.run(request), Some(proxy))
+            }
+            Route::Via(proxy) => {
+                let Some(request) = proxy.forward(request) else {
+                    return Err(ureq::Error::BadUri(origin.to_string()).into());
+                };
+                let request = self
+                    .agent
+                    .configure_request(request)
+                    .max_redirects(0)
+                    .build();
+                let result = self.agent.run(request).and_then(|response| {
+                    if response.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+                        let why = "proxy server responded 407/Proxy Authentication Required";
+                        return Err(ureq::Error::ConnectProxyFailed(why.into()));
+                    }
+                    Ok(response)
+                });
+                (result, Some(proxy))
+            }
+        };
+        match result {
+            Ok(mut response) => {
+                let forwarded = via.is_some() && origin.scheme_str() == Some("http");
+                let uri = if forwarded {
+                    origin
+                } else {
+                    response.get_uri().clone()
+                };
+                response.extensions_mut().insert(OriginUri(uri));
+                Ok(response)
+            }
+            Err(err) => Err(Failure {
+                err,
+                via: via.map(|proxy| proxy.to_string()),
+            }),
+        }
+    }
+
+    /// [`HttpClient::run`] for a request without a body, following redirects (up to
+    /// [`MAX_REDIRECTS`]) through proxies too; credentials (`Authorization`) only to the
+    /// host that was asked first.
+    pub(crate) fn run_following(
+        &self,
+        request: Request<()>,
+    ) -> std::result::Result<Response<Body>, Failure> {
+        if !self.proxies.any() {
+            return self.run(request);
+        }
+        let (parts, ()) = request.into_parts();
+        let mut uri = parts.uri.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut next = Request::builder()
+                .method(parts.method.clone())
+                .uri(uri.clone());
+            for (name, value) in &parts.headers {
+                let other_host = uri.authority() != parts.uri.authority();
+                if !(other_host && name == ureq::http::header::AUTHORIZATION) {
+                    next = next.header(name, value);
+                }
+            }
+            let request = next.body(()).map_err(ureq::Error::Http)?;
+            let request = self
+                .agent
+                .configure_request(request)
+                .max_redirects(0)
+                .build();
+            let response = self.run(request)?;
+            match redirect_target(&uri, &response) {
+                Some(target) => uri = target,
+                None => return Ok(response),
+            }
+        }
+        Err(ureq::Error::TooManyRedirects.into())
+    }
+}
+
+/// Where a redirect leads (its `Location` resolved against `uri`); `None` for any other
+/// response.
+fn redirect_target(uri: &Uri, response: &Response<Body>) -> Option<Uri> {
+    if !matches!(response.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = response.headers().get("location")?.to_str().ok()?;
+    if location.contains("://") {
+        return location.parse().ok();
+    }
+    let base = format!("{}://{}", uri.scheme_str()?, uri.authority()?);
+    let path = if location.starts_with('/') {
+        location.to_owned()
+    } else {
+        let dir = uri.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{dir}/{location}")
+    };
+    format!("{base}{path}").parse().ok()
 }
 
 #[derive(Clone, Copy)]
@@ -170,18 +313,18 @@ impl HttpDriver {
         url: &str,
         headers: &[(&str, String)],
     ) -> Result<Response<Body>> {
-        let mut request = match method {
-            Method::Head => self.client.agent.head(url),
-            Method::Get => self.client.agent.get(url),
-        };
+        let mut request = Request::builder().method(method.as_str()).uri(url);
         if let Some(authorization) = self.base.authorization() {
             request = request.header("authorization", authorization);
         }
         for (name, value) in headers {
             request = request.header(*name, value.as_str());
         }
-        request
-            .call()
+        let request = request
+            .body(())
+            .map_err(|e| Error::new(ErrorKind::InvalidName, format!("{url}: {e}")))?;
+        self.client
+            .run_following(request)
             .map_err(|e| errors::transport(method.as_str(), url, e))
     }
 
@@ -210,7 +353,11 @@ fn expect_success(method: Method, url: &str, response: &Response<Body>) -> Resul
 
 /// Whether the response is about a directory: its final URL ends with a slash.
 pub(crate) fn is_dir_response(response: &Response<Body>) -> bool {
-    response.get_uri().path().ends_with('/')
+    let uri = match response.extensions().get::<OriginUri>() {
+        Some(OriginUri(uri)) => uri,
+        None => response.get_uri(),
+    };
+    uri.path().ends_with('/')
 }
 
 /// The metadata a response's headers give; a size only for files, as a directory's
@@ -223,7 +370,38 @@ pub(crate) fn meta_of(headers: &HeaderMap, kind: Kind) -> Meta {
     }
     meta.mtime = text("last-modified").and_then(|v| httpdate::parse_http_date(v).ok());
     meta.etag = text("etag").map(str::to_owned);
+    meta.fresh_for = freshness(headers).map(|d| FreshFor::from_secs(d.as_secs()));
     meta
+}
+
+/// How long a response may be used without asking again, as its `Cache-Control` says
+/// (RFC 9111 §5.2.2): zero for `no-cache` and `no-store`, else `max-age` less the `Age` a
+/// cache on the way (a proxy) has held it for; `None` when it says neither.
+pub(crate) fn freshness(headers: &HeaderMap) -> Option<Duration> {
+    let mut max_age = None;
+    let directives = headers
+        .get_all("cache-control")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','));
+    for directive in directives {
+        let (name, arg) = match directive.split_once('=') {
+            Some((name, arg)) => (name.trim(), Some(arg.trim().trim_matches('"'))),
+            None => (directive.trim(), None),
+        };
+        match (name.to_ascii_lowercase().as_str(), arg) {
+            // `no-cache="field"` is about those fields only.
+            ("no-cache", None) | ("no-store", _) => return Some(Duration::ZERO),
+            ("max-age", Some(secs)) => max_age = secs.parse::<u64>().ok(),
+            _ => {}
+        }
+    }
+    let age = headers
+        .get("age")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    max_age.map(|secs| Duration::from_secs(secs.saturating_sub(age)))
 }
 
 /// `If-None-Match` / `If-Modified-Since` for what the cache holds.

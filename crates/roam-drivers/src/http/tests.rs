@@ -54,6 +54,7 @@ fn client() -> HttpClient {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_millis(300),
         netrc: None,
+        ..HttpConfig::default()
     })
 }
 
@@ -311,4 +312,40 @@ fn mount_urls_are_checked_and_never_shown_with_credentials() {
     assert_eq!(d.describe("/"), "https://example.org:8443/pre/");
     assert_eq!(d.describe("/a b"), "https://example.org:8443/pre/a%20b");
     assert!(!format!("{d:?}").contains("secret"));
+}
+
+#[test]
+fn cache_control_says_how_long_contents_stay_fresh() {
+    let fresh = |pairs: &[(&'static str, &str)]| {
+        let mut headers = HeaderMap::new();
+        for &(name, value) in pairs {
+            headers.append(name, value.parse().unwrap());
+        }
+        super::freshness(&headers)
+    };
+    let secs = |s| Some(Duration::from_secs(s));
+    assert_eq!(fresh(&[]), None);
+    assert_eq!(fresh(&[("cache-control", "public")]), None);
+    assert_eq!(fresh(&[("cache-control", "public, max-age=60")]), secs(60));
+    assert_eq!(
+        fresh(&[("cache-control", "max-age=\"60\""), ("age", "45")]),
+        secs(15)
+    );
+    assert_eq!(
+        fresh(&[("cache-control", "max-age=60"), ("age", "90")]),
+        secs(0)
+    );
+    assert_eq!(
+        fresh(&[
+            ("cache-control", "max-age=60"),
+            ("cache-control", "No-Cache")
+        ]),
+        secs(0)
+    );
+    assert_eq!(fresh(&[("cache-control", "no-store")]), secs(0));
+    // A no-cache about some fields only leaves the contents alone.
+    assert_eq!(
+        fresh(&[("cache-control", "no-cache=\"set-cookie\", max-age=5")]),
+        secs(5)
+    );
 }

@@ -218,7 +218,8 @@ impl Client {
         // signature, so it is reported as it is.
         let request = agent.configure_request(request).max_redirects(0).build();
         let key = self.endpoint.authority();
-        let response = agent
+        let response = self
+            .http
             .run(request)
             .map_err(|e| transport_for(method, &url, e, key, Service::S3))?;
         Ok(Reply {

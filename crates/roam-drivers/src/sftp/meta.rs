@@ -53,6 +53,7 @@ pub(super) fn meta_of(attrs: &FileAttributes, symlink_target: Option<String>) ->
         atime: attrs
             .atime
             .map(|t| UNIX_EPOCH + Duration::from_secs(t.into())),
+        fresh_for: None,
     }
 }
 

@@ -13,5 +13,6 @@ pub fn http_client(read_timeout: Duration) -> HttpClient {
         connect_timeout: Duration::from_secs(5),
         read_timeout,
         netrc: None,
+        ..HttpConfig::default()
     })
 }
