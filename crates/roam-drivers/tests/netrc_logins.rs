@@ -25,6 +25,7 @@ fn client(netrc: Option<&Path>) -> HttpClient {
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(20),
         netrc: netrc.map(Path::to_path_buf),
+        ..HttpConfig::default()
     })
 }
 

@@ -87,6 +87,7 @@ fn config(vars: &[(&str, String)]) -> HttpConfig {
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.clone())
         }),
+        netrc: None,
     }
 }
 
