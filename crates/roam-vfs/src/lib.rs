@@ -888,8 +888,13 @@ impl Vfs {
                 // The version that was shown keeps the mtime it was shown with (a listing's,
                 // to the minute): one identity before and after the fetch, in every
                 // frontend. The sidecar keeps the server's, to revalidate with.
-                let fresh =
+                let mut fresh =
                     crate::cache::keep_shown_mtime(&fresh, meta.size == Some(size), meta.mtime);
+                if fresh.mtime == meta.mtime && meta.atime.is_some() {
+                    // The same version: roam's own read of the server's file (which may
+                    // have moved its access time) is no program's access.
+                    fresh.atime = meta.atime;
+                }
                 let data = match private {
                     None => self.cache.commit(&download, &r.virt, size, &fresh, &info)?,
                     Some(p) => {
