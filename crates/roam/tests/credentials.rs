@@ -285,3 +285,45 @@ fn doctor_says_what_a_url_reads_and_whether_the_server_answers() {
     );
     drop(http);
 }
+
+/// `roam doctor` names the certificate authorities that verify an HTTPS server: the
+/// `ca_file` of its `[tls]` section, else the platform's (`SSL_CERT_FILE` here), and the
+/// server answers only with the first.
+#[test]
+fn doctor_names_the_authorities_an_https_server_is_verified_against() {
+    let scratch = Scratch::new("creds-doctor-ca");
+    let www = scratch.join("www");
+    write_file(&www.join("f.txt"), b"f\n", 0o644);
+    let ca = roam_testkit::tls::TestCa::new(&scratch.join("ca"));
+    let https = roam_testkit::tls::nginx_tls(&www, &scratch.join("run"), &ca);
+    let url = format!("https://{}/", https.authority());
+    let home = scratch.join("home");
+    mkdir(&home);
+    let bundle = scratch.join("empty.pem");
+    write_file(&bundle, b"", 0o644);
+    let (code, out) = doctor(&home, &url, &[("SSL_CERT_FILE", &bundle)]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "CA                 SSL_CERT_FILE={}",
+            bundle.display()
+        )),
+        "{out}"
+    );
+    let conf = scratch.join("roam.toml");
+    let section = format!(
+        "[tls.\"{}\"]\nca_file = \"{}\"\n",
+        https.authority(),
+        ca.ca_cert.display()
+    );
+    write_file(&conf, section.as_bytes(), 0o644);
+    let (code, out) = doctor(&home, &url, &[("ROAM_CONFIG", &conf)]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "CA                 {} (ca_file in roam.toml)",
+            ca.ca_cert.display()
+        )),
+        "{out}"
+    );
+}

@@ -453,7 +453,11 @@ impl Driver for FtpDriver {
     }
 
     fn sources(&self) -> Vec<(String, String)> {
-        vec![("login".into(), self.login_source.clone())]
+        let mut sources = vec![("login".into(), self.login_source.clone())];
+        if let Some(ftps) = &self.ftps {
+            sources.push(("CA".into(), ftps.authorities.clone()));
+        }
+        sources
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {

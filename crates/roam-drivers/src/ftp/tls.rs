@@ -35,6 +35,8 @@ pub(super) struct Ftps {
     name: ServerName<'static>,
     /// `host[:port]` as the URL writes it: the `[tls."..."]` key of the server.
     authority: String,
+    /// Which certificate authorities verify the server, in words.
+    pub authorities: String,
 }
 
 impl Ftps {
@@ -50,6 +52,7 @@ impl Ftps {
             config: client_config(options)?,
             name,
             authority: authority.to_owned(),
+            authorities: crate::http::tls::authorities(options),
         })
     }
 

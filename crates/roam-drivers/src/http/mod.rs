@@ -67,6 +67,8 @@ pub struct HttpClient {
     /// Where mounts of this client look up logins ([`HttpConfig::netrc`]).
     netrc: Option<PathBuf>,
     proxies: Arc<Proxies>,
+    /// Which certificate authorities verify its servers, in words.
+    authorities: String,
 }
 
 /// Where a response came from: the origin's URL, also when a proxy forwarded the request
@@ -91,7 +93,7 @@ impl HttpClient {
         let tls = ureq::tls::TlsConfig::builder()
             .root_certs(tls::platform_roots())
             .build();
-        HttpClient::build(cfg, tls)
+        HttpClient::build(cfg, tls, &TlsOptions::default())
     }
 
     /// A client for hosts with their own TLS choices: `ca_file` replaces the platform's
@@ -106,10 +108,10 @@ impl HttpClient {
             .disable_verification(options.insecure)
             .root_certs(roots)
             .build();
-        Ok(HttpClient::build(cfg, config))
+        Ok(HttpClient::build(cfg, config, options))
     }
 
-    fn build(cfg: &HttpConfig, tls: ureq::tls::TlsConfig) -> HttpClient {
+    fn build(cfg: &HttpConfig, tls: ureq::tls::TlsConfig, options: &TlsOptions) -> HttpClient {
         let config = ureq::Agent::config_builder()
             .tls_config(tls)
             // A 404 is an answer (ENOENT), not a failed exchange: see every status ourselves.
@@ -134,6 +136,7 @@ impl HttpClient {
             netrc: cfg.netrc.clone(),
             agent: ureq::Agent::with_parts(config, connector, DefaultResolver::default()),
             proxies,
+            authorities: tls::authorities(options),
         }
     }
 
@@ -502,10 +505,14 @@ impl Driver for HttpDriver {
     fn sources(&self) -> Vec<(String, String)> {
         let netrc = self.client.netrc.as_ref();
         let netrc = netrc.map_or("none".to_owned(), |f| f.display().to_string());
-        vec![
+        let mut sources = vec![
             ("netrc file".into(), netrc),
             ("login".into(), self.base.login_source().to_owned()),
-        ]
+        ];
+        if self.base.url("/").starts_with("https:") {
+            sources.push(("CA".into(), self.client.authorities.clone()));
+        }
+        sources
     }
 
     fn stat(&self, path: &str) -> Result<Meta> {

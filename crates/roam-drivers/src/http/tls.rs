@@ -49,27 +49,42 @@ pub const SYSTEM_DIRS: &[&str] = &[
 
 /// The roots every host without its own `ca_file` is verified against.
 pub(crate) fn platform_roots() -> RootCerts {
-    static ROOTS: OnceLock<RootCerts> = OnceLock::new();
-    ROOTS
-        .get_or_init(|| {
-            let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-            let found = find_roots(&env, SYSTEM_FILES, SYSTEM_DIRS);
-            match found {
-                Some((certs, source)) => {
-                    tracing::debug!("TLS: {} CA certificates from {source}", certs.len());
-                    RootCerts::new_with_certs(&certs)
-                }
-                None => {
-                    tracing::warn!(
-                        "TLS: no CA bundle on this machine (SSL_CERT_FILE, SSL_CERT_DIR and \
-                         {} are absent): trusting the Mozilla roots built into roam",
-                        SYSTEM_FILES[0]
-                    );
-                    RootCerts::WebPki
-                }
+    platform().0.clone()
+}
+
+/// The platform's roots and where they came from, found once per run.
+fn platform() -> &'static (RootCerts, String) {
+    static ROOTS: OnceLock<(RootCerts, String)> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let found = find_roots(&env, SYSTEM_FILES, SYSTEM_DIRS);
+        match found {
+            Some((certs, source)) => {
+                tracing::debug!("TLS: {} CA certificates from {source}", certs.len());
+                (RootCerts::new_with_certs(&certs), source)
             }
-        })
-        .clone()
+            None => {
+                tracing::warn!(
+                    "TLS: no CA bundle on this machine (SSL_CERT_FILE, SSL_CERT_DIR and \
+                     {} are absent): trusting the Mozilla roots built into roam",
+                    SYSTEM_FILES[0]
+                );
+                (
+                    RootCerts::WebPki,
+                    "the Mozilla roots built into roam".into(),
+                )
+            }
+        }
+    })
+}
+
+/// Which certificate authorities verify a host with `options`, in words (`roam doctor`).
+pub fn authorities(options: &TlsOptions) -> String {
+    match (&options.ca_file, options.insecure) {
+        (_, true) => "none: insecure = true in roam.toml (certificates are not verified)".into(),
+        (Some(ca), false) => format!("{} (ca_file in roam.toml)", ca.display()),
+        (None, false) => platform().1.clone(),
+    }
 }
 
 /// The certificates the environment (`env`) or the system names, and where they came from;
