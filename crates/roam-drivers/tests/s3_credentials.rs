@@ -1,7 +1,8 @@
 //! S3 credentials that are obtained rather than read, against moto checking every request's
 //! signature (`roam-testkit`): a profile's `credential_process`, STS
-//! `AssumeRoleWithWebIdentity` (moto's STS), and the EC2 metadata service (IMDSv2), with
-//! credentials refreshed before they expire.
+//! `AssumeRoleWithWebIdentity` and `AssumeRole` (moto's STS, which checks the signature of
+//! the latter), and the EC2 metadata service (IMDSv2), with credentials refreshed before
+//! they expire.
 //!
 //! The metadata service is a fake peer run by the test on 127.0.0.1: no real one exists off
 //! EC2. It answers as IMDSv2 does (a session token from `PUT /latest/api/token`, required
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use roam_drivers::s3::{S3Config, S3Driver};
+use roam_drivers::s3::{CredentialSource, S3Config, S3Driver};
 use roam_drivers::{Driver, Fetched};
 use roam_testkit::s3::{
     create_bucket, create_role, enforce_auth, enforce_auth_after, moto, put_object, Credentials,
@@ -47,6 +48,16 @@ fn moto_with_object(scratch: &Scratch) -> Server {
 /// The settings of an environment of `vars` only, whose `HOME` is `home`, reaching
 /// `server`; the metadata service is off unless `vars` point at one.
 fn config(server: &Server, home: &Path, vars: &[(&str, &str)]) -> S3Config {
+    config_of(server, home, vars, None)
+}
+
+/// [`config`] of a profile named explicitly (`aws --profile`), if any.
+fn config_of(
+    server: &Server,
+    home: &Path,
+    vars: &[(&str, &str)],
+    profile: Option<&str>,
+) -> S3Config {
     let mut env: HashMap<String, String> = vars
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -56,7 +67,7 @@ fn config(server: &Server, home: &Path, vars: &[(&str, &str)]) -> S3Config {
     env.insert("AWS_REGION".into(), "us-east-1".into());
     env.entry("AWS_EC2_METADATA_DISABLED".into())
         .or_insert_with(|| "true".into());
-    let config = S3Config::from_vars(&|name| env.get(name).cloned(), None);
+    let config = S3Config::from_vars(&|name| env.get(name).cloned(), profile);
     assert_eq!(config.problem, None);
     config
 }
@@ -138,6 +149,71 @@ fn web_identity_credentials_come_from_sts() {
     );
     assert_eq!(
         read(&config(&server, &home, UNKNOWN_KEYS)),
+        Err(libc::EACCES)
+    );
+}
+
+#[test]
+fn roles_are_assumed_with_a_source_profiles_keys() {
+    let scratch = Scratch::new("s3-assume-role");
+    let server = moto_with_object(&scratch);
+    let role = create_role(&server, "roam-reader");
+    let keys = enforce_auth(&server);
+    // moto hands out credentials of any role, even one of another account, where this
+    // bucket is not: reading fails with those, which only the role's credentials can be.
+    let foreign = "arn:aws:iam::111111111111:role/elsewhere";
+    let profiles = format!(
+        "[profile base]\n\
+         aws_access_key_id = {}\n\
+         aws_secret_access_key = {}\n\
+         [profile reader]\n\
+         role_arn = {role}\n\
+         source_profile = base\n\
+         role_session_name = roam-test\n\
+         external_id = shared-secret\n\
+         duration_seconds = 900\n\
+         [profile chained]\n\
+         role_arn = {role}\n\
+         source_profile = reader\n\
+         [profile from-env]\n\
+         role_arn = {role}\n\
+         credential_source = Environment\n\
+         [profile foreign]\n\
+         role_arn = {foreign}\n\
+         source_profile = base\n\
+         [profile stranger]\n\
+         role_arn = {role}\n\
+         source_profile = unknown-keys\n\
+         [profile unknown-keys]\n\
+         aws_access_key_id = {}\n\
+         aws_secret_access_key = {}\n",
+        keys.access_key, keys.secret_key, UNKNOWN_KEYS[0].1, UNKNOWN_KEYS[1].1
+    );
+    write_file(
+        &scratch.join("home/.aws/config"),
+        profiles.as_bytes(),
+        0o600,
+    );
+    let home = scratch.join("home");
+    for profile in ["reader", "chained"] {
+        let cfg = config(&server, &home, &[("AWS_PROFILE", profile)]);
+        assert!(
+            matches!(cfg.credential_source, Some(CredentialSource::AssumeRole(_))),
+            "{profile}: {cfg:?}"
+        );
+        read_thrice(&cfg);
+    }
+    let env_keys = [
+        ("AWS_ACCESS_KEY_ID", keys.access_key.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", keys.secret_key.as_str()),
+    ];
+    read_thrice(&config_of(&server, &home, &env_keys, Some("from-env")));
+
+    let foreign = read(&config(&server, &home, &[("AWS_PROFILE", "foreign")]));
+    assert!(foreign.is_err(), "another account's role read the bucket");
+    // STS refuses a request signed with keys it does not know.
+    assert_eq!(
+        read(&config(&server, &home, &[("AWS_PROFILE", "stranger")])),
         Err(libc::EACCES)
     );
 }

@@ -2,13 +2,15 @@
 //! read them, in the same order.
 //!
 //! - credentials, in aws-cli's order: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+
-//!   `AWS_SESSION_TOKEN`); a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`,
-//!   else the profile's `web_identity_token_file` + `role_arn`); the profile's keys in the
-//!   shared credentials file; its `credential_process`; its keys in the config file; the
-//!   EC2 metadata service (unless `AWS_EC2_METADATA_DISABLED=true`). A pair is always taken
-//!   whole from one place. A profile named explicitly ([`S3Config::from_profile`]) comes
-//!   before the environment, as `aws --profile` does. What expires is fetched by the driver
-//!   ([`CredentialSource`]).
+//!   `AWS_SESSION_TOKEN`); the profile's role (`role_arn` with `source_profile` or
+//!   `credential_source`, assumed at STS with the source's credentials; source profiles
+//!   may chain, a loop is an error); a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` +
+//!   `AWS_ROLE_ARN`, else the profile's `web_identity_token_file` + `role_arn`); the
+//!   profile's keys in the shared credentials file; its `credential_process`; its keys in
+//!   the config file; the EC2 metadata service (unless `AWS_EC2_METADATA_DISABLED=true`).
+//!   A pair is always taken whole from one place. A profile named explicitly
+//!   ([`S3Config::from_profile`]) comes before the environment, as `aws --profile` does.
+//!   What expires is fetched by the driver ([`CredentialSource`]).
 //! - region: `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's `region`.
 //! - endpoint: `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, the profile's nested
 //!   `s3 = endpoint_url = ...`, the profile's `endpoint_url`.
@@ -21,14 +23,13 @@
 //! The profile is `AWS_PROFILE`, else `default`. The files are `AWS_SHARED_CREDENTIALS_FILE`
 //! and `AWS_CONFIG_FILE`, else `~/.aws/credentials` and `~/.aws/config`. A missing or
 //! unreadable file is as good as an empty one; a profile other than `default` in neither
-//! is an error naming both, as in aws-cli. `[services ...]` sections, SSO and `role_arn`
-//! with `source_profile` are not read.
+//! is an error naming both, as in aws-cli. `[services ...]` sections are not read.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use super::provider::CredentialSource;
+use super::provider::{AssumeRole, CredentialSource, RoleSource};
 use crate::http::TlsOptions;
 
 /// The region of AWS tools without configuration, and of most S3-compatible servers.
@@ -168,39 +169,16 @@ fn env_var(name: &str) -> Option<String> {
 fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Config {
     let profile = explicit.map(str::to_owned).or_else(|| env("AWS_PROFILE"));
     let name = profile.as_deref().unwrap_or("default");
-    let home = env("HOME").map(PathBuf::from).unwrap_or_default();
-    let path = |var: &str, default: &str| {
-        env(var).map_or_else(|| home.join(".aws").join(default), PathBuf::from)
-    };
-    let paths = [
-        path("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
-        path("AWS_CONFIG_FILE", "config"),
-    ];
-    let [credentials_text, config_text] = paths
-        .clone()
-        .map(|p| std::fs::read_to_string(p).unwrap_or_default());
-    let config_section = if name == "default" {
-        name.to_owned()
-    } else {
-        format!("profile {name}")
-    };
-    let problem = (name != "default"
-        && !has_section(&credentials_text, name)
-        && !has_section(&config_text, &config_section))
-    .then(|| {
-        format!(
-            "the AWS profile {name:?}{} is in neither {} nor {}",
-            if explicit.is_some() {
-                ""
-            } else {
-                " (AWS_PROFILE)"
-            },
-            paths[0].display(),
-            paths[1].display()
-        )
+    let files = Files::read(env);
+    let unknown = (name != "default" && !files.has(name)).then(|| {
+        let via = if explicit.is_some() {
+            ""
+        } else {
+            " (AWS_PROFILE)"
+        };
+        format!("the AWS profile {name:?}{via} is {}", files.in_neither())
     });
-    let credentials_file = section(&credentials_text, name);
-    let config_file = section(&config_text, &config_section);
+    let config_file = files.profile(name).1;
     let setting = |key: &str| config_file.get(key).cloned();
     let region = env("AWS_REGION")
         .or_else(|| env("AWS_DEFAULT_REGION"))
@@ -211,17 +189,11 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         env("AWS_SESSION_TOKEN"),
     )
     .map(|keys| Found::Keys(keys, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into()));
-    let in_file = |file: &PathBuf, section: &str| format!("{} [{section}]", file.display());
-    let process = setting("credential_process")
-        .or_else(|| credentials_file.get("credential_process").cloned())
-        .map(|command| Found::Source(CredentialSource::Process(command)));
-    let from_profile = web_identity(env, &config_file, region.as_deref())
-        .map(Found::Source)
-        .or_else(|| file_keys(&credentials_file).map(|k| Found::Keys(k, in_file(&paths[0], name))))
-        .or(process)
-        .or_else(|| {
-            file_keys(&config_file).map(|k| Found::Keys(k, in_file(&paths[1], &config_section)))
-        });
+    let (role, role_problem) = match role(env, &files, name, region.as_deref(), &mut Vec::new()) {
+        Ok(role) => (role.map(Found::Source), None),
+        Err(problem) => (None, Some(problem)),
+    };
+    let from_profile = role.or_else(|| profile_chain(env, &files, name, region.as_deref()));
     let found = if explicit.is_some() {
         from_profile.or(from_env)
     } else {
@@ -257,8 +229,235 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
             .map(PathBuf::from),
         credential_source,
         keys_from,
-        problem,
+        problem: unknown.or(role_problem),
     }
+}
+
+/// The shared credentials and config files, as read (a missing one is empty).
+struct Files {
+    /// `AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE` (else their defaults).
+    paths: [PathBuf; 2],
+    credentials: String,
+    config: String,
+}
+
+impl Files {
+    fn read(env: &dyn Fn(&str) -> Option<String>) -> Files {
+        let home = env("HOME").map(PathBuf::from).unwrap_or_default();
+        let path = |var: &str, default: &str| {
+            env(var).map_or_else(|| home.join(".aws").join(default), PathBuf::from)
+        };
+        let paths = [
+            path("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            path("AWS_CONFIG_FILE", "config"),
+        ];
+        let [credentials, config] = paths
+            .clone()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default());
+        Files {
+            paths,
+            credentials,
+            config,
+        }
+    }
+
+    /// Whether either file has the profile.
+    fn has(&self, name: &str) -> bool {
+        has_section(&self.credentials, name) || has_section(&self.config, &config_section(name))
+    }
+
+    /// The profile's settings in the credentials file and in the config file.
+    fn profile(&self, name: &str) -> (HashMap<String, String>, HashMap<String, String>) {
+        (
+            section(&self.credentials, name),
+            section(&self.config, &config_section(name)),
+        )
+    }
+
+    /// The profile's settings of both files; the credentials file wins, as in botocore.
+    fn merged(&self, name: &str) -> HashMap<String, String> {
+        let (credentials, mut settings) = self.profile(name);
+        settings.extend(credentials);
+        settings
+    }
+
+    /// "in neither FILE nor FILE", for messages.
+    fn in_neither(&self) -> String {
+        format!(
+            "in neither {} nor {}",
+            self.paths[0].display(),
+            self.paths[1].display()
+        )
+    }
+
+    /// Where a profile's keys were found, in words.
+    fn place(&self, config: bool, name: &str) -> String {
+        let (path, section) = if config {
+            (&self.paths[1], config_section(name))
+        } else {
+            (&self.paths[0], name.to_owned())
+        };
+        format!("{} [{section}]", path.display())
+    }
+}
+
+/// The config file's section of a profile: `default`, else `profile NAME`.
+fn config_section(name: &str) -> String {
+    if name == "default" {
+        name.to_owned()
+    } else {
+        format!("profile {name}")
+    }
+}
+
+/// A profile's own credentials after its role, in aws-cli's order: a web identity, the
+/// credentials file's keys, `credential_process`, the config file's keys.
+fn profile_chain(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &Files,
+    name: &str,
+    region: Option<&str>,
+) -> Option<Found> {
+    let (credentials_file, config_file) = files.profile(name);
+    let process = config_file
+        .get("credential_process")
+        .or_else(|| credentials_file.get("credential_process"))
+        .map(|command| Found::Source(CredentialSource::Process(command.clone())));
+    web_identity(env, &config_file, region)
+        .map(Found::Source)
+        .or_else(|| file_keys(&credentials_file).map(|k| Found::Keys(k, files.place(false, name))))
+        .or(process)
+        .or_else(|| file_keys(&config_file).map(|k| Found::Keys(k, files.place(true, name))))
+}
+
+/// The profile's role to assume, as aws-cli reads it: `role_arn` with `source_profile`
+/// or `credential_source` (with `web_identity_token_file` it is a web identity instead).
+/// `visited`: the profiles whose role led here, to refuse a loop.
+fn role(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &Files,
+    name: &str,
+    region: Option<&str>,
+    visited: &mut Vec<String>,
+) -> Result<Option<CredentialSource>, String> {
+    let settings = files.merged(name);
+    let get = |key: &str| settings.get(key).filter(|v| !v.is_empty()).cloned();
+    let Some(role_arn) = get("role_arn").filter(|_| get("web_identity_token_file").is_none())
+    else {
+        return Ok(None);
+    };
+    visited.push(name.to_owned());
+    let source = match (get("source_profile"), get("credential_source")) {
+        (Some(source), _) => source_profile(env, files, name, &source, region, visited)?,
+        (None, Some(source)) => named_source(env, &source)?,
+        (None, None) => return Ok(None),
+    };
+    let duration_seconds = get("duration_seconds")
+        .map(|v| {
+            v.parse()
+                .map_err(|_| format!("duration_seconds = {v} of AWS profile {name:?} is no number"))
+        })
+        .transpose()?;
+    Ok(Some(CredentialSource::AssumeRole(Box::new(AssumeRole {
+        role_arn,
+        session_name: get("role_session_name").unwrap_or_else(|| "roam".into()),
+        external_id: get("external_id"),
+        duration_seconds,
+        sts: sts_endpoint(env, region),
+        region: region.unwrap_or(DEFAULT_REGION).to_owned(),
+        source,
+    }))))
+}
+
+/// The credentials of `parent`'s `source_profile` `name`: its own keys if it has some (a
+/// profile may name itself to assume a role with them), else its role, else the rest of
+/// its chain, never the environment's credentials (as in botocore).
+fn source_profile(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &Files,
+    parent: &str,
+    name: &str,
+    region: Option<&str>,
+    visited: &mut Vec<String>,
+) -> Result<RoleSource, String> {
+    if !files.has(name) {
+        return Err(format!(
+            "the source_profile {name:?} of AWS profile {parent:?} is {}",
+            files.in_neither()
+        ));
+    }
+    let (credentials_file, config_file) = files.profile(name);
+    let has_keys = file_keys(&credentials_file)
+        .or_else(|| file_keys(&config_file))
+        .is_some();
+    if visited.iter().any(|v| v == name) && !(name == parent && has_keys) {
+        return Err(format!(
+            "the AWS profiles {} -> {name} lead to each other in a loop (source_profile)",
+            visited.join(" -> ")
+        ));
+    }
+    if !has_keys {
+        if let Some(role) = role(env, files, name, region, visited)? {
+            return Ok(RoleSource::Obtained(role));
+        }
+    }
+    let without_env_identity = |var: &str| match var {
+        "AWS_WEB_IDENTITY_TOKEN_FILE" | "AWS_ROLE_ARN" | "AWS_ROLE_SESSION_NAME" => None,
+        _ => env(var),
+    };
+    match profile_chain(&without_env_identity, files, name, region) {
+        Some(Found::Keys(keys, _)) => role_keys(keys),
+        Some(Found::Source(source)) => Some(RoleSource::Obtained(source)),
+        None => None,
+    }
+    .ok_or_else(|| {
+        format!("the source_profile {name:?} of AWS profile {parent:?} has no credentials")
+    })
+}
+
+/// A `credential_source`: `Environment` or `Ec2InstanceMetadata` (roam runs in no ECS
+/// container of its own, so `EcsContainer` is refused).
+fn named_source(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<RoleSource, String> {
+    match name {
+        "Environment" => key_pair(
+            env("AWS_ACCESS_KEY_ID"),
+            env("AWS_SECRET_ACCESS_KEY"),
+            env("AWS_SESSION_TOKEN"),
+        )
+        .and_then(role_keys)
+        .ok_or_else(|| {
+            "credential_source = Environment, but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+             are not both set"
+                .into()
+        }),
+        "Ec2InstanceMetadata" => Ok(RoleSource::Obtained(CredentialSource::Imds {
+            endpoint: imds_endpoint(env),
+        })),
+        other => Err(format!(
+            "credential_source = {other} is not supported (Environment, Ec2InstanceMetadata)"
+        )),
+    }
+}
+
+/// A whole key pair as a role's source.
+fn role_keys((access, secret, token): KeyPair) -> Option<RoleSource> {
+    Some(RoleSource::Keys {
+        access_key: access?,
+        secret_key: secret?,
+        session_token: token,
+    })
+}
+
+/// STS's URL: `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, else AWS's in the region.
+fn sts_endpoint(env: &dyn Fn(&str) -> Option<String>, region: Option<&str>) -> String {
+    env("AWS_ENDPOINT_URL_STS")
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+        .unwrap_or_else(|| {
+            format!(
+                "https://sts.{}.amazonaws.com",
+                region.unwrap_or(DEFAULT_REGION)
+            )
+        })
 }
 
 /// Where credentials were found: a fixed pair (and where, in words), or a source of
@@ -286,19 +485,11 @@ fn web_identity(
                 setting("role_session_name"),
             ),
         };
-    let sts = env("AWS_ENDPOINT_URL_STS")
-        .or_else(|| env("AWS_ENDPOINT_URL"))
-        .unwrap_or_else(|| {
-            format!(
-                "https://sts.{}.amazonaws.com",
-                region.unwrap_or(DEFAULT_REGION)
-            )
-        });
     Some(CredentialSource::WebIdentity {
         token_file: PathBuf::from(token_file),
         role_arn,
         session_name: session_name.unwrap_or_else(|| "roam".into()),
-        sts,
+        sts: sts_endpoint(env, region),
     })
 }
 
@@ -307,9 +498,14 @@ fn metadata_service(env: &dyn Fn(&str) -> Option<String>) -> Option<CredentialSo
     if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return None;
     }
-    let endpoint =
-        env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into());
-    Some(CredentialSource::Imds { endpoint })
+    Some(CredentialSource::Imds {
+        endpoint: imds_endpoint(env),
+    })
+}
+
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else the link-local address of EC2's.
+fn imds_endpoint(env: &dyn Fn(&str) -> Option<String>) -> String {
+    env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into())
 }
 
 type KeyPair = (Option<String>, Option<String>, Option<String>);
@@ -571,6 +767,113 @@ aws_secret_access_key = SECRETCONFIG
             assert_eq!(load_with(&[("AWS_PROFILE", known)], None).problem, None);
         }
         assert!(load_with(&[], Some("nosuch")).problem.is_some());
+    }
+
+    /// The role of `profile` in a config file of `text` only, with `vars`.
+    fn role_of(text: &str, profile: &str, vars: &[(&str, &str)]) -> Result<AssumeRole, String> {
+        let files = Files {
+            paths: ["/c".into(), "/f".into()],
+            credentials: String::new(),
+            config: text.into(),
+        };
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        };
+        match role(&env, &files, profile, None, &mut Vec::new())? {
+            Some(CredentialSource::AssumeRole(role)) => Ok(*role),
+            other => panic!("no role: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn roles_take_their_settings_and_source_as_aws_cli_does() {
+        let text = "\
+[profile base]
+aws_access_key_id = AKBASE
+aws_secret_access_key = SKBASE
+[profile admin]
+role_arn = arn:aws:iam::1:role/admin
+source_profile = base
+role_session_name = me
+external_id = ext
+duration_seconds = 900
+[profile deep]
+role_arn = arn:aws:iam::2:role/deep
+source_profile = admin
+[profile itself]
+role_arn = arn:aws:iam::1:role/self
+source_profile = itself
+aws_access_key_id = AKSELF
+aws_secret_access_key = SKSELF
+[profile env]
+role_arn = arn:aws:iam::1:role/env
+credential_source = Environment
+[profile ecs]
+role_arn = arn:aws:iam::1:role/ecs
+credential_source = EcsContainer
+[profile a]
+role_arn = arn:aws:iam::1:role/a
+source_profile = b
+[profile b]
+role_arn = arn:aws:iam::1:role/b
+source_profile = a
+[profile orphan]
+role_arn = arn:aws:iam::1:role/o
+source_profile = missing
+";
+        let sts = [("AWS_ENDPOINT_URL_STS", "http://sts.local")];
+        let admin = role_of(text, "admin", &sts).unwrap();
+        assert_eq!(
+            (admin.session_name.as_str(), admin.external_id.as_deref()),
+            ("me", Some("ext"))
+        );
+        assert_eq!(admin.duration_seconds, Some(900));
+        assert_eq!(
+            (admin.sts.as_str(), admin.region.as_str()),
+            ("http://sts.local", "us-east-1")
+        );
+        let base = RoleSource::Keys {
+            access_key: "AKBASE".into(),
+            secret_key: "SKBASE".into(),
+            session_token: None,
+        };
+        assert_eq!(admin.source, base);
+        assert!(!format!("{admin:?}").contains("SKBASE"), "Debug hides keys");
+        let deep = role_of(text, "deep", &[]).unwrap();
+        assert_eq!(deep.session_name, "roam");
+        assert_eq!(
+            deep.source,
+            RoleSource::Obtained(CredentialSource::AssumeRole(Box::new(
+                role_of(text, "admin", &[]).unwrap()
+            )))
+        );
+        // A profile naming itself assumes the role with its own keys.
+        let itself = role_of(text, "itself", &[]).unwrap();
+        assert!(
+            matches!(itself.source, RoleSource::Keys { ref access_key, .. } if access_key == "AKSELF")
+        );
+        let keys = [
+            ("AWS_ACCESS_KEY_ID", "AKENV"),
+            ("AWS_SECRET_ACCESS_KEY", "SKENV"),
+        ];
+        let env = role_of(text, "env", &keys).unwrap();
+        assert!(
+            matches!(env.source, RoleSource::Keys { ref access_key, .. } if access_key == "AKENV")
+        );
+        let refused = |profile: &str, vars: &[(&str, &str)], words: &str| {
+            let problem = role_of(text, profile, vars).unwrap_err();
+            assert!(problem.contains(words), "{profile}: {problem}");
+        };
+        refused("env", &[], "AWS_ACCESS_KEY_ID");
+        refused("ecs", &keys, "EcsContainer is not supported");
+        refused("a", &keys, "a -> b -> a lead to each other in a loop");
+        refused(
+            "orphan",
+            &keys,
+            "\"missing\" of AWS profile \"orphan\" is in neither /c nor /f",
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Credentials S3 obtains rather than reads, as aws-cli obtains them: the output of a
 //! profile's `credential_process`, STS `AssumeRoleWithWebIdentity` for a web identity token
-//! (Kubernetes service accounts, CI providers), and the instance role of the EC2 metadata
+//! (Kubernetes service accounts, CI providers), STS `AssumeRole` signed with a source's
+//! credentials (a profile's `role_arn`), and the instance role of the EC2 metadata
 //! service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
 //! it, so a request is never signed with credentials about to lapse.
 //!
@@ -18,7 +19,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::sign::Credentials;
+use super::sign::{Credentials, Signer, Unsigned};
 use super::time::parse_iso8601;
 use crate::http::HttpClient;
 use crate::{Error, ErrorKind, Result};
@@ -51,6 +52,48 @@ pub enum CredentialSource {
     /// credentials. `endpoint`: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else
     /// `http://169.254.169.254`.
     Imds { endpoint: String },
+    /// A profile's `role_arn` with `source_profile` or `credential_source`: STS
+    /// `AssumeRole`, signed with the source's credentials.
+    AssumeRole(Box<AssumeRole>),
+}
+
+/// A role to assume, as aws-cli reads it from a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    /// `role_session_name`, else `roam`.
+    pub session_name: String,
+    pub external_id: Option<String>,
+    pub duration_seconds: Option<u32>,
+    /// STS's URL, as for [`CredentialSource::WebIdentity`].
+    pub sts: String,
+    /// The region the request to STS is signed for.
+    pub region: String,
+    /// What signs the request to STS.
+    pub source: RoleSource,
+}
+
+/// The credentials a role is assumed with.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RoleSource {
+    /// A fixed key pair: the source profile's, or the environment's.
+    Keys {
+        access_key: String,
+        secret_key: String,
+        session_token: Option<String>,
+    },
+    /// Credentials obtained in turn (a chain of roles, a process, the metadata service).
+    Obtained(CredentialSource),
+}
+
+// By hand, so that `{:?}` never prints a key.
+impl fmt::Debug for RoleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RoleSource::Keys { .. } => f.write_str("Keys(<redacted>)"),
+            RoleSource::Obtained(source) => f.debug_tuple("Obtained").field(source).finish(),
+        }
+    }
 }
 
 impl fmt::Display for CredentialSource {
@@ -61,6 +104,13 @@ impl fmt::Display for CredentialSource {
                 write!(f, "web identity for {role_arn} at {sts}")
             }
             CredentialSource::Imds { endpoint } => write!(f, "the metadata service {endpoint}"),
+            CredentialSource::AssumeRole(role) => {
+                write!(f, "role {} at {}, assumed with ", role.role_arn, role.sts)?;
+                match &role.source {
+                    RoleSource::Keys { .. } => f.write_str("a key pair"),
+                    RoleSource::Obtained(source) => write!(f, "{source}"),
+                }
+            }
         }
     }
 }
@@ -156,6 +206,7 @@ fn fetch(source: &CredentialSource, http: &HttpClient) -> Result<Issued> {
             sts,
         } => web_identity(http, token_file, role_arn, session_name, sts),
         CredentialSource::Imds { endpoint } => imds(endpoint),
+        CredentialSource::AssumeRole(role) => assume_role(http, role),
     }
 }
 
@@ -219,20 +270,86 @@ fn web_identity(
     let what = format!("web identity at {sts}");
     let token = std::fs::read_to_string(token_file)
         .map_err(|e| failure(&what, format!("{}: {e}", token_file.display())))?;
-    let enc = |v: &str| utf8_percent_encode(v, NON_ALPHANUMERIC).to_string();
     let form = format!(
         "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
         enc(role_arn),
         enc(session_name),
         enc(token.trim())
     );
-    let response = http
-        .agent
-        .post(sts)
-        .header("content-type", "application/x-www-form-urlencoded")
+    sts_call(http, sts, &what, &form, None)
+}
+
+/// STS `AssumeRole`, signed with the source's credentials (fetched anew each time: a
+/// role's credentials outlive few of its source's refreshes).
+fn assume_role(http: &HttpClient, role: &AssumeRole) -> Result<Issued> {
+    let what = format!("role {} at {}", role.role_arn, role.sts);
+    let credentials = match &role.source {
+        RoleSource::Keys {
+            access_key,
+            secret_key,
+            session_token,
+        } => Credentials {
+            access_key: access_key.clone(),
+            secret_key: secret_key.clone(),
+            session_token: session_token.clone(),
+        },
+        RoleSource::Obtained(source) => fetch(source, http)?.credentials,
+    };
+    let mut form = format!(
+        "Action=AssumeRole&Version=2011-06-15&RoleArn={}&RoleSessionName={}",
+        enc(&role.role_arn),
+        enc(&role.session_name)
+    );
+    if let Some(id) = &role.external_id {
+        form.push_str(&format!("&ExternalId={}", enc(id)));
+    }
+    if let Some(seconds) = role.duration_seconds {
+        form.push_str(&format!("&DurationSeconds={seconds}"));
+    }
+    let signer = Signer {
+        credentials: Some(credentials),
+        region: role.region.clone(),
+        service: "sts",
+    };
+    sts_call(http, &role.sts, &what, &form, Some(signer))
+}
+
+/// POSTs `form` to STS, signed by `signer` if any, and reads the credentials of the reply.
+fn sts_call(
+    http: &HttpClient,
+    sts: &str,
+    what: &str,
+    form: &str,
+    signer: Option<Signer>,
+) -> Result<Issued> {
+    let content_type = "application/x-www-form-urlencoded";
+    let mut request = http.agent.post(sts).header("content-type", content_type);
+    if let Some(signer) = signer {
+        let uri: ureq::http::Uri = sts.parse().map_err(|e| failure(what, e))?;
+        let host = uri
+            .authority()
+            .ok_or_else(|| failure(what, "no host in the URL"))?
+            .to_string();
+        let unsigned = Unsigned {
+            method: "POST",
+            path: uri.path(),
+            query: "",
+            headers: vec![
+                ("content-type".into(), content_type.into()),
+                ("host".into(), host),
+            ],
+            body: form.as_bytes(),
+        };
+        for (name, value) in signer.sign(unsigned, SystemTime::now()) {
+            if name != "content-type" && name != "host" {
+                request = request.header(name, value);
+            }
+        }
+    }
+    let response = request
         .send(form.as_bytes())
-        .map_err(|e| failure(&what, e))?;
-    let body = body_text(response, &what)?;
+        .map_err(|e| failure(what, e))?;
+    let body = body_text(response, what)?;
     super::xml::sts_credentials(&body)
         .map(|(credentials, expires)| Issued {
             credentials,
@@ -240,10 +357,15 @@ fn web_identity(
         })
         .ok_or_else(|| {
             failure(
-                &what,
+                what,
                 format!("no credentials in the reply: {}", one_line(&body)),
             )
         })
+}
+
+/// A value percent-encoded for a form.
+fn enc(value: &str) -> String {
+    utf8_percent_encode(value, NON_ALPHANUMERIC).to_string()
 }
 
 /// IMDSv2: a session token, the role's name, then its credentials.
