@@ -5,8 +5,9 @@
 //!   `AWS_SESSION_TOKEN`); the profile's role (`role_arn` with `source_profile` or
 //!   `credential_source`, assumed at STS with the source's credentials; source profiles
 //!   may chain, a loop is an error); a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` +
-//!   `AWS_ROLE_ARN`, else the profile's `web_identity_token_file` + `role_arn`); the
-//!   profile's keys in the shared credentials file; its `credential_process`; its keys in
+//!   `AWS_ROLE_ARN`, else the profile's `web_identity_token_file` + `role_arn`); SSO (the
+//!   profile's `sso_account_id` + `sso_role_name` with `sso_session` or `sso_start_url`,
+//!   the token `aws sso login` cached); the profile's keys in the shared credentials file; its `credential_process`; its keys in
 //!   the config file; the EC2 metadata service (unless `AWS_EC2_METADATA_DISABLED=true`).
 //!   A pair is always taken whole from one place. A profile named explicitly
 //!   ([`S3Config::from_profile`]) comes before the environment, as `aws --profile` does.
@@ -29,7 +30,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use super::provider::{AssumeRole, CredentialSource, RoleSource};
+use super::provider::{AssumeRole, CredentialSource, RoleSource, Sso};
+use super::sign::sha1_hex;
 use crate::http::TlsOptions;
 
 /// The region of AWS tools without configuration, and of most S3-compatible servers.
@@ -193,7 +195,11 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         Ok(role) => (role.map(Found::Source), None),
         Err(problem) => (None, Some(problem)),
     };
-    let from_profile = role.or_else(|| profile_chain(env, &files, name, region.as_deref()));
+    let (own, chain_problem) = match profile_chain(env, &files, name, region.as_deref()) {
+        Ok(own) => (own, None),
+        Err(problem) => (None, Some(problem)),
+    };
+    let from_profile = role.or(own);
     let found = if explicit.is_some() {
         from_profile.or(from_env)
     } else {
@@ -229,7 +235,7 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
             .map(PathBuf::from),
         credential_source,
         keys_from,
-        problem: unknown.or(role_problem),
+        problem: unknown.or(role_problem).or(chain_problem),
     }
 }
 
@@ -237,6 +243,8 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
 struct Files {
     /// `AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE` (else their defaults).
     paths: [PathBuf; 2],
+    /// `HOME`, where `.aws/sso/cache` is.
+    home: PathBuf,
     credentials: String,
     config: String,
 }
@@ -256,6 +264,7 @@ impl Files {
             .map(|p| std::fs::read_to_string(p).unwrap_or_default());
         Files {
             paths,
+            home,
             credentials,
             config,
         }
@@ -310,24 +319,79 @@ fn config_section(name: &str) -> String {
     }
 }
 
-/// A profile's own credentials after its role, in aws-cli's order: a web identity, the
-/// credentials file's keys, `credential_process`, the config file's keys.
+/// A profile's own credentials after its role, in aws-cli's order: a web identity, SSO,
+/// the credentials file's keys, `credential_process`, the config file's keys.
 fn profile_chain(
     env: &dyn Fn(&str) -> Option<String>,
     files: &Files,
     name: &str,
     region: Option<&str>,
-) -> Option<Found> {
+) -> Result<Option<Found>, String> {
+    if let Some(source) = web_identity(env, &files.profile(name).1, region) {
+        return Ok(Some(Found::Source(source)));
+    }
+    if let Some(source) = sso(env, files, name)? {
+        return Ok(Some(Found::Source(source)));
+    }
     let (credentials_file, config_file) = files.profile(name);
     let process = config_file
         .get("credential_process")
         .or_else(|| credentials_file.get("credential_process"))
         .map(|command| Found::Source(CredentialSource::Process(command.clone())));
-    web_identity(env, &config_file, region)
-        .map(Found::Source)
-        .or_else(|| file_keys(&credentials_file).map(|k| Found::Keys(k, files.place(false, name))))
+    Ok(file_keys(&credentials_file)
+        .map(|k| Found::Keys(k, files.place(false, name)))
         .or(process)
-        .or_else(|| file_keys(&config_file).map(|k| Found::Keys(k, files.place(true, name))))
+        .or_else(|| file_keys(&config_file).map(|k| Found::Keys(k, files.place(true, name)))))
+}
+
+/// The profile's SSO role: `sso_account_id` + `sso_role_name`, with `sso_session` (whose
+/// `[sso-session NAME]` has `sso_region` and `sso_start_url`) or the legacy
+/// `sso_start_url` + `sso_region` of the profile. The token is the cache file named by the
+/// SHA-1 of the session's name (legacy: of the start URL), as botocore names it.
+fn sso(
+    env: &dyn Fn(&str) -> Option<String>,
+    files: &Files,
+    name: &str,
+) -> Result<Option<CredentialSource>, String> {
+    let settings = files.profile(name).1;
+    let get = |key: &str| settings.get(key).filter(|v| !v.is_empty()).cloned();
+    let (session, key) = match (get("sso_session"), get("sso_start_url")) {
+        (Some(session), _) => {
+            let section = section(&files.config, &format!("sso-session {session}"));
+            let region = section.get("sso_region").filter(|v| !v.is_empty()).cloned();
+            (
+                region.ok_or(format!("[sso-session {session}] has no sso_region")),
+                session,
+            )
+        }
+        (None, Some(url)) => (
+            get("sso_region").ok_or(format!(
+                "AWS profile {name:?} has sso_start_url but no sso_region"
+            )),
+            url,
+        ),
+        (None, None) => return Ok(None),
+    };
+    let region = session?;
+    let (Some(account_id), Some(role_name)) = (get("sso_account_id"), get("sso_role_name")) else {
+        return Err(format!(
+            "AWS profile {name:?} uses SSO but lacks sso_account_id or sso_role_name"
+        ));
+    };
+    let portal = env("AWS_ENDPOINT_URL_SSO")
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+        .unwrap_or_else(|| format!("https://portal.sso.{region}.amazonaws.com"));
+    let token_file = files
+        .home
+        .join(".aws/sso/cache")
+        .join(format!("{}.json", sha1_hex(key.as_bytes())));
+    Ok(Some(CredentialSource::Sso(Box::new(Sso {
+        token_file,
+        portal,
+        account_id,
+        role_name,
+        profile: name.to_owned(),
+    }))))
 }
 
 /// The profile's role to assume, as aws-cli reads it: `role_arn` with `source_profile`
@@ -405,7 +469,7 @@ fn source_profile(
         "AWS_WEB_IDENTITY_TOKEN_FILE" | "AWS_ROLE_ARN" | "AWS_ROLE_SESSION_NAME" => None,
         _ => env(var),
     };
-    match profile_chain(&without_env_identity, files, name, region) {
+    match profile_chain(&without_env_identity, files, name, region)? {
         Some(Found::Keys(keys, _)) => role_keys(keys),
         Some(Found::Source(source)) => Some(RoleSource::Obtained(source)),
         None => None,
@@ -773,6 +837,7 @@ aws_secret_access_key = SECRETCONFIG
     fn role_of(text: &str, profile: &str, vars: &[(&str, &str)]) -> Result<AssumeRole, String> {
         let files = Files {
             paths: ["/c".into(), "/f".into()],
+            home: "/h".into(),
             credentials: String::new(),
             config: text.into(),
         };
@@ -874,6 +939,63 @@ source_profile = missing
             &keys,
             "\"missing\" of AWS profile \"orphan\" is in neither /c nor /f",
         );
+    }
+
+    #[test]
+    fn sso_profiles_name_botocores_token_cache_files() {
+        let text = "\
+[profile dev]
+sso_session = my-sso
+sso_account_id = 111122223333
+sso_role_name = Reader
+[sso-session my-sso]
+sso_region = eu-west-1
+sso_start_url = https://example.awsapps.com/start
+[profile legacy]
+sso_start_url = https://example.awsapps.com/start
+sso_region = us-east-2
+sso_account_id = 444455556666
+sso_role_name = Admin
+[profile partial]
+sso_session = my-sso
+sso_role_name = Reader
+";
+        let files = Files {
+            paths: ["/c".into(), "/f".into()],
+            home: "/h".into(),
+            credentials: String::new(),
+            config: text.into(),
+        };
+        let sso_of = |name: &str, vars: &[(&str, &str)]| {
+            let env = |var: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == var)
+                    .map(|(_, v)| v.to_string())
+            };
+            match sso(&env, &files, name) {
+                Ok(Some(CredentialSource::Sso(sso))) => Ok(*sso),
+                Ok(other) => panic!("{name}: {other:?}"),
+                Err(problem) => Err(problem),
+            }
+        };
+        let dev = sso_of("dev", &[]).unwrap();
+        assert_eq!(
+            dev.token_file,
+            PathBuf::from("/h/.aws/sso/cache/0ad374308c5a4e22f723adf10145eafad7c4031c.json")
+        );
+        assert_eq!(dev.portal, "https://portal.sso.eu-west-1.amazonaws.com");
+        assert_eq!(
+            (dev.account_id.as_str(), dev.role_name.as_str()),
+            ("111122223333", "Reader")
+        );
+        let legacy = sso_of("legacy", &[("AWS_ENDPOINT_URL_SSO", "http://portal.local")]).unwrap();
+        assert_eq!(
+            legacy.token_file,
+            PathBuf::from("/h/.aws/sso/cache/e8be5486177c5b5392bd9aa76563515b29358e6e.json")
+        );
+        assert_eq!(legacy.portal, "http://portal.local");
+        let problem = sso_of("partial", &[]).unwrap_err();
+        assert!(problem.contains("sso_account_id"), "{problem}");
     }
 
     #[test]

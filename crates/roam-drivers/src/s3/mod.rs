@@ -49,7 +49,7 @@ pub use self::config::{S3Config, DEFAULT_REGION};
 use self::endpoint::Endpoint;
 use self::listing::{list_all, list_first};
 use self::provider::Keys;
-pub use self::provider::{AssumeRole, CredentialSource, RoleSource};
+pub use self::provider::{AssumeRole, CredentialSource, RoleSource, Sso};
 use self::sign::Credentials;
 use self::upload::Precondition;
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};

@@ -1,8 +1,8 @@
 //! Credentials S3 obtains rather than reads, as aws-cli obtains them: the output of a
 //! profile's `credential_process`, STS `AssumeRoleWithWebIdentity` for a web identity token
 //! (Kubernetes service accounts, CI providers), STS `AssumeRole` signed with a source's
-//! credentials (a profile's `role_arn`), and the instance role of the EC2 metadata
-//! service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
+//! credentials (a profile's `role_arn`), an SSO portal's role credentials for the token
+//! `aws sso login` cached, and the instance role of the EC2 metadata service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
 //! it, so a request is never signed with credentials about to lapse.
 //!
 //! Our own code on the blocking HTTP client the driver already has, not `aws-config` (see
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use ureq::http::Response;
@@ -52,9 +52,26 @@ pub enum CredentialSource {
     /// credentials. `endpoint`: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else
     /// `http://169.254.169.254`.
     Imds { endpoint: String },
+    /// A profile's SSO account and role: the token `aws sso login` left in `token_file`
+    /// (read at each fetch), exchanged at the portal for the role's credentials.
+    Sso(Box<Sso>),
     /// A profile's `role_arn` with `source_profile` or `credential_source`: STS
     /// `AssumeRole`, signed with the source's credentials.
     AssumeRole(Box<AssumeRole>),
+}
+
+/// An SSO role, as aws-cli reads it from a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sso {
+    /// `~/.aws/sso/cache/SHA1.json`.
+    pub token_file: PathBuf,
+    /// The portal's URL: `AWS_ENDPOINT_URL_SSO`, `AWS_ENDPOINT_URL`, else
+    /// `https://portal.sso.REGION.amazonaws.com`.
+    pub portal: String,
+    pub account_id: String,
+    pub role_name: String,
+    /// The profile, for telling the user how to log in again.
+    pub profile: String,
 }
 
 /// A role to assume, as aws-cli reads it from a profile.
@@ -104,6 +121,11 @@ impl fmt::Display for CredentialSource {
                 write!(f, "web identity for {role_arn} at {sts}")
             }
             CredentialSource::Imds { endpoint } => write!(f, "the metadata service {endpoint}"),
+            CredentialSource::Sso(sso) => write!(
+                f,
+                "SSO role {} of account {} at {}",
+                sso.role_name, sso.account_id, sso.portal
+            ),
             CredentialSource::AssumeRole(role) => {
                 write!(f, "role {} at {}, assumed with ", role.role_arn, role.sts)?;
                 match &role.source {
@@ -206,6 +228,7 @@ fn fetch(source: &CredentialSource, http: &HttpClient) -> Result<Issued> {
             sts,
         } => web_identity(http, token_file, role_arn, session_name, sts),
         CredentialSource::Imds { endpoint } => imds(endpoint),
+        CredentialSource::Sso(sso) => sso_role(http, sso, SystemTime::now()),
         CredentialSource::AssumeRole(role) => assume_role(http, role),
     }
 }
@@ -363,6 +386,67 @@ fn sts_call(
         })
 }
 
+/// The portal's `GetRoleCredentials` with the cached token, refused before asking if the
+/// token expired by `now`.
+fn sso_role(http: &HttpClient, sso: &Sso, now: SystemTime) -> Result<Issued> {
+    let what = format!("SSO at {}", sso.portal);
+    let login = format!("run `aws sso login --profile {}`", sso.profile);
+    let file = sso.token_file.display();
+    let text = std::fs::read_to_string(&sso.token_file)
+        .map_err(|e| failure(&what, format!("no token in {file} ({e}): {login}")))?;
+    let token: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| failure(&what, format!("{file}: {e}")))?;
+    let field = |key: &str| token[key].as_str().filter(|v| !v.is_empty());
+    let (Some(access_token), Some(expires)) = (field("accessToken"), field("expiresAt")) else {
+        return Err(failure(
+            &what,
+            format!("no accessToken and expiresAt in {file}: {login}"),
+        ));
+    };
+    if parse_iso8601(expires).is_none_or(|at| at <= now) {
+        return Err(failure(
+            &what,
+            format!("the token expired ({expires}): {login}"),
+        ));
+    }
+    let url = format!(
+        "{}/federation/credentials?role_name={}&account_id={}",
+        sso.portal.trim_end_matches('/'),
+        enc(&sso.role_name),
+        enc(&sso.account_id)
+    );
+    let response = http
+        .agent
+        .get(&url)
+        .header("x-amz-sso_bearer_token", access_token)
+        .call()
+        .map_err(|e| failure(&what, e))?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&body_text(response, &what)?).map_err(|e| failure(&what, e))?;
+    role_credentials(&reply["roleCredentials"])
+        .ok_or_else(|| failure(&what, "no roleCredentials in the reply"))
+}
+
+/// The portal's `roleCredentials`, whose `expiration` is in milliseconds since 1970.
+fn role_credentials(json: &serde_json::Value) -> Option<Issued> {
+    let text = |key: &str| {
+        json[key]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Some(Issued {
+        credentials: Credentials {
+            access_key: text("accessKeyId")?,
+            secret_key: text("secretAccessKey")?,
+            session_token: text("sessionToken"),
+        },
+        expires: json["expiration"]
+            .as_u64()
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+    })
+}
+
 /// A value percent-encoded for a form.
 fn enc(value: &str) -> String {
     utf8_percent_encode(value, NON_ALPHANUMERIC).to_string()
@@ -469,6 +553,49 @@ mod tests {
             ..at(0)
         };
         assert!(forever.fresh(now));
+    }
+
+    #[test]
+    fn an_expired_or_missing_sso_token_asks_for_a_login() {
+        let dir = std::env::temp_dir().join(format!("roam-sso-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sso = Sso {
+            token_file: dir.join("token.json"),
+            // Nothing listens there: a token that is refused is never sent.
+            portal: "http://127.0.0.1:9".into(),
+            account_id: "1".into(),
+            role_name: "r".into(),
+            profile: "dev".into(),
+        };
+        let http = HttpClient::new(&crate::http::HttpConfig::default());
+        let now = parse_iso8601("2026-01-01T00:00:00Z").unwrap();
+        let message = |token: Option<&str>| {
+            if let Some(token) = token {
+                std::fs::write(&sso.token_file, token).unwrap();
+            }
+            let err = sso_role(&http, &sso, now).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::PermissionDenied);
+            err.message
+        };
+        let login = "run `aws sso login --profile dev`";
+        assert!(message(None).contains(login));
+        let expired = r#"{"accessToken": "t", "expiresAt": "2025-12-31T23:59:59UTC"}"#;
+        let text = message(Some(expired));
+        assert!(text.contains("expired") && text.contains(login), "{text}");
+        let valid = r#"{"accessToken": "t", "expiresAt": "2026-01-01T01:00:00Z"}"#;
+        let text = message(Some(valid));
+        assert!(!text.contains(login), "a valid token is sent: {text}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn sso_role_credentials_expire_in_milliseconds() {
+        let issued = role_credentials(&json(
+            r#"{"accessKeyId":"AK","secretAccessKey":"SK","sessionToken":"T","expiration":1767225600000}"#,
+        ))
+        .unwrap();
+        assert_eq!(issued.credentials.session_token.as_deref(), Some("T"));
+        assert_eq!(issued.expires, parse_iso8601("2026-01-01T00:00:00Z"));
     }
 
     #[test]

@@ -141,6 +141,11 @@ pub(super) fn sha256_hex(data: &[u8]) -> String {
     hex(digest::digest(&digest::SHA256, data).as_ref())
 }
 
+/// SHA-1, for naming files as AWS tools name them (the SSO token cache), not for security.
+pub(super) fn sha1_hex(data: &[u8]) -> String {
+    hex(digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, data).as_ref())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
