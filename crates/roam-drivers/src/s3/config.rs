@@ -25,14 +25,20 @@
 //! and `AWS_CONFIG_FILE`, else `~/.aws/credentials` and `~/.aws/config`. A missing or
 //! unreadable file is as good as an empty one; a profile other than `default` in neither
 //! is an error naming both, as in aws-cli. `[services ...]` sections are not read.
+//!
+//! A mount may name its own profile, region and endpoint ([`S3Config::for_mount`]): they
+//! stand in for `aws --profile`, `AWS_REGION` and `AWS_ENDPOINT_URL_S3` for it alone.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use percent_encoding::percent_decode_str;
+
 use super::provider::{AssumeRole, CredentialSource, RoleSource, Sso};
 use super::sign::sha1_hex;
 use crate::http::TlsOptions;
+use crate::{Error, ErrorKind};
 
 /// The region of AWS tools without configuration, and of most S3-compatible servers.
 pub const DEFAULT_REGION: &str = "us-east-1";
@@ -96,6 +102,41 @@ impl S3Config {
     /// The settings of the named profile, as `aws --profile NAME` would use them.
     pub fn from_profile(profile: &str) -> S3Config {
         load(&env_var, Some(profile))
+    }
+
+    /// The settings of one mount, from its URL's query (`s3://BUCKET/PREFIX?SETTINGS`):
+    /// `profile=NAME` as `aws --profile` names it, `region=R` and `endpoint=URL` as
+    /// `AWS_REGION` and `AWS_ENDPOINT_URL_S3` would set them, for this mount only. Values
+    /// are percent-encoded; another name is an error.
+    pub fn for_mount(query: &str) -> crate::Result<S3Config> {
+        let bad = |why: String| Error::new(ErrorKind::InvalidName, format!("s3 mount: {why}"));
+        let (mut profile, mut region, mut endpoint) = (None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{pair:?} is not NAME=VALUE")))?;
+            let value = percent_decode_str(value)
+                .decode_utf8()
+                .map_err(|e| bad(format!("{name}: {e}")))?
+                .into_owned();
+            let slot = match name {
+                "profile" => &mut profile,
+                "region" => &mut region,
+                "endpoint" => &mut endpoint,
+                _ => {
+                    return Err(bad(format!(
+                        "unknown setting {name:?} (profile, region, endpoint)"
+                    )))
+                }
+            };
+            *slot = Some(value).filter(|v| !v.is_empty());
+        }
+        let vars = |name: &str| match name {
+            "AWS_REGION" if region.is_some() => region.clone(),
+            "AWS_ENDPOINT_URL_S3" if endpoint.is_some() => endpoint.clone(),
+            _ => env_var(name),
+        };
+        Ok(load(&vars, profile.as_deref()))
     }
 
     /// The settings AWS tools would use with the environment variables `vars` gives (the
@@ -939,6 +980,20 @@ source_profile = missing
             &keys,
             "\"missing\" of AWS profile \"orphan\" is in neither /c nor /f",
         );
+    }
+
+    #[test]
+    fn mount_settings_are_profile_region_and_endpoint_only() {
+        let err = S3Config::for_mount("profile=x&bucket=y").unwrap_err();
+        assert!(
+            err.message.contains("unknown setting \"bucket\""),
+            "{}",
+            err.message
+        );
+        assert!(S3Config::for_mount("region").is_err());
+        let config = S3Config::for_mount("region=eu-west-3&endpoint=http%3A%2F%2Fh%3A1").unwrap();
+        assert_eq!(config.region.as_deref(), Some("eu-west-3"));
+        assert_eq!(config.endpoint.as_deref(), Some("http://h:1"));
     }
 
     #[test]
