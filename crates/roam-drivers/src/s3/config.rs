@@ -241,6 +241,12 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
         Err(problem) => (None, Some(problem)),
     };
     let from_profile = role.or(own);
+    // A broken role or SSO profile matters only where its credentials would be used.
+    let profile_problem = if explicit.is_none() && from_env.is_some() {
+        None
+    } else {
+        role_problem.or(chain_problem)
+    };
     let found = if explicit.is_some() {
         from_profile.or(from_env)
     } else {
@@ -276,7 +282,7 @@ fn load(env: &dyn Fn(&str) -> Option<String>, explicit: Option<&str>) -> S3Confi
             .map(PathBuf::from),
         credential_source,
         keys_from,
-        problem: unknown.or(role_problem).or(chain_problem),
+        problem: unknown.or(profile_problem),
     }
 }
 
@@ -719,6 +725,9 @@ region = local
 endpoint_url = https://minio.example:9000
 aws_access_key_id = AKCONFIG
 aws_secret_access_key = SECRETCONFIG
+[profile looped]
+role_arn = arn:aws:iam::1:role/r
+source_profile = looped
 ";
 
     /// Loads with an environment of `vars`, a HOME holding the two files above.
@@ -860,6 +869,21 @@ aws_secret_access_key = SECRETCONFIG
             "{shown}"
         );
         assert!(!shown.contains("TOKENWORK"), "{shown}");
+    }
+
+    #[test]
+    fn a_broken_role_is_an_error_where_it_would_be_used() {
+        let problem = load_with(&[("AWS_PROFILE", "looped")], None).problem;
+        assert!(problem.is_some_and(|p| p.contains("loop")));
+        let keys = [
+            ("AWS_PROFILE", "looped"),
+            ("AWS_ACCESS_KEY_ID", "AKENV"),
+            ("AWS_SECRET_ACCESS_KEY", "SECRETENV"),
+        ];
+        let config = load_with(&keys, None);
+        assert_eq!(config.problem, None, "the environment's keys come first");
+        assert_eq!(config.access_key.as_deref(), Some("AKENV"));
+        assert!(load_with(&keys, Some("looped")).problem.is_some());
     }
 
     #[test]
