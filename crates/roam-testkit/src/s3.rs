@@ -162,7 +162,7 @@ pub fn multipart_uploads(server: &Server, bucket: &str) -> Vec<String> {
 /// Creates an IAM role allowed everything, which anyone may assume (before
 /// [`enforce_auth`]); returns its ARN.
 pub fn create_role(server: &Server, name: &str) -> String {
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"*"},"Action":"sts:AssumeRoleWithWebIdentity"}]}"#;
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":"*"},"Action":"sts:AssumeRoleWithWebIdentity"},{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#;
     let reply = iam(
         server,
         &format!(

@@ -9,7 +9,8 @@
 //! (WebDAV over http/https), `ftp`/`ftps` (login from the URL, netrc, or anonymous;
 //! `ftps` is explicit FTPS, verified as HTTPS is; http and dav take netrc's login too),
 //! `chirp`,
-//! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them),
+//! `s3` (`s3://bucket/prefix`; endpoint and credentials the way the AWS tools find them, or
+//! a mount's own profile, region and endpoint: `s3://bucket/prefix?profile=P&region=R`),
 //! `sftp` (OpenSSH's config, known_hosts, keys and agent),
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
 //! cache, like a remote one); `mem:` (an empty in-memory file system, one per mount), and the
@@ -202,13 +203,26 @@ impl Protocols {
         }
     }
 
-    /// The HTTP client of S3 mounts: the endpoint host's `[tls."HOST:PORT"]` choices, with
-    /// `AWS_CA_BUNDLE` as its `ca_file` if it has none.
-    fn s3_http(&self) -> Result<HttpClient> {
-        let host = self.s3.endpoint_authority();
-        let options = self
-            .s3
-            .tls_options(host.and_then(|h| self.tls_options.get(&h)));
+    /// `s3://BUCKET/PREFIX`, with the AWS settings of the environment, or with those of
+    /// its own after a `?` (`profile=`, `region=`, `endpoint=`: [`S3Config::for_mount`]).
+    fn s3_driver(&self, rest: &str) -> Result<Arc<dyn Driver>> {
+        let (rest, own) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(S3Config::for_mount(query)?)),
+            None => (rest, None),
+        };
+        let config = own.as_ref().unwrap_or(&self.s3);
+        Ok(Arc::new(S3Driver::new(
+            self.s3_http(config)?,
+            config,
+            rest,
+        )?))
+    }
+
+    /// The HTTP client of an S3 mount: the endpoint host's `[tls."HOST:PORT"]` choices,
+    /// with `AWS_CA_BUNDLE` as its `ca_file` if it has none.
+    fn s3_http(&self, s3: &S3Config) -> Result<HttpClient> {
+        let host = s3.endpoint_authority();
+        let options = s3.tls_options(host.and_then(|h| self.tls_options.get(&h)));
         if options == TlsOptions::default() {
             return Ok(self.http.clone());
         }
@@ -236,7 +250,7 @@ impl Protocols {
             "davs" => Arc::new(DavDriver::new(self.http_for(rest), &format!("https://{rest}"))?),
             "chirp" => Arc::new(ChirpDriver::new(self.chirp.clone(), url)?),
             "ftp" | "ftps" => Arc::new(FtpDriver::new(self.ftp_for(rest), url)?),
-            "s3" => Arc::new(S3Driver::new(self.s3_http()?, &self.s3, rest)?),
+            "s3" => self.s3_driver(rest)?,
             "sftp" => Arc::new(SftpDriver::new(self.sftp.clone(), url)?),
             "file+cache" if rest.starts_with('/') => Arc::new(LocalDriver::cached(normalize(rest))),
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),

@@ -1,7 +1,8 @@
 //! Credentials end to end: logins from netrc for `/http` and `/dav` names under `roam run`,
 //! and passwords written into mount URLs and names never shown: not on stderr (errors, the
 //! log at debug level), not by `roam status` or `roam sync`, and not in roam's own
-//! `/proc/PID/cmdline`. Against nginx asking for Basic authorization (`roam-testkit`).
+//! `/proc/PID/cmdline`. Against nginx asking for Basic authorization (`roam-testkit`); and
+//! S3 remotes with AWS settings of their own, against two moto servers checking signatures.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::process::{Command, Stdio};
 
 use common::{stderr, stdout, Roam};
 use roam_testkit::dav::nginx_dav_with_login;
+use roam_testkit::s3::{create_bucket, enforce_auth, moto, put_object};
 use roam_testkit::{mkdir, write_file, Scratch, Server};
 
 const USER: &str = "alice";
@@ -195,6 +197,50 @@ fn remotes_in_roam_toml_carry_the_login_for_mounts_and_flags() {
         stderr(&out)
     );
     drop(server);
+}
+
+#[test]
+fn s3_remotes_each_use_their_own_aws_profile_and_endpoint() {
+    let scratch = Scratch::new("creds-s3-remotes");
+    // Two moto servers, two accounts: each knows only its own keys.
+    let mut profiles = String::new();
+    let (mut mounts, mut remotes) = (String::from("[mounts]\n"), String::new());
+    let mut servers = Vec::new();
+    for name in ["one", "two"] {
+        let server = moto(&scratch.join(&format!("run-{name}")));
+        create_bucket(&server, "data");
+        put_object(&server, "data", "owner.txt", format!("{name}\n").as_bytes());
+        let keys = enforce_auth(&server);
+        profiles.push_str(&format!(
+            "[{name}]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            keys.access_key, keys.secret_key
+        ));
+        mounts.push_str(&format!("\"/{name}\" = \"{name}:\"\n"));
+        remotes.push_str(&format!(
+            "[remote.{name}]\nurl = \"s3://data\"\nprofile = \"{name}\"\n\
+             region = \"us-east-1\"\nendpoint = \"{}\"\n",
+            server.url()
+        ));
+        servers.push(server);
+    }
+    let home = scratch.join("home");
+    write_file(&home.join(".aws/credentials"), profiles.as_bytes(), 0o600);
+    let config = scratch.join("roam.toml");
+    write_file(&config, format!("{remotes}{mounts}").as_bytes(), 0o600);
+    // The environment names keys and an endpoint neither mount uses.
+    let out = Roam::new()
+        .env("ROAM_CONFIG", &config)
+        .env("HOME", &home)
+        .env("AWS_ACCESS_KEY_ID", "AKIANOSUCHKEY0000000")
+        .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_REGION", "ap-south-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CA_BUNDLE", "")
+        .sh(&[], "cat /one/owner.txt /two/owner.txt");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "one\ntwo\n");
+    drop(servers);
 }
 
 /// `roam doctor URL` with `HOME` at `home`: its status and standard output.

@@ -202,6 +202,7 @@ impl Client {
         let signer = Signer {
             credentials: self.keys.current()?,
             region: self.region.clone(),
+            service: "s3",
         };
         for (name, value) in signer.sign(unsigned, SystemTime::now()) {
             request = request.header(name, value);

@@ -1,7 +1,8 @@
 //! Credentials S3 obtains rather than reads, as aws-cli obtains them: the output of a
 //! profile's `credential_process`, STS `AssumeRoleWithWebIdentity` for a web identity token
-//! (Kubernetes service accounts, CI providers), and the instance role of the EC2 metadata
-//! service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
+//! (Kubernetes service accounts, CI providers), STS `AssumeRole` signed with a source's
+//! credentials (a profile's `role_arn`), an SSO portal's role credentials for the token
+//! `aws sso login` cached, and the instance role of the EC2 metadata service (IMDSv2). Each comes with an expiry; [`Keys`] fetches anew five minutes before
 //! it, so a request is never signed with credentials about to lapse.
 //!
 //! Our own code on the blocking HTTP client the driver already has, not `aws-config` (see
@@ -12,13 +13,13 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::sign::Credentials;
+use super::sign::{Credentials, Signer, Unsigned};
 use super::time::parse_iso8601;
 use crate::http::HttpClient;
 use crate::{Error, ErrorKind, Result};
@@ -51,6 +52,65 @@ pub enum CredentialSource {
     /// credentials. `endpoint`: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else
     /// `http://169.254.169.254`.
     Imds { endpoint: String },
+    /// A profile's SSO account and role: the token `aws sso login` left in `token_file`
+    /// (read at each fetch), exchanged at the portal for the role's credentials.
+    Sso(Box<Sso>),
+    /// A profile's `role_arn` with `source_profile` or `credential_source`: STS
+    /// `AssumeRole`, signed with the source's credentials.
+    AssumeRole(Box<AssumeRole>),
+}
+
+/// An SSO role, as aws-cli reads it from a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sso {
+    /// `~/.aws/sso/cache/SHA1.json`.
+    pub token_file: PathBuf,
+    /// The portal's URL: `AWS_ENDPOINT_URL_SSO`, `AWS_ENDPOINT_URL`, else
+    /// `https://portal.sso.REGION.amazonaws.com`.
+    pub portal: String,
+    pub account_id: String,
+    pub role_name: String,
+    /// The profile, for telling the user how to log in again.
+    pub profile: String,
+}
+
+/// A role to assume, as aws-cli reads it from a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    /// `role_session_name`, else `roam`.
+    pub session_name: String,
+    pub external_id: Option<String>,
+    pub duration_seconds: Option<u32>,
+    /// STS's URL, as for [`CredentialSource::WebIdentity`].
+    pub sts: String,
+    /// The region the request to STS is signed for.
+    pub region: String,
+    /// What signs the request to STS.
+    pub source: RoleSource,
+}
+
+/// The credentials a role is assumed with.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RoleSource {
+    /// A fixed key pair: the source profile's, or the environment's.
+    Keys {
+        access_key: String,
+        secret_key: String,
+        session_token: Option<String>,
+    },
+    /// Credentials obtained in turn (a chain of roles, a process, the metadata service).
+    Obtained(CredentialSource),
+}
+
+// By hand, so that `{:?}` never prints a key.
+impl fmt::Debug for RoleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RoleSource::Keys { .. } => f.write_str("Keys(<redacted>)"),
+            RoleSource::Obtained(source) => f.debug_tuple("Obtained").field(source).finish(),
+        }
+    }
 }
 
 impl fmt::Display for CredentialSource {
@@ -61,6 +121,18 @@ impl fmt::Display for CredentialSource {
                 write!(f, "web identity for {role_arn} at {sts}")
             }
             CredentialSource::Imds { endpoint } => write!(f, "the metadata service {endpoint}"),
+            CredentialSource::Sso(sso) => write!(
+                f,
+                "SSO role {} of account {} at {}",
+                sso.role_name, sso.account_id, sso.portal
+            ),
+            CredentialSource::AssumeRole(role) => {
+                write!(f, "role {} at {}, assumed with ", role.role_arn, role.sts)?;
+                match &role.source {
+                    RoleSource::Keys { .. } => f.write_str("a key pair"),
+                    RoleSource::Obtained(source) => write!(f, "{source}"),
+                }
+            }
         }
     }
 }
@@ -156,6 +228,8 @@ fn fetch(source: &CredentialSource, http: &HttpClient) -> Result<Issued> {
             sts,
         } => web_identity(http, token_file, role_arn, session_name, sts),
         CredentialSource::Imds { endpoint } => imds(endpoint),
+        CredentialSource::Sso(sso) => sso_role(http, sso, SystemTime::now()),
+        CredentialSource::AssumeRole(role) => assume_role(http, role),
     }
 }
 
@@ -219,20 +293,86 @@ fn web_identity(
     let what = format!("web identity at {sts}");
     let token = std::fs::read_to_string(token_file)
         .map_err(|e| failure(&what, format!("{}: {e}", token_file.display())))?;
-    let enc = |v: &str| utf8_percent_encode(v, NON_ALPHANUMERIC).to_string();
     let form = format!(
         "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
         enc(role_arn),
         enc(session_name),
         enc(token.trim())
     );
-    let response = http
-        .agent
-        .post(sts)
-        .header("content-type", "application/x-www-form-urlencoded")
+    sts_call(http, sts, &what, &form, None)
+}
+
+/// STS `AssumeRole`, signed with the source's credentials (fetched anew each time: a
+/// role's credentials outlive few of its source's refreshes).
+fn assume_role(http: &HttpClient, role: &AssumeRole) -> Result<Issued> {
+    let what = format!("role {} at {}", role.role_arn, role.sts);
+    let credentials = match &role.source {
+        RoleSource::Keys {
+            access_key,
+            secret_key,
+            session_token,
+        } => Credentials {
+            access_key: access_key.clone(),
+            secret_key: secret_key.clone(),
+            session_token: session_token.clone(),
+        },
+        RoleSource::Obtained(source) => fetch(source, http)?.credentials,
+    };
+    let mut form = format!(
+        "Action=AssumeRole&Version=2011-06-15&RoleArn={}&RoleSessionName={}",
+        enc(&role.role_arn),
+        enc(&role.session_name)
+    );
+    if let Some(id) = &role.external_id {
+        form.push_str(&format!("&ExternalId={}", enc(id)));
+    }
+    if let Some(seconds) = role.duration_seconds {
+        form.push_str(&format!("&DurationSeconds={seconds}"));
+    }
+    let signer = Signer {
+        credentials: Some(credentials),
+        region: role.region.clone(),
+        service: "sts",
+    };
+    sts_call(http, &role.sts, &what, &form, Some(signer))
+}
+
+/// POSTs `form` to STS, signed by `signer` if any, and reads the credentials of the reply.
+fn sts_call(
+    http: &HttpClient,
+    sts: &str,
+    what: &str,
+    form: &str,
+    signer: Option<Signer>,
+) -> Result<Issued> {
+    let content_type = "application/x-www-form-urlencoded";
+    let mut request = http.agent.post(sts).header("content-type", content_type);
+    if let Some(signer) = signer {
+        let uri: ureq::http::Uri = sts.parse().map_err(|e| failure(what, e))?;
+        let host = uri
+            .authority()
+            .ok_or_else(|| failure(what, "no host in the URL"))?
+            .to_string();
+        let unsigned = Unsigned {
+            method: "POST",
+            path: uri.path(),
+            query: "",
+            headers: vec![
+                ("content-type".into(), content_type.into()),
+                ("host".into(), host),
+            ],
+            body: form.as_bytes(),
+        };
+        for (name, value) in signer.sign(unsigned, SystemTime::now()) {
+            if name != "content-type" && name != "host" {
+                request = request.header(name, value);
+            }
+        }
+    }
+    let response = request
         .send(form.as_bytes())
-        .map_err(|e| failure(&what, e))?;
-    let body = body_text(response, &what)?;
+        .map_err(|e| failure(what, e))?;
+    let body = body_text(response, what)?;
     super::xml::sts_credentials(&body)
         .map(|(credentials, expires)| Issued {
             credentials,
@@ -240,10 +380,76 @@ fn web_identity(
         })
         .ok_or_else(|| {
             failure(
-                &what,
+                what,
                 format!("no credentials in the reply: {}", one_line(&body)),
             )
         })
+}
+
+/// The portal's `GetRoleCredentials` with the cached token, refused before asking if the
+/// token expired by `now`.
+fn sso_role(http: &HttpClient, sso: &Sso, now: SystemTime) -> Result<Issued> {
+    let what = format!("SSO at {}", sso.portal);
+    let login = format!("run `aws sso login --profile {}`", sso.profile);
+    let file = sso.token_file.display();
+    let text = std::fs::read_to_string(&sso.token_file)
+        .map_err(|e| failure(&what, format!("no token in {file} ({e}): {login}")))?;
+    let token: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| failure(&what, format!("{file}: {e}")))?;
+    let field = |key: &str| token[key].as_str().filter(|v| !v.is_empty());
+    let (Some(access_token), Some(expires)) = (field("accessToken"), field("expiresAt")) else {
+        return Err(failure(
+            &what,
+            format!("no accessToken and expiresAt in {file}: {login}"),
+        ));
+    };
+    if parse_iso8601(expires).is_none_or(|at| at <= now) {
+        return Err(failure(
+            &what,
+            format!("the token expired ({expires}): {login}"),
+        ));
+    }
+    let url = format!(
+        "{}/federation/credentials?role_name={}&account_id={}",
+        sso.portal.trim_end_matches('/'),
+        enc(&sso.role_name),
+        enc(&sso.account_id)
+    );
+    let response = http
+        .agent
+        .get(&url)
+        .header("x-amz-sso_bearer_token", access_token)
+        .call()
+        .map_err(|e| failure(&what, e))?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&body_text(response, &what)?).map_err(|e| failure(&what, e))?;
+    role_credentials(&reply["roleCredentials"])
+        .ok_or_else(|| failure(&what, "no roleCredentials in the reply"))
+}
+
+/// The portal's `roleCredentials`, whose `expiration` is in milliseconds since 1970.
+fn role_credentials(json: &serde_json::Value) -> Option<Issued> {
+    let text = |key: &str| {
+        json[key]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Some(Issued {
+        credentials: Credentials {
+            access_key: text("accessKeyId")?,
+            secret_key: text("secretAccessKey")?,
+            session_token: text("sessionToken"),
+        },
+        expires: json["expiration"]
+            .as_u64()
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+    })
+}
+
+/// A value percent-encoded for a form.
+fn enc(value: &str) -> String {
+    utf8_percent_encode(value, NON_ALPHANUMERIC).to_string()
 }
 
 /// IMDSv2: a session token, the role's name, then its credentials.
@@ -347,6 +553,49 @@ mod tests {
             ..at(0)
         };
         assert!(forever.fresh(now));
+    }
+
+    #[test]
+    fn an_expired_or_missing_sso_token_asks_for_a_login() {
+        let dir = std::env::temp_dir().join(format!("roam-sso-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sso = Sso {
+            token_file: dir.join("token.json"),
+            // Nothing listens there: a token that is refused is never sent.
+            portal: "http://127.0.0.1:9".into(),
+            account_id: "1".into(),
+            role_name: "r".into(),
+            profile: "dev".into(),
+        };
+        let http = HttpClient::new(&crate::http::HttpConfig::default());
+        let now = parse_iso8601("2026-01-01T00:00:00Z").unwrap();
+        let message = |token: Option<&str>| {
+            if let Some(token) = token {
+                std::fs::write(&sso.token_file, token).unwrap();
+            }
+            let err = sso_role(&http, &sso, now).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::PermissionDenied);
+            err.message
+        };
+        let login = "run `aws sso login --profile dev`";
+        assert!(message(None).contains(login));
+        let expired = r#"{"accessToken": "t", "expiresAt": "2025-12-31T23:59:59UTC"}"#;
+        let text = message(Some(expired));
+        assert!(text.contains("expired") && text.contains(login), "{text}");
+        let valid = r#"{"accessToken": "t", "expiresAt": "2026-01-01T01:00:00Z"}"#;
+        let text = message(Some(valid));
+        assert!(!text.contains(login), "a valid token is sent: {text}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn sso_role_credentials_expire_in_milliseconds() {
+        let issued = role_credentials(&json(
+            r#"{"accessKeyId":"AK","secretAccessKey":"SK","sessionToken":"T","expiration":1767225600000}"#,
+        ))
+        .unwrap();
+        assert_eq!(issued.credentials.session_token.as_deref(), Some("T"));
+        assert_eq!(issued.expires, parse_iso8601("2026-01-01T00:00:00Z"));
     }
 
     #[test]

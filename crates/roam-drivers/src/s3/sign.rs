@@ -13,8 +13,7 @@ use ring::{digest, hmac};
 
 use super::time::amz_date;
 
-/// The scope's service name and the algorithm of every signature.
-const SERVICE: &str = "s3";
+/// The algorithm of every signature.
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
 /// Long-term or temporary (session) credentials.
@@ -44,12 +43,14 @@ pub(super) struct Unsigned<'a> {
     pub body: &'a [u8],
 }
 
-/// Signs requests for one region; with no credentials, requests go out anonymous
-/// (public buckets).
+/// Signs requests for one service and region; with no credentials, requests go out
+/// anonymous (public buckets).
 #[derive(Clone, Debug)]
 pub(super) struct Signer {
     pub credentials: Option<Credentials>,
     pub region: String,
+    /// The scope's service name: `s3`, or `sts` for obtaining credentials.
+    pub service: &'static str,
 }
 
 impl Signer {
@@ -74,12 +75,22 @@ impl Signer {
         }
         headers.sort();
         let (canonical, signed) = canonical_request(method, path, query, &headers);
-        let scope = format!("{}/{}/{SERVICE}/aws4_request", &date[..8], self.region);
+        let scope = format!(
+            "{}/{}/{}/aws4_request",
+            &date[..8],
+            self.region,
+            self.service
+        );
         let to_sign = format!(
             "{ALGORITHM}\n{date}\n{scope}\n{}",
             sha256_hex(canonical.as_bytes())
         );
-        let key = signing_key(&credentials.secret_key, &date[..8], &self.region);
+        let key = signing_key(
+            &credentials.secret_key,
+            &date[..8],
+            &self.region,
+            self.service,
+        );
         let signature = hex(hmac::sign(&key, to_sign.as_bytes()).as_ref());
         let authorization = format!(
             "{ALGORITHM} Credential={}/{scope}, SignedHeaders={signed}, Signature={signature}",
@@ -114,10 +125,10 @@ fn canonical_request(
     (canonical, signed)
 }
 
-/// `kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, day), region), "s3"), "aws4_request")`.
-fn signing_key(secret: &str, day: &str, region: &str) -> hmac::Key {
+/// `kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, day), region), service), "aws4_request")`.
+fn signing_key(secret: &str, day: &str, region: &str, service: &str) -> hmac::Key {
     let mut key = hmac::Key::new(hmac::HMAC_SHA256, format!("AWS4{secret}").as_bytes());
-    for part in [day, region, SERVICE, "aws4_request"] {
+    for part in [day, region, service, "aws4_request"] {
         key = hmac::Key::new(
             hmac::HMAC_SHA256,
             hmac::sign(&key, part.as_bytes()).as_ref(),
@@ -128,6 +139,11 @@ fn signing_key(secret: &str, day: &str, region: &str) -> hmac::Key {
 
 pub(super) fn sha256_hex(data: &[u8]) -> String {
     hex(digest::digest(&digest::SHA256, data).as_ref())
+}
+
+/// SHA-1, for naming files as AWS tools name them (the SSO token cache), not for security.
+pub(super) fn sha1_hex(data: &[u8]) -> String {
+    hex(digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, data).as_ref())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -151,6 +167,7 @@ mod tests {
                 session_token: None,
             }),
             region: "us-east-1".into(),
+            service: "s3",
         };
         let request = Unsigned {
             method: "GET",
@@ -182,6 +199,7 @@ mod tests {
         let signer = Signer {
             credentials: None,
             region: "us-east-1".into(),
+            service: "s3",
         };
         let request = Unsigned {
             method: "HEAD",
@@ -205,6 +223,7 @@ mod tests {
         let signer = Signer {
             credentials: Some(credentials),
             region: "eu-west-1".into(),
+            service: "s3",
         };
         let request = Unsigned {
             method: "GET",

@@ -21,7 +21,8 @@ pub(super) fn amz_date(t: SystemTime) -> String {
     )
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`). Fractions of a second are dropped:
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`, or `UTC` as older SSO token caches
+/// write it). Fractions of a second are dropped:
 /// a `HEAD` reports whole seconds, and the two must agree for cache validation.
 pub(super) fn parse_iso8601(text: &str) -> Option<SystemTime> {
     let text = text.trim();
@@ -32,7 +33,8 @@ pub(super) fn parse_iso8601(text: &str) -> Option<SystemTime> {
     let d: u32 = ymd.next()?.parse().ok()?;
     let time = time
         .strip_suffix('Z')
-        .or_else(|| time.strip_suffix("+00:00"))?;
+        .or_else(|| time.strip_suffix("+00:00"))
+        .or_else(|| time.strip_suffix("UTC"))?;
     let whole = time.split('.').next()?;
     let mut hms = whole.splitn(3, ':').map(|part| part.parse::<u64>().ok());
     let (hh, mm, ss) = (hms.next()??, hms.next()??, hms.next()??);

@@ -3,6 +3,9 @@
 //! or `-m /x=NAME:PATH`) stands for the remote's URL with `PATH` below it, logged in as the
 //! section says, so no `user:password@` need appear in a path, a command line or a mount.
 //!
+//! An `s3://` remote may name its own AWS `profile`, `region` and `endpoint`; they travel in
+//! the mount URL's query (`s3://bucket/prefix?profile=...`), where the S3 driver reads them.
+//!
 //! ```toml
 //! [remote.files]
 //! url = "davs://files.example.org/team"   # any mount URL of a protocol with logins
@@ -33,6 +36,11 @@ pub struct RemoteSection {
     pub password: Option<String>,
     /// A command (run by `/bin/sh -c`) printing the password on its first line.
     pub password_command: Option<String>,
+    /// `s3://` only: the AWS profile, region and endpoint of this remote, in place of
+    /// `AWS_PROFILE`, `AWS_REGION` and `AWS_ENDPOINT_URL_S3`.
+    pub profile: Option<String>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
 }
 
 // By hand, so that `{:?}` of the configuration never prints a password.
@@ -43,6 +51,9 @@ impl fmt::Debug for RemoteSection {
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("password_command", &self.password_command)
+            .field("profile", &self.profile)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
             .finish()
     }
 }
@@ -80,7 +91,27 @@ pub fn resolve(remotes: &BTreeMap<String, RemoteSection>, target: &str) -> Resul
     } else {
         format!("/{path}")
     };
-    Ok(format!("{scheme}://{login}{base}{below}"))
+    let settings = s3_settings(remote, scheme).with_context(what)?;
+    Ok(format!("{scheme}://{login}{base}{below}{settings}"))
+}
+
+/// The query of an `s3://` mount URL carrying the remote's AWS settings (empty: none).
+fn s3_settings(remote: &RemoteSection, scheme: &str) -> Result<String> {
+    let settings: Vec<String> = [
+        ("profile", &remote.profile),
+        ("region", &remote.region),
+        ("endpoint", &remote.endpoint),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some(format!("{name}={}", encode(value.as_ref()?))))
+    .collect();
+    if settings.is_empty() {
+        return Ok(String::new());
+    }
+    if scheme != "s3" {
+        bail!("profile, region and endpoint are settings of s3:// remotes");
+    }
+    Ok(format!("?{}", settings.join("&")))
 }
 
 /// The remote's password: `password`, else the first line `password_command` prints.
@@ -105,7 +136,7 @@ fn password(remote: &RemoteSection) -> Result<Option<String>> {
     }
 }
 
-/// A userinfo part, percent-encoded (a password may hold `@`, `:` or `/`).
+/// A userinfo part or a query value, percent-encoded (a password may hold `@`, `:` or `/`).
 fn encode(text: &str) -> String {
     utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
 }
@@ -140,6 +171,27 @@ mod tests {
     }
 
     #[test]
+    fn s3_remotes_carry_their_aws_settings_in_the_query() {
+        let r = remotes(RemoteSection {
+            url: "s3://bucket/base".into(),
+            profile: Some("work".into()),
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            ..RemoteSection::default()
+        });
+        assert_eq!(
+            resolve(&r, "files:sub").unwrap(),
+            "s3://bucket/base/sub?profile=work&endpoint=http%3A%2F%2F127%2E0%2E0%2E1%3A9000"
+        );
+        let r = remotes(RemoteSection {
+            url: "dav://h/".into(),
+            region: Some("eu-west-1".into()),
+            ..RemoteSection::default()
+        });
+        let err = resolve(&r, "files:").unwrap_err();
+        assert!(format!("{err:#}").contains("s3:// remotes"), "{err:#}");
+    }
+
+    #[test]
     fn bad_sections_are_refused_without_showing_the_password() {
         let bad = |section: RemoteSection| resolve(&remotes(section), "files:").unwrap_err();
         let err = bad(RemoteSection {
@@ -153,6 +205,7 @@ mod tests {
             user: Some("u".into()),
             password: Some("p".into()),
             password_command: Some("echo p".into()),
+            ..RemoteSection::default()
         });
         assert!(format!("{err:#}").contains("give one"), "{err:#}");
         let err = bad(RemoteSection {
