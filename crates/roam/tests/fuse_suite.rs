@@ -736,4 +736,31 @@ mod fail_at_the_door {
         assert!(!mounted);
         assert!(err.contains("host key"), "{err}");
     }
+
+    /// A login the server refuses (a wrong password in the URL, FTP's `530`, HTTP's `401`)
+    /// is status 1 and the reason, the password never shown.
+    #[test]
+    fn bad_credentials() {
+        const PASSWORD: &str = "Wrong-Secret";
+        let ftp = common::Backend::new("ftp");
+        let (user, server) = ftp.url["ftp://".len()..].split_once('@').unwrap();
+        let user = user.split(':').next().unwrap();
+        let url = format!("ftp://{user}:{PASSWORD}@{server}/");
+        let scratch = Scratch::new("door-login");
+        let www = scratch.join("www");
+        roam_testkit::mkdir(&www.join("private"));
+        let http =
+            roam_testkit::Server::nginx_with_login(&www, &scratch.join("run"), "alice", "right");
+        let web = format!(
+            "{}/private/",
+            http.url().replace("://", &format!("://alice:{PASSWORD}@"))
+        );
+        for url in [url, web] {
+            let (code, err, mounted) = mount(&[], &url, &[]);
+            assert_eq!(code, Some(1), "{err}");
+            assert!(!mounted);
+            assert!(err.contains("530") || err.contains("401"), "{err}");
+            assert!(!err.contains(PASSWORD), "{err}");
+        }
+    }
 }
