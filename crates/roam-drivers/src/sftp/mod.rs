@@ -396,6 +396,7 @@ impl SftpDriver {
                     .or(how.attrs.mode)
                     .map(|m| m & 0o7777);
                 let set = requests::kept_attrs(mode, mtime, atime);
+                let set_atime = set.as_ref().and_then(|a| a.atime);
                 let placed = match how.expect.admits(now.as_ref()) {
                     false => {
                         let _ = link.call(link.sftp.close(handle));
@@ -413,6 +414,7 @@ impl SftpDriver {
                     size: Some(len),
                     permissions: mode,
                     mtime,
+                    atime: set_atime,
                     ..FileAttributes::empty()
                 };
                 if mode.is_some() && mtime.is_some() {
