@@ -612,9 +612,11 @@ pub trait Driver: Send + Sync + Debug {
         Err(unsupported(self, "set modification times", path))
     }
 
-    /// Sets the access time alone, where the protocol keeps one apart
-    /// ([`Capabilities::set_atime`]); of a symlink itself, as `set_mtime`.
-    fn set_atime(&self, path: &str, _atime: SystemTime) -> Result<()> {
+    /// Sets the access time, where the protocol keeps one apart
+    /// ([`Capabilities::set_atime`]), and the modification time with it when `mtime` is
+    /// given (one request where the protocol sets both at once); of a symlink itself, as
+    /// `set_mtime`.
+    fn set_times(&self, path: &str, _atime: SystemTime, _mtime: Option<SystemTime>) -> Result<()> {
         Err(unsupported(self, "keep access times", path))
     }
 

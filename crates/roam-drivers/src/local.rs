@@ -259,10 +259,10 @@ impl Driver for LocalDriver {
     }
 
     /// Of `path` itself, as `set_mtime`.
-    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+    fn set_times(&self, path: &str, atime: SystemTime, mtime: Option<SystemTime>) -> Result<()> {
         let real = self.real(path);
-        set_own_times(&real, Some(atime), None)
-            .map_err(|e| Error::from_io(format_args!("set atime of {}", real.display()), &e))
+        set_own_times(&real, Some(atime), mtime)
+            .map_err(|e| Error::from_io(format_args!("set times of {}", real.display()), &e))
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

@@ -777,7 +777,10 @@ impl Driver for MemDriver {
 
     /// A file's own; directories, links and special files show their mtime for it, so
     /// theirs is accepted and not kept.
-    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
+    fn set_times(&self, path: &str, atime: SystemTime, mtime: Option<SystemTime>) -> Result<()> {
+        if let Some(mtime) = mtime {
+            self.set_mtime(path, mtime)?;
+        }
         let tree = self.tree.lock().unwrap();
         match tree.objects.get(self.checked(path)?) {
             Some(Object::File(c)) => c.set_atime(atime),

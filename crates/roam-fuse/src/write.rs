@@ -390,17 +390,20 @@ impl Roamfs {
                 None => self.vfs.truncate(node, size).map_err(vfs_errno)?,
             }
         }
-        if let Some(mtime) = set.mtime.map(resolve) {
-            if self.vfs.is_dirty(node.virt()) {
+        let (atime, mtime) = (set.atime.map(resolve), set.mtime.map(resolve));
+        match mtime {
+            Some(mtime) if self.vfs.is_dirty(node.virt()) => {
                 // The upload carries the copy's mtime.
                 let copy = self.vfs.copy_path(node.virt());
                 set_times(&copy, None, Some(mtime))?;
-            } else {
-                self.vfs.set_mtime(node, mtime).map_err(vfs_errno)?;
+                if atime.is_some() {
+                    self.vfs.set_times(node, atime, None).map_err(vfs_errno)?;
+                }
             }
-        }
-        if let Some(atime) = set.atime.map(resolve) {
-            self.vfs.set_atime(node, atime).map_err(vfs_errno)?;
+            _ if atime.is_some() || mtime.is_some() => {
+                self.vfs.set_times(node, atime, mtime).map_err(vfs_errno)?;
+            }
+            _ => {}
         }
         Ok(())
     }

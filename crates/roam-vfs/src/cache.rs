@@ -289,11 +289,10 @@ impl DiskCache {
     /// minute, a fetch's to the second), and an access time that a read of the copy moves
     /// as the kernel's `relatime` moves a local file's (no request tells the server).
     pub fn copy_times(&self, virt: &str, meta: &Meta) -> Option<(SystemTime, SystemTime)> {
-        let p = self.data_path(virt);
-        if !stub_matches(&p, meta) {
+        let md = fs::symlink_metadata(self.data_path(virt)).ok()?;
+        if !describes(&md, meta) {
             return None;
         }
-        let md = fs::metadata(&p).ok()?;
         Some((md.modified().ok()?, md.accessed().ok()?))
     }
 
@@ -825,9 +824,12 @@ fn same_inode(p: &Path, file: &File) -> bool {
 /// fetched copy) keeps its inode and mtime while the file is unchanged, whichever source
 /// (a listing to the minute, a `HEAD` to the second) describes it next.
 fn stub_matches(p: &Path, meta: &Meta) -> bool {
-    let Ok(md) = fs::symlink_metadata(p) else {
-        return false;
-    };
+    fs::symlink_metadata(p).is_ok_and(|md| describes(&md, meta))
+}
+
+/// Whether a local file with metadata `md` is the version `meta` describes (see
+/// [`stub_matches`]).
+fn describes(md: &fs::Metadata, meta: &Meta) -> bool {
     let mtime_ok = match (meta.mtime, md.modified().ok()) {
         (Some(a), Some(b)) => same_mtime(unix_secs(a), unix_secs(b)),
         (None, _) => true,

@@ -1218,29 +1218,47 @@ impl Vfs {
         self.rebase(r)
     }
 
-    /// Sets the access time of `node` itself, where its backend keeps one apart; elsewhere
-    /// the mtime stands for it, and setting it is accepted for a name that is there (as on
-    /// a `noatime` mount, nothing keeps it).
-    pub fn set_atime(&self, node: &Node, atime: SystemTime) -> Result<()> {
-        let done = self.set_atime_here(node, atime);
+    /// Sets the times of `node` itself (`None`: left as it is): the modification time as
+    /// [`Vfs::set_mtime`] does, the access time where the backend keeps one apart, both in
+    /// one request where it can. Elsewhere the mtime stands for the access time, and
+    /// setting it is accepted for a name that is there (as on a `noatime` mount, nothing
+    /// keeps it).
+    pub fn set_times(
+        &self,
+        node: &Node,
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    ) -> Result<()> {
+        let r = writable_remote(node)?;
+        let Some(atime) = atime.filter(|_| r.driver.capabilities().set_atime) else {
+            return match mtime {
+                Some(mtime) => self.set_mtime(node, mtime),
+                None => self.stat(node).map(drop),
+            };
+        };
+        let done = self.set_times_here(r, atime, mtime);
         self.in_its_directory(node, done)
     }
 
-    fn set_atime_here(&self, node: &Node, atime: SystemTime) -> Result<()> {
-        let r = writable_remote(node)?;
-        if !r.driver.capabilities().set_atime {
-            return self.stat(node).map(drop);
-        }
+    fn set_times_here(
+        &self,
+        r: &Remote,
+        atime: SystemTime,
+        mtime: Option<SystemTime>,
+    ) -> Result<()> {
         if self.is_dirty(&r.virt) {
-            // The program's copy answers stat until its upload.
-            let copy = self.copy_path(&r.virt);
-            return crate::cache::set_own_times(&copy, Some(atime), None)
-                .map_err(|e| Error::cache(&copy, e));
+            if mtime.is_none() {
+                // The program's copy answers stat until its upload, which keeps its atime.
+                let copy = self.copy_path(&r.virt);
+                return crate::cache::set_own_times(&copy, Some(atime), None)
+                    .map_err(|e| Error::cache(&copy, e));
+            }
+            self.flush(&r.virt, &|| true)?;
         }
-        r.driver.set_atime(&r.path, atime)?;
+        r.driver.set_times(&r.path, atime, mtime)?;
         self.invalidate(&r.virt);
         self.cache.set_local_atime(&r.virt, atime);
-        Ok(())
+        self.rebase(r)
     }
 
     /// roam itself changed the remote version of a file still being written (`fchmod`,

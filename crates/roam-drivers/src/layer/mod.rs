@@ -324,8 +324,8 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.set_mtime(&self.down(path)?, mtime)
     }
 
-    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
-        self.lower.set_atime(&self.down(path)?, atime)
+    fn set_times(&self, path: &str, atime: SystemTime, mtime: Option<SystemTime>) -> Result<()> {
+        self.lower.set_times(&self.down(path)?, atime, mtime)
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

@@ -263,15 +263,18 @@ fn process(command: &str) -> Result<Issued> {
     issued_from_json(&json, "SessionToken").ok_or_else(|| failure(what, "no key pair in it"))
 }
 
+/// The non-empty string at `key` of `json`.
+fn json_text(json: &serde_json::Value, key: &str) -> Option<String> {
+    json[key]
+        .as_str()
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
 /// Credentials of a JSON document (`credential_process`, the metadata service) whose
 /// session token is `token`.
 fn issued_from_json(json: &serde_json::Value, token: &str) -> Option<Issued> {
-    let text = |key: &str| {
-        json[key]
-            .as_str()
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let text = |key: &str| json_text(json, key);
     Some(Issued {
         credentials: Credentials {
             access_key: text("AccessKeyId")?,
@@ -429,12 +432,7 @@ fn sso_role(http: &HttpClient, sso: &Sso, now: SystemTime) -> Result<Issued> {
 
 /// The portal's `roleCredentials`, whose `expiration` is in milliseconds since 1970.
 fn role_credentials(json: &serde_json::Value) -> Option<Issued> {
-    let text = |key: &str| {
-        json[key]
-            .as_str()
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let text = |key: &str| json_text(json, key);
     Some(Issued {
         credentials: Credentials {
             access_key: text("accessKeyId")?,

@@ -114,7 +114,7 @@ impl SftpDriver {
     /// Sets the times given (`None`: the one the server has stays), in whole seconds: SFTP
     /// v3 sets both at once. A symlink's own times are set (`lsetstat@openssh.com`), never
     /// its target's.
-    fn set_times(
+    fn setstat_times(
         &self,
         path: &str,
         atime: Option<SystemTime>,
@@ -825,12 +825,12 @@ impl Driver for SftpDriver {
 
     /// SFTP v3 sets both times at once, in whole seconds: the access time is kept.
     fn set_mtime(&self, path: &str, mtime: SystemTime) -> Result<()> {
-        self.set_times(path, None, Some(mtime))
+        self.setstat_times(path, None, Some(mtime))
     }
 
-    /// As `set_mtime`, the modification time kept.
-    fn set_atime(&self, path: &str, atime: SystemTime) -> Result<()> {
-        self.set_times(path, Some(atime), None)
+    /// Both in one `SETSTAT`, or the access time alone (the modification time kept).
+    fn set_times(&self, path: &str, atime: SystemTime, mtime: Option<SystemTime>) -> Result<()> {
+        self.setstat_times(path, Some(atime), mtime)
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {

@@ -307,16 +307,7 @@ fn set_times(k: &Kernel, job: &Job, node: &Node) -> Served {
         Ok(times) => times,
         Err(errno) => return Ok(Decision::fail(errno)),
     };
-    let set = || -> roam_vfs::Result<()> {
-        if let Some(t) = mtime {
-            vfs.set_mtime(node, t)?;
-        }
-        match atime {
-            Some(t) => vfs.set_atime(node, t),
-            None => vfs.stat(node).map(drop),
-        }
-    };
-    set()
+    vfs.set_times(node, atime, mtime)
         .map(|()| Decision::Return(0))
         .map_err(|e| (node.clone(), e))
 }
