@@ -53,8 +53,8 @@ pub struct Capabilities {
     /// else `ENOTSUP`, and the server's time stands.
     pub set_mtime: bool,
     /// An access time apart from the modification time: a stat shows it
-    /// ([`crate::Meta::atime`]) and `set_atime` sets it (SFTP, a local tree, `mem:`'s files).
-    /// Else the modification time stands for it and `set_atime` fails with `ENOTSUP`.
+    /// ([`crate::Meta::atime`]) and `set_times` sets it (SFTP, a local tree, `mem:`'s files).
+    /// Else the modification time stands for it and `set_times` fails with `ENOTSUP`.
     pub set_atime: bool,
     /// `symlink` makes symbolic links (and a stat shows their targets); else `ENOTSUP`.
     pub symlinks: bool,
