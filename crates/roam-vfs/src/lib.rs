@@ -357,20 +357,16 @@ impl Vfs {
         }
     }
 
-    /// `meta` with the times of roam's copy of the file, as `roam run` shows them (its
-    /// skeleton entry is the copy): the mtime the version was first shown with, and,
-    /// where the backend keeps one apart, the access time reads of the copy move (the
-    /// kernel's `relatime`), not the server's.
+    /// `meta` with the access time of roam's copy of the file, where the backend keeps one
+    /// apart: reads of the copy move it (the kernel's `relatime`), not the server's. (Not
+    /// its mtime: a change within the minute must still reach FUSE's page cache.)
     fn with_copy_times(&self, r: &Remote, mut meta: Meta) -> Meta {
         let caps = r.driver.capabilities();
-        if meta.kind != Kind::File || caps.in_memory || caps.in_place {
+        if meta.kind != Kind::File || caps.in_memory || caps.in_place || !caps.set_atime {
             return meta;
         }
-        if let Some((mtime, atime)) = self.cache.copy_times(&r.virt, &meta) {
-            meta.mtime = Some(mtime);
-            if caps.set_atime {
-                meta.atime = Some(atime);
-            }
+        if let Some((_, atime)) = self.cache.copy_times(&r.virt, &meta) {
+            meta.atime = Some(atime);
         }
         meta
     }

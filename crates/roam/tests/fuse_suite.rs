@@ -575,6 +575,31 @@ fn a_remote_change_reaches_past_the_kernel_page_cache() {
     assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
 }
 
+/// The same when the old version's mtime is a whole minute and the new one falls in that
+/// minute (what a minute's listing could not tell apart): the version, not the minute,
+/// decides what the kernel may keep.
+#[test]
+fn a_remote_change_within_a_whole_minute_reaches_past_the_kernel_page_cache() {
+    let m = common::Backend::new("file+cache").through(Fuse);
+    let at = |s: u64| std::time::UNIX_EPOCH + Duration::from_secs(s);
+    let set = |data: &str, mtime| {
+        fs::write(m.backend("f"), data).unwrap();
+        let f = fs::File::options()
+            .write(true)
+            .open(m.backend("f"))
+            .unwrap();
+        f.set_modified(at(mtime)).unwrap();
+    };
+    set("one\n", 1_500_000_000);
+    let roam = Roam::new();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 0\n").unwrap();
+    let roam = roam.env("ROAM_CONFIG", &conf);
+    assert_eq!(ok(&m.sh_with(roam, "cat /w/f && cat /w/f")), "one\none\n");
+    set("two\n", 1_500_000_030);
+    assert_eq!(ok(&m.sh("cat /w/f")), "two\n");
+}
+
 /// Mounting as root, the kernel reads and writes the files of a null layer itself
 /// (passthrough): the bytes are the local file's, and no READ or WRITE reaches roam (the
 /// request counts roam logs when the mount ends).
