@@ -442,6 +442,24 @@ fn an_upload_with_attrs_knows_its_result(s: Served) {
     }
 }
 
+/// A directory's time cannot be set: pyftpdlib refuses MFMT on one (550), the interview
+/// finds a directory, and that is `ENOTSUP`, not a refused permission; vsftpd has no MFMT.
+/// A file's time is set where MFMT exists.
+fn sets_times_of_files_only(s: Served) {
+    let driver = s.driver();
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    let dir = driver.set_mtime("/dir", when).unwrap_err();
+    assert_eq!(dir.kind, ErrorKind::Unsupported, "{}", dir.message);
+    let file = driver.set_mtime("/a b.txt", when);
+    match s.daemon {
+        Daemon::Pyftpdlib => {
+            file.unwrap();
+            assert_eq!(mtime_of(&s.real("a b.txt")), when);
+        }
+        Daemon::Vsftpd => assert_eq!(kind_of(file), ErrorKind::Unsupported),
+    }
+}
+
 fn refuses_a_bad_login(s: Served) {
     let url = match s.daemon {
         Daemon::Pyftpdlib => format!("ftp://{USER}:wrong@{}/pub", s.authority()),
@@ -563,6 +581,7 @@ suite!(
     reports_read_errors_precisely,
     failed_puts_leave_no_temporaries,
     an_upload_with_attrs_knows_its_result,
+    sets_times_of_files_only,
     refuses_a_bad_login,
     reports_a_stopped_server_unreachable,
     reuses_its_connection,

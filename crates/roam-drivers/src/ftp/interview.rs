@@ -19,8 +19,10 @@ use crate::{ErrorKind, Kind};
 pub(super) enum Action<'a> {
     /// Read a file (RETR).
     Read,
-    /// Look at or change an existing object (MLST, SIZE, RNFR, SITE CHMOD, MFMT).
+    /// Look at or change an existing object (MLST, SIZE, RNFR, SITE CHMOD).
     Stat,
+    /// Set an object's modification time (MFMT).
+    SetTime,
     /// List a directory (CWD, MLSD, LIST).
     List,
     /// Create or replace a file (STOR, and the RNTO onto it).
@@ -60,6 +62,9 @@ pub(super) fn ask(conn: &mut Conn, action: Action, path: &str) -> Result<ErrorKi
         (_, Missing(kind)) => kind,
         (Action::MakeDir, Dir | Listed(_)) => E::AlreadyExists,
         (Action::Read | Action::Write | Action::RemoveFile, _) if dir => E::IsADirectory,
+        // MFMT names a file (pyftpdlib refuses it on a directory): the server cannot
+        // express a directory's time, which is not a matter of permission.
+        (Action::SetTime, _) if dir => E::Unsupported,
         // Absent from an existing parent: missing, unless the command was to create it.
         (Action::Write | Action::MakeDir | Action::RenameTo { .. }, Absent) => E::PermissionDenied,
         (_, Absent) => E::NotFound,

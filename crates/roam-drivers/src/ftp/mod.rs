@@ -591,7 +591,7 @@ impl Driver for FtpDriver {
             let line = format!("MFMT {} {remote}", time::format_timeval(mtime));
             conn.expect(&line, 2)
                 .map(drop)
-                .map_err(|fault| self.explain(conn, fault, Action::Stat, "MFMT", &remote))
+                .map_err(|fault| self.explain(conn, fault, Action::SetTime, "MFMT", &remote))
         })
     }
 }
