@@ -447,3 +447,30 @@ fn a_files_mtime_stays_what_its_listing_showed_across_its_fetch() {
         );
     }
 }
+
+/// A remote directory's ctime is its mtime, and stays so while roam fills its skeleton (a
+/// fetched copy placed in it): `tar` compares a directory's stat before reading it with an
+/// `fstat` after, and said "file changed as we read it" of a cached tree.
+#[test]
+fn a_directorys_ctime_stays_while_roam_fills_it() {
+    use common::Frontend;
+    let script = "a=$(stat -c '%Y %Z' /w/dir/sub) && sleep 1.1 && cat /w/dir/sub/deep.txt > /dev/null && b=$(stat -c '%Y %Z' /w/dir/sub) && c=$(python3 -c \"import os\nfd = os.open('/w/dir/sub', os.O_RDONLY)\nst = os.fstat(fd)\nprint(int(st.st_mtime), int(st.st_ctime))\") && echo \"$a / $b / $c\"";
+    for frontend in [Frontend::Trap, Frontend::RunFuse, Frontend::Fuse] {
+        let b = Backend::serving("file+cache", |srv| {
+            populate(srv);
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+            std::fs::File::open(srv.join("dir/sub"))
+                .and_then(|f| f.set_modified(t))
+                .unwrap();
+        })
+        .through(frontend);
+        let o = b.sh(script);
+        let t = "1500000000 1500000000";
+        assert_eq!(
+            stdout(&o),
+            format!("{t} / {t} / {t}\n"),
+            "via {frontend:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -134,12 +134,13 @@ const STATX: Fields = Fields {
     ctime: 96,
 };
 
-/// After a successful stat of a cache entry (by name or fd) standing for a remote regular
-/// file, what the remote file would show: the blocks of a whole file of its size (a stub is
-/// sparse; the remote file is not), in 512-byte units; one link (roam's copies are linked to
-/// each other inside the cache); and its mtime as ctime — the cache entry's own ctime
-/// changes when roam fills it, which programs that compare a stat before reading with an
-/// `fstat` after (`tar`) would take for a change of the file.
+/// After a successful stat of a cache entry (by name or fd) standing for a remote object,
+/// what the remote one would show: for a regular file, the blocks of a whole file of its
+/// size (a stub is sparse; the remote file is not), in 512-byte units, and one link
+/// (roam's copies are linked to each other inside the cache); for every kind, its mtime
+/// as ctime — the cache entry's own ctime changes when roam fills it (or, for a
+/// directory, places entries in it), which programs that compare a stat before reading
+/// with an `fstat` after (`tar`) would take for a change.
 pub(super) fn as_remote_stat(
     tid: Pid,
     buf: u64,
@@ -154,9 +155,8 @@ pub(super) fn as_remote_stat(
     if memory::read(tid, buf, &mut st)? != st.len() {
         return Err(nix::errno::Errno::EFAULT);
     }
-    if make_remote(&mut st, statx, link) {
-        memory::write(tid, buf, &st)?;
-    }
+    make_remote(&mut st, statx, link);
+    memory::write(tid, buf, &st)?;
     Ok(())
 }
 
@@ -169,8 +169,8 @@ pub(super) fn stat_size(statx: bool) -> usize {
     }
 }
 
-/// [`as_remote_stat`] on a stat buffer: returns whether it changed it (a regular file).
-pub(super) fn make_remote(st: &mut [u8], statx: bool, link: Option<u64>) -> bool {
+/// [`as_remote_stat`] on a stat buffer.
+pub(super) fn make_remote(st: &mut [u8], statx: bool, link: Option<u64>) {
     let f = if statx { &STATX } else { &STAT };
     let field = |st: &[u8], at: u64, n: usize| {
         let mut w = [0u8; 8];
@@ -186,22 +186,24 @@ pub(super) fn make_remote(st: &mut [u8], statx: bool, link: Option<u64>) -> bool
         // A link's size is the length of its text: the server's, not its skeleton entry's.
         (libc::S_IFLNK, Some(len)) => {
             put(st, f.size, &len.to_ne_bytes());
-            return true;
         }
-        (libc::S_IFREG, _) => {}
-        _ => return false,
+        (libc::S_IFREG, _) => {
+            // In 4 KiB blocks, as local file systems allocate (and `du` then agrees).
+            let whole = field(st, f.size, 8).div_ceil(4096) * 8;
+            if field(st, f.blocks, 8) < whole {
+                put(st, f.blocks, &whole.to_ne_bytes());
+            }
+            // st_nlink is 8 bytes, stx_nlink 4 (little-endian: the low bytes come first).
+            let one = 1u64.to_ne_bytes();
+            put(st, f.nlink, if statx { &one[..4] } else { &one });
+        }
+        _ => {}
     }
-    // In 4 KiB blocks, as local file systems allocate (and `du` then agrees with them).
-    let whole = field(st, f.size, 8).div_ceil(4096) * 8;
-    if field(st, f.blocks, 8) < whole {
-        put(st, f.blocks, &whole.to_ne_bytes());
-    }
-    // st_nlink is 8 bytes, stx_nlink 4 (little-endian: the low bytes come first).
-    let one = 1u64.to_ne_bytes();
-    put(st, f.nlink, if statx { &one[..4] } else { &one });
+    // Every kind: a skeleton directory's own ctime moves whenever roam places an entry in
+    // it (a fetched copy, a listing's stubs), which `tar` would take for a change of the
+    // directory it is reading.
     let mtime = st[f.mtime as usize..f.mtime as usize + 16].to_vec();
     put(st, f.ctime, &mtime);
-    true
 }
 
 /// readlink of a magic link into roam's cache answers with the virtual name.
