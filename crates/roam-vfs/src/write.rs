@@ -867,6 +867,42 @@ impl Vfs {
         }
     }
 
+    /// Where the kernel binds (`bind`: `Some(mode)`, the socket's permission bits less the
+    /// caller's umask) or finds (`connect`: `None`) the unix socket named `node`: the
+    /// local name of a tree served in place; on a backend in memory, the name is kept
+    /// there and the socket lives at its skeleton entry (which every process meets, as
+    /// for a FIFO). Elsewhere a bind is `EPERM` (no special files) and a connect finds no
+    /// socket: `ECONNREFUSED` for a name that is there.
+    pub fn unix_socket(&self, node: &Node, bind: Option<u32>) -> Result<PathBuf> {
+        if let Some(local) = self.in_place(node) {
+            return Ok(local);
+        }
+        let Some(mode) = bind else {
+            return match self.special_path(node)? {
+                Some(p) => Ok(p),
+                None => self
+                    .stat(node)
+                    .and_then(|_| Err(posix(libc::ECONNREFUSED, node.virt(), "not a socket"))),
+            };
+        };
+        self.mknod(node, libc::S_IFSOCK | mode)
+            .map_err(|e| match e.errno() {
+                libc::EEXIST => posix(libc::EADDRINUSE, node.virt(), "the name exists"),
+                _ => e,
+            })?;
+        let Node::Remote(r) = node else {
+            return Err(posix(libc::EPERM, node.virt(), "no sockets here"));
+        };
+        let entry = self.cache.meta_path(&r.virt);
+        self.cache.put_dir(crate::path::split_name(&r.virt).0)?;
+        // The name was free on the backend: whatever the skeleton still has there is a
+        // leftover, and the kernel's bind needs the name free.
+        match std::fs::remove_file(&entry) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::cache(&entry, e)),
+            _ => Ok(entry),
+        }
+    }
+
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
     pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
         let done = self.mkdir_here(node, mode);

@@ -96,6 +96,9 @@ impl Kernel {
                 other => other,
             },
             Decision::Exec { .. } => self.cannot_afar(tid, spec, "exec a roam name"),
+            Decision::RewriteAddr { .. } => {
+                self.cannot_afar(tid, spec, "bind or connect a unix socket by a roam name")
+            }
         }
     }
 

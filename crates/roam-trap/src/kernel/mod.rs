@@ -20,6 +20,7 @@ mod open;
 mod read;
 mod report;
 pub mod resolve;
+mod socket;
 mod syscalls;
 pub mod table;
 
@@ -47,6 +48,13 @@ pub enum Decision {
     ReturnData { addr: u64, data: Vec<u8>, ret: i64 },
     /// Let it run (e.g. `close` must really close the fd), then make it return this value.
     RunThenReturn(i64),
+    /// Let it run with the socket address `addr` (a `sockaddr_un`) in place of register
+    /// `arg`'s, its length in register `len_arg`.
+    RewriteAddr {
+        arg: usize,
+        len_arg: usize,
+        addr: Vec<u8>,
+    },
     /// Let it run with these path arguments, then finish its result (at the exit stop).
     RewriteThen {
         args: Vec<(usize, Vec<u8>)>,
@@ -323,6 +331,7 @@ impl Kernel {
                 return Triage::Done(Decision::Continue)
             }
             Family::Getcwd => return Triage::Done(dir::getcwd(self, tid, &call)),
+            Family::Socket => return socket::triage(self, tid, spec, call),
             Family::Dents => return junction::triage(self, tid, &call),
             Family::NoUring => return Triage::Done(Decision::fail(libc::ENOSYS)),
             Family::Ptrace => return Triage::Done(self.pass_ptrace(tid, &call)),
@@ -418,6 +427,7 @@ impl Kernel {
             Family::Open => open::serve(self, job),
             Family::Exec => exec::serve(self, job),
             Family::Chdir => dir::chdir(self, job),
+            Family::Socket => socket::serve(self, job),
             Family::Inspect | Family::Access | Family::Readlink => inspect::serve(self, job),
             Family::Mutate | Family::MutateFd => mutate::serve(self, job),
             Family::Close | Family::Sync => close::serve(self, job),

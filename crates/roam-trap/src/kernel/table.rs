@@ -32,6 +32,10 @@ pub enum Family {
     /// A path-taking call roam does not serve on its names (yet): ENOSYS, with a message
     /// naming the call, rather than the kernel's ENOENT for a name it cannot see.
     Unserved,
+    /// bind/connect: a unix socket named by a path (a `sockaddr_un` at register 1, its
+    /// length at register 2) that is a roam name is bound or found where the kernel can
+    /// reach it; every other address runs as given.
+    Socket,
     /// io_uring would bypass the trap: ENOSYS, so programs fall back to plain calls.
     NoUring,
     /// ptrace: roam is every tracee's tracer, so a debugger's request to trace one of them
@@ -195,6 +199,8 @@ pub static TABLE: &[Spec] = &[
     ),
     spec!(SYS_quotactl, Unsupported, [p(1)]),
     spec!(SYS_FILE_SETATTR = "file_setattr", Unserved, [at(0, 1)]),
+    spec!(SYS_bind, Socket, []),
+    spec!(SYS_connect, Socket, []),
     spec!(SYS_io_uring_setup, NoUring, []),
     spec!(SYS_ptrace, Ptrace, []),
     // Roam's copies (files being written, large files arriving in ranges) are opened at

@@ -678,6 +678,14 @@ fn carry_out(tid: Pid, sp: u64, decision: Decision, scratch: &mut Scratch) -> ni
             let changes: Vec<(usize, u64)> = args.iter().map(|(i, _)| *i).zip(addrs).collect();
             ptrace::set_args(tid, &changes)
         }
+        Decision::RewriteAddr { arg, len_arg, addr } => {
+            let len = memory::strings_len(&[&addr]);
+            let placed = place(scratch, tid, sp, len, |top| {
+                memory::push_strings(tid, top, &[&addr])
+            })?;
+            // With the NUL that follows the name.
+            ptrace::set_args(tid, &[(arg, placed[0]), (len_arg, addr.len() as u64 + 1)])
+        }
         Decision::Exec {
             path_arg,
             path,

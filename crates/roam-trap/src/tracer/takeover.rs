@@ -129,7 +129,10 @@ impl Outlets {
     pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
         let rewrites = matches!(
             decision,
-            Decision::Rewrite(_) | Decision::RewriteThen { .. } | Decision::OpenWatched { .. }
+            Decision::Rewrite(_)
+                | Decision::RewriteThen { .. }
+                | Decision::OpenWatched { .. }
+                | Decision::RewriteAddr { .. }
         );
         match self.listener.as_ref() {
             Some(listener) if rewrites && !acts_as_roam(n.tid) => {
