@@ -140,11 +140,14 @@ impl Driver for LocalDriver {
         })
     }
 
+    /// The file's bytes, or `NotModified` when `validator` names this very version (its
+    /// ETag: inode and mtime to the nanosecond), as a conditional GET answers: roam's copy
+    /// then stays the one a program has already seen.
     fn fetch(
         &self,
         path: &str,
         dest: &mut dyn Write,
-        _validator: Option<&Validator>,
+        validator: Option<&Validator>,
     ) -> Result<Fetched> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
@@ -156,8 +159,12 @@ impl Driver for LocalDriver {
                 format!("{}: is a directory", ctx()),
             ));
         }
+        let meta = meta_of(&real, &md);
+        if validator.is_some_and(|v| v.etag.is_some() && v.etag == meta.etag) {
+            return Ok(Fetched::NotModified);
+        }
         std::io::copy(&mut file, dest).map_err(|e| Error::from_io(ctx(), &e))?;
-        Ok(Fetched::Body(meta_of(&real, &md)))
+        Ok(Fetched::Body(meta))
     }
 
     fn local_path(&self, path: &str) -> Option<PathBuf> {

@@ -32,7 +32,9 @@ use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
-use roam_drivers::{Attrs, Capabilities, Driver, Expect, Kind, Meta, NewFile, Result};
+use roam_drivers::{
+    Attrs, Capabilities, Driver, Expect, Fetched, Kind, Meta, NewFile, Result, Validator,
+};
 use roam_testkit::{self as kit, noise, write_file, Scratch, Server};
 
 /// One backend under test: a driver of its server, what it declares, and what keeps the
@@ -838,6 +840,29 @@ fn versions_without_etags_by_size_and_time(s: &Service) {
     assert_eq!(contents(s.d(), "/timed"), b"thirteen byte");
 }
 
+/// A fetch given the validator of the version it would read answers `NotModified` (the
+/// copy roam holds stays the one programs have seen: a new one is a new inode); once the
+/// file changed, its new bytes.
+fn fetches_are_conditional(s: &Service) {
+    let seen = s.seed("/v", b"version one");
+    let validator = Validator {
+        etag: seen.etag.clone(),
+        mtime: seen.mtime,
+    };
+    let mut body = Vec::new();
+    let again = s.d().fetch("/v", &mut body, Some(&validator)).unwrap();
+    assert!(
+        matches!(again, Fetched::NotModified) && body.is_empty(),
+        "{again:?}, {} bytes",
+        body.len()
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    s.seed("/v", b"version two, longer");
+    let changed = s.d().fetch("/v", &mut body, Some(&validator)).unwrap();
+    assert!(matches!(changed, Fetched::Body(_)), "{changed:?}");
+    assert_eq!(body, b"version two, longer");
+}
+
 /// One `#[test]` per (service, case): `service::case`, each on a server of its own.
 macro_rules! behaviour {
     (services: [$($service:ident),* $(,)?], cases: $cases:tt $(,)?) => {
@@ -877,6 +902,7 @@ behaviour! {
         special_files_where_declared,
         in_place_and_in_memory_where_declared,
         stale_versions_are_not_replaced,
+        fetches_are_conditional,
         versions_without_etags_by_size_and_time,
     ],
 }
