@@ -218,7 +218,7 @@ impl DiskCache {
                 // The copy of this very version, shown so far with the mtime it was
                 // written with (the server gave its own on upload): it keeps its inode,
                 // which programs compare between `stat` and `fstat`.
-                set_own_times(&p, None, meta.mtime).map_err(|e| Error::cache(&p, e))?;
+                self.retime_copy(virt, &p, meta.mtime)?;
                 set_mode_in_place(&p, meta.mode)?;
             }
             Kind::File => {
@@ -309,14 +309,43 @@ impl DiskCache {
         Ok(())
     }
 
+    /// Gives the copy of `virt` (its entry `p`) the server's `mtime`. Its sidecar's stamp
+    /// of the uploaded copy moves with it: a stamp that no longer matched would read as
+    /// writes made to the copy after its upload.
+    fn retime_copy(&self, virt: &str, p: &Path, mtime: Option<SystemTime>) -> Result<()> {
+        if mtime.is_none() || mtime_of(p) == mtime {
+            return Ok(());
+        }
+        let before = stamp(p);
+        set_own_times(p, None, mtime).map_err(|e| Error::cache(p, e))?;
+        match self.info(virt) {
+            Some(mut info)
+                if info.copy_mtime_ns.is_some() && info.copy_mtime_ns == before.map(|s| s.1) =>
+            {
+                info.copy_mtime_ns = stamp(p).map(|s| s.1);
+                self.put_info(virt, &info)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the entry `p` of `virt` is its copy, and that copy the version `meta`
-    /// describes (by its ETag and size).
+    /// describes: by its ETag and size, or, where `meta` has no ETag (nginx's WebDAV
+    /// listings), by its size and the time the server gave the copy's version (a copy
+    /// just uploaded still has the time it was written, often a second before the
+    /// server's).
     fn shows_copy_of(&self, virt: &str, p: &Path, meta: &Meta) -> bool {
         let Some(info) = self.info(virt) else {
             return false;
         };
-        meta.etag.is_some()
-            && info.etag == meta.etag
+        let same_version = match &meta.etag {
+            Some(_) => info.etag == meta.etag,
+            None => meta
+                .mtime
+                .zip(info.mtime)
+                .is_some_and(|(now, then)| same_mtime(unix_secs(now), then)),
+        };
+        same_version
             && meta.size.is_none_or(|s| s == info.size)
             && same_file(p, &self.data_path(virt))
     }

@@ -474,3 +474,20 @@ fn a_directorys_ctime_stays_while_roam_fills_it() {
         );
     }
 }
+
+/// A tree written in the run copies out with `cp -r` when every stat asks the server
+/// again (T_read 0): files whose modes the backend does not keep (0600, 0755 on WebDAV and
+/// S3) keep one identity from the listing through their fetch. Under load, T_read ran out
+/// between `cp -r` in and out, and `cp` said a file "was replaced while being copied".
+#[test]
+fn a_tree_written_in_the_run_copies_out_when_listings_expire() {
+    let script = "T=$(mktemp -d) && mkdir $T/src && echo a > $T/src/a && echo s > $T/src/secret && chmod 600 $T/src/secret && echo x > $T/src/run && chmod 755 $T/src/run && cp -r $T/src /w/cpr && sleep 1.1 && cp -r /w/cpr $T/out && cat $T/out/a $T/out/secret $T/out/run && rm -r $T";
+    for kind in ["dav", "s3", "sftp", "file+cache"] {
+        let b = Backend::serving(kind, |_| {});
+        let roam = Roam::new();
+        let conf = roam.cache.join("t_read.toml");
+        write_file(&conf, b"[cache]\nt_read = 0\n", 0o644);
+        let o = b.sh_with(roam.env("ROAM_CONFIG", &conf), script);
+        assert_eq!(stdout(&o), "a\ns\nx\n", "{kind}: {}", stderr(&o));
+    }
+}
