@@ -436,21 +436,6 @@ const ANY: &[Frontend] = &[Frontend::Trap, Frontend::RunFuse, Frontend::Fuse];
 const MODELESS: &[&str] = &["s3", "dav"];
 
 const GAPS: &[Gap] = &[
-    // S3 and WebDAV under `roam run`: `tar c` and `cp -a` out of a tree written in the run
-    // still fail now and then on a loaded machine (seen once after the fixes of the
-    // directory mtime and the uploaded file's inode; not reproduced alone).
-    Gap {
-        kinds: MODELESS,
-        frontends: &[Frontend::Trap],
-        what: &[
-            "== tar-out",
-            "== prev-tar-out",
-            "== cp-a-out",
-            "# out/cpa",
-            "== prev-cp-a-out",
-            "# prev/pcpa",
-        ],
-    },
     // S3 and WebDAV: a chmod of a file already uploaded (rsync's temporary, before its
     // rename) is kept in roam's copy when roam holds one, else ENOTSUP: in some runs.
     Gap {
