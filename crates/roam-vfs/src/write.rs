@@ -1219,11 +1219,7 @@ impl Vfs {
         }
         let on_server = match r.driver.set_mode(&r.path, mode) {
             Ok(()) => true,
-            // Kept in roam's copy of a file; a directory's name in the data mirror (made
-            // when a file below it was cached) is no copy: the mode would go nowhere.
-            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_path(&r.virt).is_file() => {
-                false
-            }
+            Err(e) if e.kind == ErrorKind::Unsupported && self.copy_to_keep_mode(r)? => false,
             Err(e) => return Err(e.into()),
         };
         if self.is_dirty(&r.virt) || !on_server {
@@ -1237,6 +1233,23 @@ impl Vfs {
             self.rebase(r)?;
         }
         Ok(())
+    }
+
+    /// Whether roam holds a copy of `r` to keep a mode its backend cannot (WebDAV, S3),
+    /// fetching one for a file it does not hold: a `chmod` then does the same whether or
+    /// not the file was cached (`rsync`'s chmod of a temporary it has just written).
+    /// Not for a directory: its name in the data mirror (made when a file below it was
+    /// cached) is no copy, and the mode would go nowhere.
+    fn copy_to_keep_mode(&self, r: &Remote) -> Result<bool> {
+        if self.copy_path(&r.virt).is_file() {
+            return Ok(true);
+        }
+        let meta = self.stat_remote(r)?;
+        if meta.kind != Kind::File {
+            return Ok(false);
+        }
+        self.fetch_file(r, &meta)?;
+        Ok(self.copy_path(&r.virt).is_file())
     }
 
     pub fn set_mtime(&self, node: &Node, mtime: SystemTime) -> Result<()> {

@@ -55,6 +55,20 @@ fn webdav_has_no_symlinks_but_chmod_x_works_on_roam_s_copy() {
     assert!(!m.backend("l").exists());
 }
 
+/// On a backend without permission bits, a `chmod` of a file roam holds no copy of (put
+/// there by another client) is kept as it is for a cached one: in a copy roam fetches for
+/// it, not refused in one case and kept in the other.
+#[test]
+fn chmod_on_a_modeless_backend_keeps_the_mode_cached_or_not() {
+    for kind in ["dav", "s3"] {
+        let m = Mount::serving(kind, |srv| {
+            write_file(&srv.join("other.sh"), b"echo ran\n", 0o644)
+        });
+        let o = m.sh("chmod 750 /w/other.sh && stat -c %a /w/other.sh && sh /w/other.sh");
+        assert_eq!(stdout(&o), "750\nran\n", "{kind}: {}", stderr(&o));
+    }
+}
+
 /// `roam.toml` with a T_read, for the consistency tests.
 fn with_t_read(secs: u64) -> Roam {
     let roam = Roam::new();
