@@ -5,13 +5,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
+use fuser::{Errno, FileAttr, FileType};
 use roam_vfs::Kind;
 use roam_vfs::{LinkTarget, Node};
 
 use crate::attr;
-
-const GEN: Generation = Generation(0);
 use crate::handles::{Data, OpenDir, OpenFile, Opened};
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
@@ -206,11 +204,16 @@ impl Roamfs {
         Ok(self.handles.add_dir(OpenDir { virt, entries }))
     }
 
-    /// `readdir` with each entry's attributes (`ls -l` in one request).
-    pub(crate) fn readdirplus(&self, fh: u64, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let Some(dir) = self.handles.dir(fh) else {
-            return reply.error(Errno::EBADF);
-        };
+    /// `readdir` with each entry's attributes (`ls -l` in one request): `add` takes each
+    /// entry from `offset` on (inode, the next entry's offset, name, TTL, attributes) and
+    /// says when the reply is full.
+    pub(crate) fn readdirplus(
+        &self,
+        fh: u64,
+        offset: u64,
+        mut add: impl FnMut(u64, u64, &str, &Duration, &FileAttr) -> bool,
+    ) -> Res<()> {
+        let dir = self.handles.dir(fh).ok_or(Errno::EBADF)?;
         for (i, (ino, _, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
             let virt = match name.as_str() {
                 "." => dir.virt.clone(),
@@ -221,11 +224,11 @@ impl Roamfs {
             let Ok((attr, ttl)) = self.attr_of(*ino, &virt) else {
                 continue;
             };
-            if reply.add(INodeNo(*ino), i as u64 + 1, name, &ttl, &attr, GEN) {
+            if add(*ino, i as u64 + 1, name, &ttl, &attr) {
                 break;
             }
         }
-        reply.ok();
+        Ok(())
     }
 
     /// The next components of the mount points below the made-up directory `virt`.
