@@ -191,7 +191,7 @@ impl<'a> Body<'a> {
 
 /// The `S_IF*` bits of a file type.
 fn mode(kind: FileType) -> u32 {
-    (match kind {
+    match kind {
         FileType::NamedPipe => libc::S_IFIFO,
         FileType::CharDevice => libc::S_IFCHR,
         FileType::BlockDevice => libc::S_IFBLK,
@@ -199,7 +199,7 @@ fn mode(kind: FileType) -> u32 {
         FileType::RegularFile => libc::S_IFREG,
         FileType::Symlink => libc::S_IFLNK,
         FileType::Socket => libc::S_IFSOCK,
-    }) as u32
+    }
 }
 
 /// Seconds and nanoseconds since the epoch, negative before it.
