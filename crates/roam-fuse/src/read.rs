@@ -319,13 +319,20 @@ impl Roamfs {
 
     /// Reads from the open file `f` (looked up once, by the channel thread).
     pub(crate) fn read(&self, f: &OpenFile, offset: u64, size: u32) -> Res<Vec<u8>> {
-        let len = u64::from(size);
+        let mut buf = vec![0u8; size as usize];
+        let n = self.read_into(f, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Reads into `buf` (a ring entry's payload: no buffer of its own); the bytes read.
+    pub(crate) fn read_into(&self, f: &OpenFile, offset: u64, buf: &mut [u8]) -> Res<usize> {
+        let len = buf.len() as u64;
         if f.how == Opened::Stream && self.vfs.range_missing(&f.virt, offset, len) {
             self.vfs
                 .ensure_range(&f.virt, offset, len)
                 .map_err(vfs_errno)?;
         }
-        let mut buf = vec![0u8; size as usize];
         let mut n = 0;
         while n < buf.len() {
             match f.data.read_at(&mut buf[n..], offset + n as u64) {
@@ -335,8 +342,7 @@ impl Roamfs {
                 Err(e) => return Err(io_errno(e)),
             }
         }
-        buf.truncate(n);
-        Ok(buf)
+        Ok(n)
     }
 
     /// Free space: that of the file system holding roam's cache, where copies live.

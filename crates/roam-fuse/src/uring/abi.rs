@@ -126,6 +126,17 @@ impl<'a> Body<'a> {
         self
     }
 
+    /// Lets `fill` write up to `n` bytes in place; it says how many it wrote.
+    pub fn fill<E>(
+        &mut self,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let end = (self.len + n).min(self.buf.len());
+        self.len += fill(&mut self.buf[self.len..end])?;
+        Ok(())
+    }
+
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.bytes(&v.to_ne_bytes())
     }

@@ -179,7 +179,7 @@ fn answer(fs: &Roamfs, counts: &Counts, h: &Header, input: &[u8], out: &mut Body
         READ => {
             counts.add(Op::Read);
             let f = fs.handles.file(op.u64(0)).ok_or(Errno::EBADF)?;
-            out.bytes(&fs.read(&f, op.u64(8), op.u32(16))?);
+            out.fill(op.u32(16) as usize, |buf| fs.read_into(&f, op.u64(8), buf))?;
         }
         STATFS => {
             counts.add(Op::Statfs);
