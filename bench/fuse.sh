@@ -7,6 +7,8 @@
 #    vs `rclone mount LOCALDIR`, and into a directory in tmpfs vs the null layer over it;
 # 3. a large file from nginx on loopback read with cat: uncached, cached (kernel page
 #    cache, a second read), backend-cached (a new mount over roam's warm disk cache).
+# Each roam row also runs with its requests through FUSE over io_uring (`-uring` rows,
+# ROAM_FUSE_URING=1; /dev/fuse where the kernel does not allow it: see `roam doctor`).
 # Prints markdown tables: median seconds of RUNS and the ratio to the native row; the rows
 # of a tar table are interleaved run by run, so load on a shared machine hits them alike.
 #
@@ -49,6 +51,7 @@ mount_kind() {
         tmpfs) mount -t tmpfs -o size=1g tmpfs "$mnt" ;;
         local) mount --bind "$work/local" "$mnt" ;;
         ram) mount --bind "$work/ram/local" "$mnt" ;;
+        roam-*-uring) ROAM_FUSE_URING=1 mount_kind "${1%-uring}"; return ;;
         roam-null-ram) "$ROAM" mount "$mnt" "null:$work/ram/local" ;;
         roam-mem) "$ROAM" mount "$mnt" mem: ;;
         roam-null) "$ROAM" mount "$mnt" "null:$work/local" ;;
@@ -115,9 +118,9 @@ tar_table() {
     echo
 }
 
-tar_table "tar extraction: tmpfs vs in-memory file systems" tmpfs roam-mem rclone-mem
-tar_table "tar extraction: local directory vs null layers over it" local roam-null rclone-local
-tar_table "tar extraction: a directory in tmpfs vs the null layer over it (the layer alone, no disk)" ram roam-null-ram
+tar_table "tar extraction: tmpfs vs in-memory file systems" tmpfs roam-mem roam-mem-uring rclone-mem
+tar_table "tar extraction: local directory vs null layers over it" local roam-null roam-null-uring rclone-local
+tar_table "tar extraction: a directory in tmpfs vs the null layer over it (the layer alone, no disk)" ram roam-null-ram roam-null-ram-uring
 
 # Large file.
 head -c "${SIZE_MB}M" /dev/urandom > "$work/www/big.bin"
@@ -157,7 +160,7 @@ curl_runs=$(for _ in $(seq "$RUNS"); do
     secs "$a" "$b"
 done | median)
 echo "| curl (no mount) | $curl_runs | - | - |"
-for kind in roam-http rclone-http rclone-http-full; do
+for kind in roam-http roam-http-uring rclone-http rclone-http-full; do
     runs=$(for _ in $(seq "$RUNS"); do large_once "$kind"; done)
     echo "| $kind | $(col 1 <<< "$runs") | $(col 2 <<< "$runs") | $(col 3 <<< "$runs") |"
 done

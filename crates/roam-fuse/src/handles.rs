@@ -119,7 +119,7 @@ pub struct OpenFile {
     pub unflushed: std::sync::atomic::AtomicBool,
     /// The kernel's registration of the file, when it reads and writes it itself
     /// ([`crate::passthrough`]); kept while the file is open.
-    pub backing: std::sync::OnceLock<Arc<fuser::BackingId>>,
+    pub backing: std::sync::OnceLock<Arc<crate::passthrough::Backing>>,
 }
 
 impl OpenFile {

@@ -17,7 +17,9 @@
 //! Requests are read by a few threads (fuser's event loops on cloned `/dev/fuse` fds),
 //! which answer what is local themselves and pass requests on remote names to a pool of
 //! workers ([`ops`]): a request waiting for a slow server holds one worker, never the
-//! mount.
+//! mount. Or, where the kernel allows and the mount asks for it, they come through
+//! io_uring ([`uring`]): to a thread on the CPU of the program that asked, which answers
+//! them with the same calls.
 
 mod attr;
 mod counts;
@@ -29,6 +31,7 @@ mod mount;
 mod ops;
 mod passthrough;
 mod read;
+pub mod uring;
 mod write;
 
 use std::sync::{mpsc, Arc, Mutex};
@@ -37,7 +40,7 @@ use std::time::{Duration, SystemTime};
 use fuser::Errno;
 use roam_vfs::{Node, Vfs};
 
-pub use mount::{mount, Mounted, Options};
+pub use mount::{mount, Mounted, Options, Transport};
 
 /// Where a virtual name lives.
 enum Place {

@@ -1,12 +1,16 @@
-//! Mounting: a FUSE session over a [`Roamfs`] (readers and workers, see [`crate::ops`]), and the thread
-//! that passes roam's invalidations (a remote file changed) to the kernel.
+//! Mounting: a FUSE session over a [`Roamfs`] (readers and workers, see [`crate::ops`];
+//! ring entries, see [`crate::uring`]), and the thread that passes roam's invalidations (a
+//! remote file changed) to the kernel.
 
+use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use fuser::{BackgroundSession, Config, INodeNo, MountOption, Session, SessionACL};
 
 use crate::ops::{Pool, Served};
+use crate::uring::Rings;
 use crate::Roamfs;
 
 /// Threads reading `/dev/fuse`. They never wait for a server (the workers do), so two
@@ -31,6 +35,30 @@ pub struct Options {
     pub direct: bool,
     /// Mount read-only: the kernel fails every change with EROFS before roam sees it.
     pub read_only: bool,
+    /// Take requests through io_uring where the kernel allows it ([`crate::uring`]),
+    /// else through `/dev/fuse`.
+    pub uring: bool,
+}
+
+/// How requests reach roam.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Threads reading `/dev/fuse`.
+    DevFuse { readers: usize },
+    /// FUSE over io_uring: a queue per CPU, entries with a thread each.
+    Uring { queues: usize, per_queue: usize },
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::DevFuse { readers } => write!(f, "/dev/fuse ({readers} readers)"),
+            Transport::Uring { queues, per_queue } => write!(
+                f,
+                "FUSE over io_uring ({queues} queues of {per_queue} entries)"
+            ),
+        }
+    }
 }
 
 /// A mounted file system; dropping it unmounts.
@@ -38,9 +66,15 @@ pub struct Mounted {
     session: BackgroundSession,
     /// Mounted by fusermount3, which must undo it too (fuser holds no mount then).
     helper: Option<std::path::PathBuf>,
+    transport: Transport,
 }
 
 impl Mounted {
+    /// How requests reach roam.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
     /// Whether the session ended (the file system was unmounted from outside).
     pub fn ended(&self) -> bool {
         self.session.guard.is_finished()
@@ -99,10 +133,26 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     config.clone_fd = true;
     let fs = Arc::new(fs);
     deliver_in_background(&fs)?;
+    let counts = Arc::default();
+    let rings = opts
+        .uring
+        .then(|| Rings::prepare(&fs, &counts, opts.threads));
+    let rings = match rings {
+        Some(Err(e)) => {
+            tracing::info!("no FUSE over io_uring: {e}");
+            None
+        }
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
+    let granted = Arc::new(AtomicBool::new(false));
+    let roamfs = fs.clone();
     let fs = Served {
         fs,
         pool: Pool::new(opts.threads)?,
-        counts: Default::default(),
+        counts,
+        uring_ready: rings.is_some(),
+        uring_granted: granted.clone(),
     };
     // SAFETY: geteuid cannot fail.
     let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {
@@ -112,6 +162,21 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         let fd = crate::fusermount::mount(dir, &helper_options(opts))?;
         let acl = config.acl;
         (Session::from_fd(fs, fd, acl, config)?, Some(dir.to_owned()))
+    };
+    let device = Arc::new(session.as_fd().try_clone_to_owned()?);
+    roamfs.passthrough.set_device(device.clone());
+    let transport = match rings {
+        Some(r) => {
+            let uring = Transport::Uring {
+                queues: r.queues,
+                per_queue: r.per_queue,
+            };
+            match r.start(&device, granted.load(Ordering::Relaxed)) {
+                true => uring,
+                false => Transport::DevFuse { readers: READERS },
+            }
+        }
+        None => Transport::DevFuse { readers: READERS },
     };
     let notifier = session.notifier();
     std::thread::Builder::new()
@@ -125,6 +190,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     Ok(Mounted {
         session: session.spawn()?,
         helper,
+        transport,
     })
 }
 

@@ -11,6 +11,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ const GEN: Generation = Generation(0);
 /// `WRITE` requests a file instead of its 1.9 writes). A direct write drops the pages
 /// other opens cached of what it changed, so their reads still see it; and a write-only
 /// fd cannot be mapped, so no mapping misses the page cache.
-fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlags {
+pub(crate) fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlags {
     let mut flags = FopenFlags::empty();
     if keep {
         flags |= FopenFlags::FOPEN_KEEP_CACHE;
@@ -52,7 +53,7 @@ fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlags {
 /// The open flags of a file the kernel reads and writes itself: the page cache is the
 /// backing file's, so there is none to keep or write past (and the kernel fails an open
 /// that asks to keep it with `EIO`).
-fn passed(flags: FopenFlags) -> FopenFlags {
+pub(crate) fn passed(flags: FopenFlags) -> FopenFlags {
     flags - FopenFlags::FOPEN_DIRECT_IO - FopenFlags::FOPEN_KEEP_CACHE
 }
 
@@ -116,7 +117,11 @@ impl Pool {
 pub struct Served {
     pub fs: Arc<Roamfs>,
     pub pool: Pool,
-    pub counts: Counts,
+    pub counts: Arc<Counts>,
+    /// Ring entries are ready for FUSE over io_uring ([`crate::uring`]): ask the kernel.
+    pub uring_ready: bool,
+    /// The kernel agreed to FUSE over io_uring at `init`.
+    pub uring_granted: Arc<AtomicBool>,
 }
 
 impl Served {
@@ -155,6 +160,18 @@ impl Filesystem for Served {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(wanted & config.capabilities());
+        // The kernel's own limit per request (256 pages), and the ring entries' buffers.
+        let _ = config.set_max_write(crate::uring::MAX_PAYLOAD as u32);
+        if self.uring_ready
+            && config
+                .capabilities()
+                .contains(InitFlags::FUSE_OVER_IO_URING)
+            && config
+                .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+                .is_ok()
+        {
+            self.uring_granted.store(true, Ordering::Relaxed);
+        }
         // Files served in place are read and written by the kernel itself where it can
         // (crate::passthrough); their backing files are on a plain local file system.
         if config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
@@ -336,8 +353,14 @@ impl Filesystem for Served {
             match fs.open(ino.0, flags.0) {
                 Ok((fh, keep, how)) => {
                     let flags = fopen_flags(keep, how, flags.0);
-                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
-                        Some(b) => reply.opened_passthrough(FileHandle(fh), passed(flags), &b),
+                    match fs.backing_for(fh) {
+                        // SAFETY: the id is a live registration, which `b` owns (the
+                        // handle keeps it until release); fuser's wrapper is only lent.
+                        Some(b) => {
+                            let id = unsafe { reply.wrap_backing(b.id()) };
+                            reply.opened_passthrough(FileHandle(fh), passed(flags), &id);
+                            let _ = id.into_raw();
+                        }
                         None => reply.opened(FileHandle(fh), flags),
                     }
                 }
@@ -491,7 +514,14 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Readdirplus);
         self.serve(self.ino_blocks(ino), move |fs| {
-            fs.readdirplus(fh.0, offset, reply)
+            let mut reply = reply;
+            let res = fs.readdirplus(fh.0, offset, |ino, off, name, ttl, attr| {
+                reply.add(INodeNo(ino), off, name, ttl, attr, GEN)
+            });
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
         });
     }
 
@@ -560,15 +590,14 @@ impl Filesystem for Served {
             match fs.create(parent.0, &name, mode, flags) {
                 Ok((attr, ttl, fh, how)) => {
                     let flags = fopen_flags(false, how, flags);
-                    match fs.backing_for(fh, |f| reply.open_backing(f)) {
-                        Some(b) => reply.created_passthrough(
-                            &ttl,
-                            &attr,
-                            GEN,
-                            FileHandle(fh),
-                            passed(flags),
-                            &b,
-                        ),
+                    match fs.backing_for(fh) {
+                        // SAFETY: as for open.
+                        Some(b) => {
+                            let id = unsafe { reply.wrap_backing(b.id()) };
+                            let fh = FileHandle(fh);
+                            reply.created_passthrough(&ttl, &attr, GEN, fh, passed(flags), &id);
+                            let _ = id.into_raw();
+                        }
                         None => reply.created(&ttl, &attr, GEN, FileHandle(fh), flags),
                     }
                 }

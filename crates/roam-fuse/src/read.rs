@@ -5,13 +5,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use fuser::{Errno, FileAttr, FileType, Generation, INodeNo, ReplyDirectoryPlus};
+use fuser::{Errno, FileAttr, FileType};
 use roam_vfs::Kind;
 use roam_vfs::{LinkTarget, Node};
 
 use crate::attr;
-
-const GEN: Generation = Generation(0);
 use crate::handles::{Data, OpenDir, OpenFile, Opened};
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
@@ -206,11 +204,16 @@ impl Roamfs {
         Ok(self.handles.add_dir(OpenDir { virt, entries }))
     }
 
-    /// `readdir` with each entry's attributes (`ls -l` in one request).
-    pub(crate) fn readdirplus(&self, fh: u64, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let Some(dir) = self.handles.dir(fh) else {
-            return reply.error(Errno::EBADF);
-        };
+    /// `readdir` with each entry's attributes (`ls -l` in one request): `add` takes each
+    /// entry from `offset` on (inode, the next entry's offset, name, TTL, attributes) and
+    /// says when the reply is full.
+    pub(crate) fn readdirplus(
+        &self,
+        fh: u64,
+        offset: u64,
+        mut add: impl FnMut(u64, u64, &str, &Duration, &FileAttr) -> bool,
+    ) -> Res<()> {
+        let dir = self.handles.dir(fh).ok_or(Errno::EBADF)?;
         for (i, (ino, _, name)) in dir.entries.iter().enumerate().skip(offset as usize) {
             let virt = match name.as_str() {
                 "." => dir.virt.clone(),
@@ -221,11 +224,11 @@ impl Roamfs {
             let Ok((attr, ttl)) = self.attr_of(*ino, &virt) else {
                 continue;
             };
-            if reply.add(INodeNo(*ino), i as u64 + 1, name, &ttl, &attr, GEN) {
+            if add(*ino, i as u64 + 1, name, &ttl, &attr) {
                 break;
             }
         }
-        reply.ok();
+        Ok(())
     }
 
     /// The next components of the mount points below the made-up directory `virt`.
@@ -316,13 +319,20 @@ impl Roamfs {
 
     /// Reads from the open file `f` (looked up once, by the channel thread).
     pub(crate) fn read(&self, f: &OpenFile, offset: u64, size: u32) -> Res<Vec<u8>> {
-        let len = u64::from(size);
+        let mut buf = vec![0u8; size as usize];
+        let n = self.read_into(f, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Reads into `buf` (a ring entry's payload: no buffer of its own); the bytes read.
+    pub(crate) fn read_into(&self, f: &OpenFile, offset: u64, buf: &mut [u8]) -> Res<usize> {
+        let len = buf.len() as u64;
         if f.how == Opened::Stream && self.vfs.range_missing(&f.virt, offset, len) {
             self.vfs
                 .ensure_range(&f.virt, offset, len)
                 .map_err(vfs_errno)?;
         }
-        let mut buf = vec![0u8; size as usize];
         let mut n = 0;
         while n < buf.len() {
             match f.data.read_at(&mut buf[n..], offset + n as u64) {
@@ -332,8 +342,7 @@ impl Roamfs {
                 Err(e) => return Err(io_errno(e)),
             }
         }
-        buf.truncate(n);
-        Ok(buf)
+        Ok(n)
     }
 
     /// Free space: that of the file system holding roam's cache, where copies live.

@@ -1,7 +1,8 @@
 //! `roam doctor`: which of roam's mechanisms this machine allows, and if not, why.
 //! `roam run` needs ptrace and seccomp; `roam mount` needs FUSE (`/dev/fuse`, and for a
 //! user without root the setuid `fusermount3`); `roam run --fuse` needs FUSE inside an
-//! unprivileged user namespace.
+//! unprivileged user namespace. FUSE over io_uring is a speed-up, not a need: its line
+//! says `off` (and how to turn it on) without failing the check.
 //!
 //! `roam doctor URL`: the mount a URL (or a remote's `NAME:PATH`) makes, what its driver
 //! read to reach the server and log in ([`roam_drivers::Driver::sources`]: never a
@@ -64,15 +65,21 @@ struct Check {
     name: &'static str,
     ok: bool,
     why: String,
+    /// roam works without it (only faster with it).
+    optional: bool,
 }
 
 pub fn doctor() -> anyhow::Result<i32> {
-    let checks = [ptrace(), seccomp(), fuse(), user_namespaces()];
+    let checks = [ptrace(), seccomp(), fuse(), fuse_uring(), user_namespaces()];
     for c in &checks {
-        let verdict = if c.ok { "yes" } else { "no " };
+        let verdict = match (c.ok, c.optional) {
+            (true, _) => "yes",
+            (false, true) => "off",
+            (false, false) => "no ",
+        };
         println!("{:<16} {verdict}  {}", c.name, c.why);
     }
-    Ok(i32::from(checks.iter().any(|c| !c.ok)))
+    Ok(i32::from(checks.iter().any(|c| !c.ok && !c.optional)))
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -99,6 +106,7 @@ fn ptrace() -> Check {
         name: "ptrace",
         ok,
         why,
+        optional: false,
     }
 }
 
@@ -125,6 +133,7 @@ fn seccomp() -> Check {
         name: "seccomp",
         ok,
         why,
+        optional: false,
     }
 }
 
@@ -152,6 +161,33 @@ fn fuse() -> Check {
         name: "FUSE",
         ok,
         why,
+        optional: false,
+    }
+}
+
+/// FUSE over io_uring: each request served on the CPU of the program that made it.
+fn fuse_uring() -> Check {
+    use roam_fuse::uring::{enabled, PARAMETER};
+    let (ok, why) = match enabled() {
+        Some(true) => (
+            true,
+            "the kernel allows it; `roam mount` takes requests through it with ROAM_FUSE_URING=1"
+                .to_owned(),
+        ),
+        Some(false) => (
+            false,
+            format!("the kernel's switch is off; to turn it on: echo Y | sudo tee {PARAMETER}"),
+        ),
+        None => (
+            false,
+            "this kernel has none (Linux 6.14+ built with CONFIG_FUSE_IO_URING)".to_owned(),
+        ),
+    };
+    Check {
+        name: "FUSE io_uring",
+        ok,
+        why,
+        optional: true,
     }
 }
 
@@ -181,6 +217,7 @@ fn user_namespaces() -> Check {
         name: "user namespaces",
         ok,
         why,
+        optional: false,
     }
 }
 

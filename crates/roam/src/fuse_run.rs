@@ -41,6 +41,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         allow_other: false,
         direct: true,
         read_only: false,
+        uring: crate::mount::uring_wanted(),
     };
     let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)
         .context("mounting FUSE in the namespace")?;

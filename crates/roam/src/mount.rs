@@ -22,7 +22,8 @@ use roam_fuse::{Options, Roamfs};
 
 /// Where one remote is put in the namespace when it is mounted alone.
 const SINGLE_ROOT: &str = "/.roam-mount";
-/// Set for the background copy of roam: print `ready` on stdout once mounted.
+/// Set for the background copy of roam: print `ready` and the transport on stdout once
+/// mounted.
 const READY_ENV: &str = "ROAM_MOUNT_NOTIFY";
 
 #[derive(clap::Args)]
@@ -167,7 +168,8 @@ fn daemonize() -> Result<i32> {
     let mut line = String::new();
     let out = child.stdout.take().expect("piped");
     std::io::BufReader::new(out).read_line(&mut line)?;
-    if line.trim() == "ready" {
+    if let Some(transport) = line.trim_end().strip_prefix("ready ") {
+        eprintln!("roam: {transport}");
         return Ok(0);
     }
     let status = child.wait()?;
@@ -211,6 +213,12 @@ fn refuse(e: &anyhow::Error) -> Result<i32> {
     Ok(1)
 }
 
+/// Whether FUSE requests are to come through io_uring (`ROAM_FUSE_URING=1`), where the
+/// kernel allows it; `/dev/fuse` otherwise.
+pub fn uring_wanted() -> bool {
+    std::env::var_os("ROAM_FUSE_URING").is_some_and(|v| v == "1")
+}
+
 /// Mounts and serves until unmounted or told to stop.
 fn serve(args: &MountArgs) -> Result<i32> {
     // Signals are taken by sigtimedwait below: blocked before any thread exists.
@@ -240,15 +248,24 @@ fn serve(args: &MountArgs) -> Result<i32> {
         allow_other: args.allow_other,
         direct: false,
         read_only: args.read_only,
+        uring: uring_wanted(),
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.
     let mut watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
+    // Said once: by the waiting parent when roam went to the background.
+    let transport = format!(
+        "{}: requests through {}",
+        args.dir.display(),
+        mounted.transport()
+    );
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
-        writeln!(out, "ready")?;
+        writeln!(out, "ready {transport}")?;
         out.flush()?;
+    } else {
+        eprintln!("roam: {transport}");
     }
     while !mounted.ended() {
         if wait_signal(&signals, Duration::from_millis(200)) {

@@ -53,8 +53,8 @@ mod read {
 
 /// POSIX semantics on a mount of `url`: what a local file system does, or the precise
 /// errno where the backend cannot (hard links).
-fn posix_suite(url: &str, hard_links: bool) {
-    let m = FuseMount::start(Roam::new(), Some(url), &[]);
+fn posix_suite(roam: Roam, url: &str, hard_links: bool) {
+    let m = FuseMount::start(roam, Some(url), &[]);
     let sh = |script: &str| ok(&m.sh(&format!("cd /w && {script}"), &[]));
     // Permission bits are kept and shown.
     assert_eq!(sh("echo x > p && chmod 640 p && stat -c %a p"), "640\n");
@@ -112,21 +112,138 @@ fn posix_suite(url: &str, hard_links: bool) {
 }
 
 mod posix {
+    use super::Roam;
+
     #[test]
     fn mem() {
-        super::posix_suite("mem:", false);
+        super::posix_suite(Roam::new(), "mem:", false);
     }
 
     #[test]
     fn local_in_place_through_null() {
         let dir = roam_testkit::Scratch::new("null");
-        super::posix_suite(&format!("null:{}", dir.path.display()), true);
+        super::posix_suite(Roam::new(), &format!("null:{}", dir.path.display()), true);
     }
 
     #[test]
     fn local_through_the_cache() {
         let dir = roam_testkit::Scratch::new("cached");
-        super::posix_suite(&format!("file+cache://{}", dir.path.display()), false);
+        let url = format!("file+cache://{}", dir.path.display());
+        super::posix_suite(Roam::new(), &url, false);
+    }
+}
+
+/// Requests through FUSE over io_uring (`ROAM_FUSE_URING=1`): the POSIX suite, the
+/// concurrent writers, remote backends and passthrough, as through `/dev/fuse`.
+mod uring {
+    use super::*;
+    use common::write_cases;
+    use common::Backend;
+
+    fn uring() -> Roam {
+        Roam::new().env("ROAM_FUSE_URING", "1")
+    }
+
+    fn mounted(kind: &str) -> Backend {
+        Backend::new(kind)
+            .through(Fuse)
+            .with_env("ROAM_FUSE_URING", "1")
+    }
+
+    /// Whether this kernel lets FUSE servers use io_uring (`.ci/run` turns it on).
+    fn allowed() -> bool {
+        fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+            .is_ok_and(|v| v.trim() == "Y")
+    }
+
+    /// What the mount said about its transport (it says so once, right after mounting).
+    fn transport(m: &FuseMount) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = m.log_text();
+            if let Some(line) = log.lines().find(|l| l.contains(": requests through ")) {
+                return line.to_owned();
+            }
+            assert!(Instant::now() < deadline, "no transport line: {log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn the_mount_says_which_transport_it_took() {
+        let m = FuseMount::start(uring(), Some("mem:"), &[]);
+        assert_eq!(ok(&m.sh("echo x > /w/f && cat /w/f", &[])), "x\n");
+        let line = transport(&m);
+        // Where the kernel does not allow it, the mount falls back to /dev/fuse.
+        let expected = match allowed() {
+            true => "requests through FUSE over io_uring (",
+            false => "requests through /dev/fuse (",
+        };
+        assert!(line.contains(expected), "{line}");
+        let plain = Roam::new().env("ROAM_FUSE_URING", "0");
+        let plain = FuseMount::start(plain, Some("mem:"), &[]);
+        let line = transport(&plain);
+        assert!(
+            line.contains("requests through /dev/fuse (2 readers)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn posix_mem() {
+        posix_suite(uring(), "mem:", false);
+    }
+
+    #[test]
+    fn posix_local_in_place_through_null() {
+        let dir = Scratch::new("null");
+        posix_suite(uring(), &format!("null:{}", dir.path.display()), true);
+    }
+
+    #[test]
+    fn posix_local_through_the_cache() {
+        let dir = Scratch::new("cached");
+        posix_suite(
+            uring(),
+            &format!("file+cache://{}", dir.path.display()),
+            false,
+        );
+    }
+
+    #[test]
+    fn concurrent_appenders_in_place() {
+        write_cases::concurrent_appenders_lose_nothing(&mounted("file"));
+    }
+
+    #[test]
+    fn concurrent_appenders_through_the_cache() {
+        write_cases::concurrent_appenders_lose_nothing(&mounted("file+cache"));
+    }
+
+    #[test]
+    fn forked_and_execed_writers_in_place() {
+        write_cases::forked_and_execed_writers_share_an_fd(&mounted("file"));
+    }
+
+    #[test]
+    fn forked_and_execed_writers_through_the_cache() {
+        write_cases::forked_and_execed_writers_share_an_fd(&mounted("file+cache"));
+    }
+
+    /// Requests that wait for a server hold their ring entry, not the queue.
+    #[test]
+    fn round_trips_through_sftp() {
+        write_cases::round_trips_are_byte_exact(&mounted("sftp"));
+    }
+
+    #[test]
+    fn andrew_like_through_webdav() {
+        write_cases::andrew_like_copy_build_delete(&mounted("dav"));
+    }
+
+    #[test]
+    fn a_null_layer_passes_reads_and_writes_to_the_kernel() {
+        null_layer_passthrough(uring());
     }
 }
 
@@ -335,6 +452,11 @@ mod unmount {
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(is_mounted(&dir.path), "mounted when roam mount returned");
+        assert!(
+            stderr(&o).contains(": requests through "),
+            "says its transport once: {}",
+            stderr(&o)
+        );
         fs::write(dir.join("f"), b"x").unwrap();
         let o = roam
             .command()
@@ -444,6 +566,17 @@ fn doctor_tells_which_mechanisms_work() {
         assert!(verdict.len() > 10, "a reason is given: {line}");
     }
     assert_eq!(o.status.success(), !out.contains(" no  "), "{out}");
+    // FUSE over io_uring is a speed-up: `off` with how to turn it on, never a failure.
+    let uring = out
+        .lines()
+        .find(|l| l.starts_with("FUSE io_uring"))
+        .unwrap_or_else(|| panic!("no FUSE io_uring line in {out}"));
+    assert!(
+        uring[16..].starts_with(" yes  ")
+            || uring.contains(" off  the kernel's switch is off; to turn it on: echo Y | sudo tee /sys/module/fuse/parameters/enable_uring")
+            || uring.contains(" off  this kernel has none"),
+        "{uring}"
+    );
     // Which channel `roam run` uses; ROAM_NOTIFY=0 always means ptrace stops.
     let seccomp_line = |o: &std::process::Output| {
         let out = stdout(o);
@@ -605,8 +738,12 @@ fn a_remote_change_within_a_whole_minute_reaches_past_the_kernel_page_cache() {
 /// request counts roam logs when the mount ends).
 #[test]
 fn a_null_layer_passes_reads_and_writes_to_the_kernel() {
+    null_layer_passthrough(Roam::new());
+}
+
+fn null_layer_passthrough(roam: Roam) {
     let dir = Scratch::new("null");
-    let roam = Roam::new().env("RUST_LOG", "roam_fuse=debug");
+    let roam = roam.env("RUST_LOG", "roam_fuse=debug");
     let mut m = FuseMount::start(roam, Some(&format!("null:{}", dir.path.display())), &[]);
     assert_eq!(
         ok(&m.sh("head -c 3000000 /dev/urandom > /w/r && echo more >> /w/r && cat /w/r | wc -c && tail -c 5 /w/r && cmp /w/r /w/r && echo same", &[])),

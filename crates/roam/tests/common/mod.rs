@@ -291,6 +291,12 @@ impl Backend {
         self.scratch.join("srv").join(rel)
     }
 
+    /// The same backend with `k=v` in roam's environment too (and the programs').
+    pub fn with_env(mut self, k: &str, v: &str) -> Backend {
+        self.served.env.push((k.into(), v.into()));
+        self
+    }
+
     /// The environment roam needs to reach the server (`HOME` with an `.ssh`, AWS variables).
     pub fn env(&self) -> &[(String, String)] {
         &self.served.env
