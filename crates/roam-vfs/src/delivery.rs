@@ -33,6 +33,13 @@ impl Later {
         self.wake.notify_all();
     }
 
+    /// Makes `virt` due now, keeping its count of failed attempts (a drain for a
+    /// suspension cannot wait for a backoff).
+    pub(crate) fn hurry(&self, virt: &str) {
+        let failures = self.due.lock().unwrap().get(virt).map_or(0, |d| d.1);
+        self.schedule(virt, Duration::ZERO, failures);
+    }
+
     /// Waits for the next due delivery and takes it.
     fn next_due(&self) -> (String, u32) {
         let mut due = self.due.lock().unwrap();
