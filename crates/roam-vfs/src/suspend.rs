@@ -66,7 +66,7 @@ impl Gate {
 
     /// Counts the caller in unless it would have to wait.
     fn try_enter(&self) -> Option<Change<'_>> {
-        let mut st = self.state.lock().unwrap();
+        let st = self.state.lock().unwrap();
         if st.suspended && DEPTH.with(Cell::get) == 0 {
             return None;
         }
@@ -161,16 +161,28 @@ impl Vfs {
     }
 
     /// Hands every sealed change to the background delivery now and waits until none is
-    /// left, at most `limit`. Changes still open (a writer holds them) are not whole
-    /// versions and stay; kept ones wait for the user's word (`roam sync`).
+    /// left, at most `limit`. Changes still open are not whole versions and stay, and so
+    /// do sealed ones a program still holds open for writing (a shell's `>>` closes a dup
+    /// of the fd before it writes: that writer now waits at the gate); kept ones wait for
+    /// the user's word (`roam sync`).
     fn drain(&self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         let mut hurried = false;
+        let mut seen = std::collections::HashSet::<String>::new();
         loop {
-            let sealed = self.sealed_changes();
+            let mut sealed = self.sealed_changes();
+            if hurried {
+                sealed.retain(|v| !self.later.is_held(v));
+            }
             if sealed.is_empty() {
+                // A delivery leaves the journal before it is done publishing the new
+                // version: its lock says when it is.
+                for virt in seen {
+                    drop(self.fetch_lock(&virt).lock().unwrap());
+                }
                 return Ok(());
             }
+            seen.extend(sealed.iter().cloned());
             if Instant::now() >= deadline {
                 return Err(timed_out(format!(
                     "not uploaded within {limit:?} (is the server reachable?): {}",
@@ -178,8 +190,8 @@ impl Vfs {
                 )));
             }
             for virt in &sealed {
-                // Once with no wait for every change (retries too); later only those the
-                // delivery dropped (it skips a name a program holds open).
+                // Once with no wait for every change (retries too), later again for
+                // those the delivery has forgotten.
                 if !hurried || !self.delivery_waits(virt) {
                     self.later.hurry(virt);
                 }
