@@ -135,6 +135,16 @@ impl Served {
         }
     }
 
+    /// [`Served::serve`] for a change of the namespace. While the namespace is suspended
+    /// a change waits at roam-vfs's gate: on a worker, never on a thread reading requests
+    /// (the reads that go on while suspended need those).
+    fn serve_change(&self, may_block: bool, f: impl FnOnce(&Roamfs) + Send + 'static) {
+        match self.fs.vfs.try_change() {
+            Some(_change) if !may_block => f(&self.fs),
+            _ => self.serve(true, f),
+        }
+    }
+
     fn ino_blocks(&self, ino: INodeNo) -> bool {
         self.fs.ino_may_block(ino.0)
     }
@@ -235,7 +245,7 @@ impl Filesystem for Served {
             atime,
             mtime,
         };
-        self.serve(self.ino_blocks(ino), move |fs| {
+        self.serve_change(self.ino_blocks(ino), move |fs| {
             reply_attr(reply, fs.setattr(ino.0, fh.map(|f| f.0), &set))
         });
     }
@@ -259,7 +269,7 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Mkdir);
         let name = name.to_owned();
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.mkdir(parent.0, &name, mode))
         });
     }
@@ -276,7 +286,7 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Mknod);
         let name = name.to_owned();
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.mknod(parent.0, &name, mode, rdev))
         });
     }
@@ -284,7 +294,7 @@ impl Filesystem for Served {
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.counts.add(Op::Unlink);
         let name = name.to_owned();
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, false))
         });
     }
@@ -292,7 +302,7 @@ impl Filesystem for Served {
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.counts.add(Op::Rmdir);
         let name = name.to_owned();
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             reply_empty(reply, fs.unlink(parent.0, &name, true))
         });
     }
@@ -307,7 +317,7 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Symlink);
         let (name, target) = (link_name.to_owned(), target.to_owned());
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             reply_entry(reply, fs.symlink(parent.0, &name, &target))
         });
     }
@@ -325,7 +335,7 @@ impl Filesystem for Served {
         self.counts.add(Op::Rename);
         let blocks = self.child_blocks(parent, name) || self.child_blocks(newparent, newname);
         let (name, newname): (OsString, OsString) = (name.to_owned(), newname.to_owned());
-        self.serve(blocks, move |fs| {
+        self.serve_change(blocks, move |fs| {
             let res = fs.rename(parent.0, &name, newparent.0, &newname, flags.bits());
             reply_empty(reply, res)
         });
@@ -342,14 +352,14 @@ impl Filesystem for Served {
         self.counts.add(Op::Link);
         let blocks = self.ino_blocks(ino) || self.child_blocks(newparent, newname);
         let newname = newname.to_owned();
-        self.serve(blocks, move |fs| {
+        self.serve_change(blocks, move |fs| {
             reply_entry(reply, fs.link(ino.0, newparent.0, &newname))
         });
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.counts.add(Op::Open);
-        self.serve(self.ino_blocks(ino), move |fs| {
+        self.serve_change(self.ino_blocks(ino), move |fs| {
             match fs.open(ino.0, flags.0) {
                 Ok((fh, keep, how)) => {
                     let flags = fopen_flags(keep, how, flags.0);
@@ -408,10 +418,17 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Write);
         let kill_suid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.fs.write(fh.0, offset, data, kill_suid) {
+        let reply_write = move |reply: ReplyWrite, res: Result<u32, Errno>| match res {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
+        };
+        if let Some(_change) = self.fs.vfs.try_change() {
+            return reply_write(reply, self.fs.write(fh.0, offset, data, kill_suid));
         }
+        let data = data.to_vec();
+        self.serve(true, move |fs| {
+            reply_write(reply, fs.write(fh.0, offset, &data, kill_suid))
+        });
     }
 
     fn flush(
@@ -472,7 +489,9 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Fallocate);
         // Local bytes only (a copy, a file in place or in memory): never a server's.
-        reply_empty(reply, self.fs.fallocate(fh.0, offset, length, mode));
+        self.serve_change(false, move |fs| {
+            reply_empty(reply, fs.fallocate(fh.0, offset, length, mode))
+        });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -586,7 +605,7 @@ impl Filesystem for Served {
     ) {
         self.counts.add(Op::Create);
         let name = name.to_owned();
-        self.serve(self.child_blocks(parent, &name), move |fs| {
+        self.serve_change(self.child_blocks(parent, &name), move |fs| {
             match fs.create(parent.0, &name, mode, flags) {
                 Ok((attr, ttl, fh, how)) => {
                     let flags = fopen_flags(false, how, flags);

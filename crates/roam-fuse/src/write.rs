@@ -68,6 +68,8 @@ impl Roamfs {
 
     /// A write; `kill_suid`: the kernel asks roam to drop set-ID bits first.
     pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8], kill_suid: bool) -> Res<u32> {
+        // While the namespace is suspended, a write waits here (roam-vfs `suspend.rs`).
+        let _change = self.vfs.change();
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         if kill_suid {
             f.data.kill_suid().map_err(io_errno)?;
@@ -83,6 +85,7 @@ impl Roamfs {
     /// `fallocate` of an open file: a change of its bytes like a write (a journaled copy
     /// grown by it is uploaded at its close).
     pub(crate) fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> Res<()> {
+        let _change = self.vfs.change();
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         self.written(&f)?;
         f.data.allocate(offset, len, mode).map_err(io_errno)
@@ -318,6 +321,7 @@ impl Roamfs {
         fh: Option<u64>,
         set: &SetAttr,
     ) -> Res<(FileAttr, Duration)> {
+        let _change = self.vfs.change();
         let virt = self.virt_of(ino)?;
         let open = fh.and_then(|fh| self.handles.file(fh));
         match self.place(&virt)? {

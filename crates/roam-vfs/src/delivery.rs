@@ -7,7 +7,7 @@
 //! `roam sync`. Frontends say when a last writer closes and whether a program still writes
 //! a name; the timing and the retries are here, once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,16 +21,32 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub(crate) struct Later {
     due: Mutex<HashMap<String, (Instant, u32)>>,
     wake: Condvar,
+    /// Due deliveries passed over because a program holds the file open for writing
+    /// (its next close schedules it again): a drain does not wait for them.
+    held: Mutex<HashSet<String>>,
 }
 
 impl Later {
     /// Delivers `virt` in `after` (a later request for the same file replaces the earlier).
     fn schedule(&self, virt: &str, after: Duration, failures: u32) {
+        self.held.lock().unwrap().remove(virt);
         self.due
             .lock()
             .unwrap()
             .insert(virt.to_owned(), (Instant::now() + after, failures));
         self.wake.notify_all();
+    }
+
+    /// Makes `virt` due now, keeping its count of failed attempts (a drain for a
+    /// suspension cannot wait for a backoff).
+    pub(crate) fn hurry(&self, virt: &str) {
+        let failures = self.due.lock().unwrap().get(virt).map_or(0, |d| d.1);
+        self.schedule(virt, Duration::ZERO, failures);
+    }
+
+    /// Whether the delivery of `virt` was passed over for a program writing it.
+    pub(crate) fn is_held(&self, virt: &str) -> bool {
+        self.held.lock().unwrap().contains(virt)
     }
 
     /// Waits for the next due delivery and takes it.
@@ -120,6 +136,7 @@ impl Vfs {
         loop {
             let (virt, failures) = self.later.next_due();
             if writing(&virt) {
+                self.later.held.lock().unwrap().insert(virt);
                 continue;
             }
             match self.flush(&virt, &|| writing(&virt)) {

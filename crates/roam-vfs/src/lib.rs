@@ -28,6 +28,7 @@ mod open;
 mod partial;
 pub mod path;
 mod speed;
+mod suspend;
 mod usage;
 mod work;
 mod write;
@@ -58,6 +59,7 @@ pub use links::LinkTarget;
 pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use open::{OpenHow, Opened};
+pub use suspend::Change;
 pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
@@ -126,6 +128,8 @@ pub struct Vfs {
     /// Ufo's T_write, and the deliveries waiting for their time (`delivery.rs`).
     t_write: Duration,
     later: delivery::Later,
+    /// The gate changes pass, closed while the namespace is suspended (`suspend.rs`).
+    gate: suspend::Gate,
     /// Asked when an upload meets a remote change.
     resolver: Box<dyn ConflictResolver>,
     /// An extension that picks eviction victims instead of plain LRU (none: LRU).
@@ -201,6 +205,7 @@ impl Vfs {
             partials: Mutex::new(HashMap::new()),
             t_write: cfg.t_write,
             later: delivery::Later::default(),
+            gate: suspend::Gate::default(),
             resolver: Box::new(KeepBoth),
             policy: None,
             archives: None,

@@ -125,6 +125,7 @@ impl Vfs {
         node: &Node,
         create: Option<NewFile>,
     ) -> Result<std::sync::Arc<crate::MemoryFile>> {
+        let _change = create.is_some().then(|| self.change());
         let r = writable_remote(node)?;
         Ok(r.driver.open_in_place(&r.path, create)?)
     }
@@ -133,6 +134,7 @@ impl Vfs {
     /// and returns the local copy the program must open instead. Journals the change first.
     /// `mode` is the permission bits a new file gets (the program's, less its umask).
     pub fn open_for_write(&self, node: &Node, flags: i32, mode: u32) -> Result<std::path::PathBuf> {
+        let _change = self.change();
         let r = writable_remote(node)?;
         // One decision at a time per file, and never while its upload is deciding.
         let lock = self.fetch_lock(&r.virt);
@@ -835,6 +837,7 @@ impl Vfs {
     /// does not cache); elsewhere, and for devices, `EPERM`, as Linux says for a file
     /// system without them.
     pub fn mknod(&self, node: &Node, mode: u32) -> Result<()> {
+        let _change = self.change();
         let r = writable_remote(node)?;
         let kind = match mode & libc::S_IFMT {
             libc::S_IFIFO => Kind::Fifo,
@@ -905,6 +908,7 @@ impl Vfs {
 
     /// Makes the directory with the permission bits `mode` (the caller's, less its umask).
     pub fn mkdir(&self, node: &Node, mode: u32) -> Result<()> {
+        let _change = self.change();
         let done = self.mkdir_here(node, mode);
         self.in_its_directory(node, done)
     }
@@ -951,6 +955,7 @@ impl Vfs {
     }
 
     pub fn remove_file(&self, node: &Node) -> Result<()> {
+        let _change = self.change();
         let done = self.remove_file_here(node);
         self.in_its_directory(node, done)
     }
@@ -1032,6 +1037,7 @@ impl Vfs {
     }
 
     pub fn remove_dir(&self, node: &Node) -> Result<()> {
+        let _change = self.change();
         let done = self.remove_dir_here(node);
         self.in_its_directory(node, done)
     }
@@ -1059,6 +1065,7 @@ impl Vfs {
 
     /// Renames within one mount (EXDEV across mounts, as between file systems).
     pub fn rename(&self, from: &Node, to: &Node) -> Result<()> {
+        let _change = self.change();
         let done = self.rename_here(from, to);
         self.in_its_directory(from, done)
     }
@@ -1173,6 +1180,7 @@ impl Vfs {
     }
 
     pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {
+        let _change = self.change();
         let done = self.symlink_here(target, node);
         self.in_its_directory(node, done)
     }
@@ -1192,6 +1200,7 @@ impl Vfs {
     /// chmod. A backend without permission bits (WebDAV) keeps them in roam's copy only,
     /// so `chmod +x` of a program built there works as long as the copy is cached.
     pub fn set_mode(&self, node: &Node, mode: u32) -> Result<()> {
+        let _change = self.change();
         let perms = std::os::unix::fs::PermissionsExt::from_mode(mode);
         let done = self.through_final_links(
             node,
@@ -1253,6 +1262,7 @@ impl Vfs {
     }
 
     pub fn set_mtime(&self, node: &Node, mtime: SystemTime) -> Result<()> {
+        let _change = self.change();
         let done = self.set_mtime_here(node, mtime);
         self.in_its_directory(node, done)
     }
@@ -1278,6 +1288,7 @@ impl Vfs {
         atime: Option<SystemTime>,
         mtime: Option<SystemTime>,
     ) -> Result<()> {
+        let _change = self.change();
         let r = writable_remote(node)?;
         let Some(atime) = atime.filter(|_| r.driver.capabilities().set_atime) else {
             return match mtime {
@@ -1327,6 +1338,7 @@ impl Vfs {
 
     /// `truncate(path, len)`: a change of contents like any other, uploaded at once.
     pub fn truncate(&self, node: &Node, len: u64) -> Result<()> {
+        let _change = self.change();
         let done = self.through_final_links(
             node,
             |n| self.truncate_here(n, len),

@@ -4,11 +4,13 @@
 mod argv;
 mod attach;
 mod config;
+mod control;
 mod doctor;
 mod find;
 mod fuse_run;
 mod manual;
 mod mount;
+mod snapshot;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -32,6 +34,8 @@ Exit status:
   0    success (run: the program's own status passes through)
   1    mount refused (DIR not empty or a mount point, a remote named on the command
        line cannot be used), umount failed; find: nothing matched
+       suspend, resume, snapshot: the mount could not be suspended in time (changes
+       under way did not end, uploads could not be delivered) or was not suspended
   2    usage error; find: an error while searching
   75   changes stayed pending: not uploaded yet (run, sync, mount; see `roam status`)
   126  roam could not start or serve (the reason is on stderr)
@@ -141,6 +145,14 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount what `roam mount` mounted on DIR.
     Umount(mount::UmountArgs),
+    /// Suspend a `roam mount`: changes wait (programs block, never fail) until `roam
+    /// resume`; reads go on. Pending uploads are delivered first.
+    Suspend(snapshot::SuspendArgs),
+    /// Let the changes waiting on a suspended `roam mount` go on.
+    Resume(snapshot::ResumeArgs),
+    /// Copy a tree of a `roam mount` to a local directory as it stands at one instant:
+    /// the mount is suspended (uploads delivered) while it is copied, then resumed.
+    Snapshot(snapshot::SnapshotArgs),
     /// Say which mechanisms (ptrace, seccomp, FUSE, user namespaces) this machine allows;
     /// with a URL (or a remote's NAME:PATH), what roam would read to reach it (config,
     /// netrc entry, AWS profile, ssh keys and known hosts; never a secret) and whether the
@@ -249,6 +261,9 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Mount(args) => mount::mount(args),
         Command::Umount(args) => mount::umount(args),
+        Command::Suspend(args) => snapshot::suspend(args),
+        Command::Resume(args) => snapshot::resume(args),
+        Command::Snapshot(args) => snapshot::snapshot(args),
         Command::Doctor { url: None } => doctor::doctor(),
         Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
         Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),

@@ -9,6 +9,7 @@
 //! command line that cannot be used fails the mount at once
 //! (exit status 1, the reason on stderr). Ending roam (SIGINT, SIGTERM, SIGHUP, `roam umount`) unmounts; so does killing
 //! it: a watcher process waits for roam's end and lazily unmounts what it leaves behind.
+//! While mounted, roam answers `roam suspend`/`resume`/`snapshot` on its control socket.
 
 use roam_drivers::secrets::scrub;
 use std::io::{BufRead, Write};
@@ -254,6 +255,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
     let mut watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
+    let control = crate::control::listen(vfs.clone(), &args.dir, root)?;
     // Said once: by the waiting parent when roam went to the background.
     let transport = format!(
         "{}: requests through {}",
@@ -272,6 +274,9 @@ fn serve(args: &MountArgs) -> Result<i32> {
             break;
         }
     }
+    // A suspension ends with the mount: the changes waiting for it go on.
+    drop(control);
+    vfs.resume();
     mounted.unmount().context("unmounting")?;
     // Ended cleanly: the watcher must not unmount what may by now be a new mount there.
     writeln!(watcher, "done").ok();

@@ -1,0 +1,285 @@
+//! `roam suspend`, `resume` and `snapshot` on a `roam mount` of a real WebDAV server
+//! (nginx): while suspended a writer blocks and does not fail, reads go on, and resuming
+//! lets it finish; a snapshot taken with writers running throughout holds the tree as it
+//! stood at one instant, loses nothing they wrote, and delivers the uploads T_write holds
+//! back; a suspension that cannot drain in time (the server down: a fault proxy, the one
+//! fault a real server cannot be asked for) fails with a clear error, never a hang.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::fuse::FuseMount;
+use common::{stderr, Roam};
+use roam_testkit::backend::{serve, Served};
+use roam_testkit::fault::{Fault, Proxy};
+use roam_testkit::Scratch;
+
+/// A WebDAV server, a `roam mount` of it, and the cache both that roam and the commands
+/// run here share (so `roam snapshot` finds the mount's control socket).
+struct Setup {
+    mount: FuseMount,
+    cache: PathBuf,
+    /// Between roam and the server, when a test must take the server away.
+    proxy: Option<Proxy>,
+    served: Served,
+    scratch: Scratch,
+}
+
+impl Setup {
+    fn new(mount_args: &[&str]) -> Setup {
+        Setup::start(mount_args, false)
+    }
+
+    fn start(mount_args: &[&str], proxied: bool) -> Setup {
+        let scratch = Scratch::new("snapshot");
+        let srv = scratch.join("srv");
+        roam_testkit::mkdir(&srv);
+        std::fs::write(srv.join("old.txt"), b"there before\n").unwrap();
+        let served = serve("dav", &srv, &scratch.join("run"));
+        let cache = scratch.join("cache");
+        let port = served.url.rsplit(':').next().unwrap().parse().unwrap();
+        let proxy = proxied.then(|| Proxy::start(port));
+        let url = match &proxy {
+            Some(p) => format!("dav://127.0.0.1:{}", p.port),
+            None => served.url.clone(),
+        };
+        let mount = FuseMount::start(roam_with(&cache, &served), Some(&url), mount_args);
+        Setup {
+            mount,
+            cache,
+            proxy,
+            served,
+            scratch,
+        }
+    }
+
+    /// `roam ARGS...` with the mount's cache and environment.
+    fn roam(&self, args: &[&str]) -> Output {
+        roam_with(&self.cache, &self.served).cli(args)
+    }
+
+    /// The server's own copy of `rel`.
+    fn on_server(&self, rel: &str) -> PathBuf {
+        self.scratch.join("srv").join(rel)
+    }
+
+    fn dir(&self) -> &Path {
+        &self.mount.dir
+    }
+}
+
+fn roam_with(cache: &Path, served: &Served) -> Roam {
+    let mut roam = Roam::new().env("ROAM_CACHE_DIR", cache);
+    for (k, v) in &served.env {
+        roam = roam.env(k, v);
+    }
+    roam
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{:?}: {}", o.status, stderr(o));
+    stderr(o)
+}
+
+fn sh(script: &str) -> Child {
+    Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_writer_waits_while_suspended_reads_go_on_and_resume_lets_it_finish() {
+    let s = Setup::new(&[]);
+    let dir = s.dir().display().to_string();
+    // Made before: a create waiting at the suspension would hold the directory locked
+    // in the kernel, and the read below would wait for that lock (docs/SEMANTICS.md).
+    std::fs::write(s.dir().join("new.txt"), b"first\n").unwrap();
+    ok(&s.roam(&["suspend", &dir]));
+
+    let mut writer = sh(&format!("echo written >> {dir}/new.txt"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        writer.try_wait().unwrap().is_none(),
+        "a write went through a suspended mount"
+    );
+    assert_eq!(
+        std::fs::read(s.dir().join("old.txt")).unwrap(),
+        b"there before\n",
+        "reads go on while suspended"
+    );
+    let o = s.roam(&["suspend", &dir]);
+    assert_eq!(o.status.code(), Some(1), "suspended twice: {}", stderr(&o));
+    assert!(stderr(&o).contains("suspended already"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(s.on_server("new.txt")).unwrap(), b"first\n");
+
+    ok(&s.roam(&["resume", &dir]));
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(s.on_server("new.txt")).unwrap(),
+        b"first\nwritten\n"
+    );
+    let o = s.roam(&["resume", &dir]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not suspended"), "{}", stderr(&o));
+}
+
+/// Writers run before, during and after the snapshot: a pair writer appends line i to
+/// `a.log` then to `b.log` (so at every instant `a` holds as many lines as `b` or one
+/// more), appenders add numbered lines, a rewriter replaces `r.txt` with whole versions.
+#[test]
+#[ignore = "a known gap (docs/STATUS.md): a rewriter met ENOENT at its open after a snapshot in 2 of about 12 loaded runs"]
+fn a_snapshot_with_writers_running_is_one_instant_and_loses_nothing() {
+    let s = Setup::new(&[]);
+    let dir = s.dir().display().to_string();
+    let stop = s.scratch.join("stop");
+    let stop = stop.display();
+    let loop_ = |body: &str| {
+        sh(&format!(
+            "i=0; while [ ! -e {stop} ]; do {body} || exit 1; i=$((i+1)); done; echo $i"
+        ))
+    };
+    let mut writers = vec![
+        loop_(&format!("echo $i >> {dir}/a.log && echo $i >> {dir}/b.log")),
+        loop_(&format!("echo $i >> {dir}/one.log")),
+        loop_(&format!(
+            "mkdir -p {dir}/sub && echo $i >> {dir}/sub/two.log"
+        )),
+        loop_(&format!("printf '%s x\\n%s y\\n' $i $i > {dir}/r.txt")),
+    ];
+    // Writing for a while before, and after, the snapshot.
+    let wait_lines = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lines(&s.dir().join("b.log")).len() < n {
+            assert!(Instant::now() < deadline, "the writers are stuck");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_lines(10);
+    let snap = s.scratch.join("snap");
+    let o = s.roam(&["snapshot", &dir, snap.to_str().unwrap()]);
+    assert!(ok(&o).contains("snapshot of"), "{}", stderr(&o));
+    let taken = lines(&snap.join("b.log")).len();
+    assert!(
+        taken >= 10,
+        "b.log had 10 lines before the snapshot, has {taken} in it"
+    );
+    wait_lines(taken + 10);
+    std::fs::write(s.scratch.join("stop"), b"").unwrap();
+    let counts: Vec<usize> = writers
+        .drain(..)
+        .map(|w| {
+            let out = w.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "a writer failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        })
+        .collect();
+
+    // One instant: the pair's files agree, every log is a whole prefix, r.txt one version.
+    let numbered = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>();
+    let (a, b) = (lines(&snap.join("a.log")), lines(&snap.join("b.log")));
+    assert!(
+        a.len() == b.len() || a.len() == b.len() + 1,
+        "a.log {} lines, b.log {}: not one instant",
+        a.len(),
+        b.len()
+    );
+    for f in ["a.log", "b.log", "one.log", "sub/two.log"] {
+        let got = lines(&snap.join(f));
+        assert!(!got.is_empty(), "{f} is missing from the snapshot");
+        assert_eq!(got, numbered(got.len()), "{f} in the snapshot");
+    }
+    let r = std::fs::read_to_string(snap.join("r.txt")).unwrap();
+    let version = r.split(' ').next().unwrap_or_default();
+    assert!(
+        r.is_empty() || r == format!("{version} x\n{version} y\n"),
+        "r.txt in the snapshot is no whole version: {r:?}"
+    );
+    assert!(
+        taken < counts[0],
+        "the pair writer went on after the snapshot"
+    );
+
+    // Nothing written is lost: every line reached the server.
+    for (f, n) in [
+        ("a.log", counts[0]),
+        ("b.log", counts[0]),
+        ("one.log", counts[1]),
+        ("sub/two.log", counts[2]),
+    ] {
+        assert_eq!(lines(&s.on_server(f)), numbered(n), "{f} on the server");
+    }
+    let last = counts[3] - 1;
+    assert_eq!(
+        std::fs::read_to_string(s.on_server("r.txt")).unwrap(),
+        format!("{last} x\n{last} y\n")
+    );
+}
+
+#[test]
+fn a_snapshot_delivers_the_uploads_t_write_holds_back() {
+    let s = Setup::new(&["--t-write", "10m"]);
+    std::fs::write(s.dir().join("late.txt"), b"held back\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!s.on_server("late.txt").exists(), "T_write held it back");
+    let snap = s.scratch.join("snap");
+    let dir = s.dir().display().to_string();
+    ok(&s.roam(&["snapshot", &dir, snap.to_str().unwrap()]));
+    assert_eq!(
+        std::fs::read(s.on_server("late.txt")).unwrap(),
+        b"held back\n"
+    );
+    assert_eq!(
+        std::fs::read(snap.join("late.txt")).unwrap(),
+        b"held back\n"
+    );
+    assert_eq!(
+        std::fs::read(snap.join("old.txt")).unwrap(),
+        b"there before\n"
+    );
+}
+
+#[test]
+fn a_suspension_that_cannot_drain_fails_in_time_and_leaves_nothing_suspended() {
+    let s = Setup::start(&["--t-write", "10m"], true);
+    std::fs::write(s.dir().join("late.txt"), b"held back\n").unwrap();
+    // The server goes down with the change still held back.
+    s.proxy.as_ref().unwrap().set(Fault::Kill);
+    let dir = s.dir().display().to_string();
+    let started = Instant::now();
+    let o = s.roam(&["suspend", "--timeout", "3", &dir]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not uploaded within") && stderr(&o).contains("late.txt"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Not suspended: a change goes on (into roam's journal, for later).
+    std::fs::write(s.dir().join("after.txt"), b"ok\n").unwrap();
+    let o = s.roam(&["resume", &dir]);
+    assert!(stderr(&o).contains("not suspended"), "{}", stderr(&o));
+}
