@@ -288,20 +288,60 @@ fn spool() -> std::io::Result<File> {
         .open(std::env::temp_dir())
 }
 
-/// A writer that decodes a stored file written into it, frame by frame, on its way to
-/// `dest`; [`Decoder::finish`] checks that the file ended where its index says.
+/// A writer that decodes stored frames written into it, one by one as they arrive, on
+/// their way to `dest`: a whole file (header first; [`Decoder::whole`]) or the frames of a
+/// range ([`Decoder::range`]), of which only the plaintext in `keep` is passed on. So a
+/// stream of any length needs one frame of memory. [`Decoder::finish`] checks that the
+/// bytes ended where the index says.
 struct Decoder<'a, C> {
     layer: &'a Framed<C>,
     path: &'a str,
     dest: &'a mut dyn Write,
     buf: Vec<u8>,
     layout: Option<Layout>,
+    /// The next frame expected, and the last one wanted.
     next: u32,
+    last: u32,
+    keep: std::ops::Range<u64>,
+    written: u64,
     /// The first failure, which the lower driver sees only as an I/O error.
     failed: Option<Error>,
 }
 
-impl<C: Codec> Decoder<'_, C> {
+impl<'a, C: Codec> Decoder<'a, C> {
+    fn whole(layer: &'a Framed<C>, path: &'a str, dest: &'a mut dyn Write) -> Self {
+        Decoder {
+            layer,
+            path,
+            dest,
+            buf: Vec::new(),
+            layout: None,
+            next: 0,
+            last: u32::MAX,
+            keep: 0..u64::MAX,
+            written: 0,
+            failed: None,
+        }
+    }
+
+    /// Frames `first..=last` of `layout`, keeping the plaintext bytes `keep`.
+    fn range(
+        layer: &'a Framed<C>,
+        path: &'a str,
+        dest: &'a mut dyn Write,
+        layout: Layout,
+        frames: std::ops::RangeInclusive<u32>,
+        keep: std::ops::Range<u64>,
+    ) -> Self {
+        Decoder {
+            layout: Some(layout),
+            next: *frames.start(),
+            last: *frames.end(),
+            keep,
+            ..Decoder::whole(layer, path, dest)
+        }
+    }
+
     fn step(&mut self) -> Result<()> {
         if self.layout.is_none() {
             if self.buf.len() < HEADER {
@@ -313,11 +353,12 @@ impl<C: Codec> Decoder<'_, C> {
             if self.buf.len() < end {
                 return Ok(());
             }
+            self.last = head.frames.wrapping_sub(1);
             self.layout = Some(Layout::new(head, &self.buf[HEADER..end]));
             self.buf.drain(..end);
         }
         let layout = self.layout.as_ref().unwrap();
-        while self.next < layout.head.frames {
+        while self.next < layout.head.frames && self.next <= self.last {
             let n = self.next as usize;
             let len = (layout.starts[n + 1] - layout.starts[n]) as usize;
             if self.buf.len() < len {
@@ -326,24 +367,32 @@ impl<C: Codec> Decoder<'_, C> {
             let plain = self
                 .layer
                 .decode(self.path, &layout.head, self.next, &self.buf[..len])?;
+            let at = u64::from(self.next) * u64::from(layout.head.frame);
+            let end = at + plain.len() as u64;
+            let (from, to) = (self.keep.start.clamp(at, end), self.keep.end.clamp(at, end));
             self.dest
-                .write_all(&plain)
+                .write_all(&plain[(from - at) as usize..(to - at) as usize])
                 .map_err(|e| Error::from_io(self.layer.describe(self.path), &e))?;
+            self.written += to - from;
             self.buf.drain(..len);
             self.next += 1;
         }
         Ok(())
     }
 
+    /// The plaintext bytes passed on, once every frame wanted has come and nothing else.
     fn finish(self) -> Result<u64> {
         if let Some(e) = self.failed {
             return Err(e);
         }
+        let corrupt = |why| Err(self.layer.corrupt(self.path, why));
         match &self.layout {
-            Some(l) if self.next == l.head.frames && self.buf.is_empty() => Ok(l.head.plain),
-            Some(_) if self.buf.is_empty() => Err(self.layer.corrupt(self.path, "cut off")),
-            Some(_) => Err(self.layer.corrupt(self.path, "bytes after its last frame")),
-            None => Err(self.layer.corrupt(self.path, "shorter than its header")),
+            None => corrupt("shorter than its header"),
+            Some(_) if !self.buf.is_empty() => corrupt("bytes after its last frame"),
+            Some(l) if self.next < l.head.frames.min(self.last.wrapping_add(1)) => {
+                corrupt("cut off")
+            }
+            Some(_) => Ok(self.written),
         }
     }
 }
@@ -403,15 +452,7 @@ impl<C: Codec> Driver for Framed<C> {
         dest: &mut dyn Write,
         validator: Option<&Validator>,
     ) -> Result<Fetched> {
-        let mut d = Decoder {
-            layer: self,
-            path,
-            dest,
-            buf: Vec::new(),
-            layout: None,
-            next: 0,
-            failed: None,
-        };
+        let mut d = Decoder::whole(self, path, dest);
         let fetched = self.lower.fetch(path, &mut d, validator);
         if let Some(e) = d.failed.take() {
             return Err(e);
@@ -429,44 +470,31 @@ impl<C: Codec> Driver for Framed<C> {
         super::opaque(self.lower.capabilities())
     }
 
-    /// Reads the layout, then the stored frames covering the range in one request. A
-    /// range past the end still decodes the last frame, so that what says where the end
-    /// is (the header) has been authenticated.
+    /// Reads the layout, then the stored frames covering the range in one request,
+    /// decoded as they come. A range past the end still decodes the last frame, so that
+    /// what says where the end is (the header) has been authenticated.
     fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
         let layout = self.layout(path)?;
         let head = &layout.head;
-        let end = offset.saturating_add(len).min(head.plain);
-        let frame = u64::from(head.frame);
-        let (first, last) = if offset < end {
-            ((offset / frame) as u32, ((end - 1) / frame) as u32)
-        } else {
-            (head.frames.saturating_sub(1), head.frames.saturating_sub(1))
-        };
         if head.frames == 0 {
             return Ok(0);
         }
-        let (a, b) = (
-            layout.starts[first as usize],
-            layout.starts[last as usize + 1],
-        );
-        let mut stored = Vec::with_capacity((b - a) as usize);
-        self.lower.read_range(path, a, b - a, &mut stored)?;
-        if stored.len() as u64 != b - a {
-            return Err(self.corrupt(path, "cut off"));
+        let end = offset.saturating_add(len).min(head.plain);
+        let frame = u64::from(head.frame);
+        let frames = if offset < end {
+            (offset / frame) as u32..=((end - 1) / frame) as u32
+        } else {
+            head.frames - 1..=head.frames - 1
+        };
+        let a = layout.starts[*frames.start() as usize];
+        let b = layout.starts[*frames.end() as usize + 1];
+        let mut d = Decoder::range(self, path, dest, layout, frames, offset..end);
+        let read = self.lower.read_range(path, a, b - a, &mut d);
+        if let Some(e) = d.failed.take() {
+            return Err(e);
         }
-        let mut written = 0;
-        for n in first..=last {
-            let i = n as usize;
-            let s = (layout.starts[i] - a) as usize..(layout.starts[i + 1] - a) as usize;
-            let plain = self.decode(path, head, n, &stored[s])?;
-            let at = u64::from(n) * frame;
-            let from = offset.saturating_sub(at).min(plain.len() as u64) as usize;
-            let to = (end.max(at) - at).min(plain.len() as u64) as usize;
-            dest.write_all(&plain[from..to.max(from)])
-                .map_err(|e| Error::from_io(self.describe(path), &e))?;
-            written += (to.max(from) - from) as u64;
-        }
-        Ok(written)
+        read?;
+        d.finish()
     }
 
     /// Encodes the whole file and uploads it in one piece; versions are the lower
