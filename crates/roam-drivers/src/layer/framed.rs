@@ -36,7 +36,7 @@ pub const FRAME: u32 = 64 << 10;
 pub const HEADER: usize = 48;
 const MAGIC: &[u8; 8] = b"roamfrm1";
 /// What a first read of a file asks for: the header and the index of files up to
-/// ~250 MiB (1,012 frames) in one request.
+/// ~63 MiB (1,012 frames) in one request.
 const PROBE: u64 = 4096;
 /// Files whose headers a listing reads at once (one request each).
 const LIST_PARALLEL: usize = 8;
