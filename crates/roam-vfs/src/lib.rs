@@ -18,6 +18,7 @@ mod consistency;
 mod delivery;
 mod error;
 mod ext_layer;
+mod fingerprint;
 mod lazy_ext;
 mod links;
 mod listings;
@@ -53,6 +54,7 @@ pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use delivery::conflict;
 pub use error::{Error, Result};
+pub use fingerprint::XATTRS;
 pub use lazy_ext::LoadExtension;
 pub use links::LinkTarget;
 pub use merge::ExtResolvers;
@@ -132,6 +134,8 @@ pub struct Vfs {
     policy: Option<EvictionPolicy>,
     /// The archive extension that shows zip/tar files as directories (none: they are files).
     archives: Option<archive::Archives>,
+    /// The digest extension that fingerprints files (none: no fingerprints).
+    fingerprints: Option<fingerprint::Fingerprints>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -204,6 +208,7 @@ impl Vfs {
             resolver: Box::new(KeepBoth),
             policy: None,
             archives: None,
+            fingerprints: None,
         })
     }
 

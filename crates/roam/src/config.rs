@@ -91,6 +91,8 @@ pub struct ExtensionsSection {
     pub dir: Option<PathBuf>,
     /// The archive extension (default: `archive`, when the extension dir has it).
     pub archive: Option<String>,
+    /// The digest extension, for fingerprints (default: `digest`, when installed).
+    pub digest: Option<String>,
 }
 
 /// `[[resolver]]`: which extension merges conflicts of which files.
@@ -397,17 +399,33 @@ impl Config {
     /// exist), else `archive` if it is installed; none when the setting is empty. Loading
     /// (compiling) waits for the first archive a program opens.
     pub fn archive_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
+        self.installed("archive", self.extensions.archive.as_deref())
+    }
+
+    /// A loader of the digest extension (fingerprints), chosen as the archive extension is
+    /// (`[extensions] digest`, default `digest`); loaded at the first fingerprint asked for.
+    pub fn digest_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
+        self.installed("digest", self.extensions.digest.as_deref())
+    }
+
+    /// The extension `setting` names (which must exist), else `default` if installed; none
+    /// when the setting is empty.
+    fn installed(
+        &self,
+        default: &str,
+        setting: Option<&str>,
+    ) -> Result<Option<roam_vfs::LoadExtension>> {
         let tech = roam_ext::Technology::Wasm;
         let dir = self.extensions_dir();
-        let name = match self.extensions.archive.as_deref() {
+        let name = match setting {
             Some("") => return Ok(None),
             Some(name) => name.to_owned(),
-            None => "archive".to_owned(),
+            None => default.to_owned(),
         };
         let path = tech.artifact(&dir, &name);
         if !path.is_file() {
-            if self.extensions.archive.is_some() {
-                anyhow::bail!("archive extension {}: no such file", path.display());
+            if setting.is_some() {
+                anyhow::bail!("{default} extension {}: no such file", path.display());
             }
             return Ok(None);
         }

@@ -454,6 +454,9 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     if let Some(load) = cfg.archive_extension()? {
         vfs.set_archive_extension(load);
     }
+    if let Some(load) = cfg.digest_extension()? {
+        vfs.set_digest_extension(load);
+    }
     Ok(vfs)
 }
 
