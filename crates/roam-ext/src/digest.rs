@@ -1,15 +1,19 @@
 //! The digest kind (fingerprints on demand): a file's MD5 and SHA-256, computed by an
 //! extension. Hashing needs every byte, so it is a continued conversation (as an archive
-//! listing): roam hands the extension the file a piece at a time with the state the
-//! previous call answered, so no call holds more than a piece and the state. The core
+//! listing): roam reads the file 4 MiB at a time and hands the extension 256 KiB pieces
+//! with the state the previous call answered, so no call holds more than a piece and the
+//! state. The core
 //! checks that each state is bounded and the last answer is exactly two digests; it
 //! cannot check the digests themselves (that would be computing them).
 
 use crate::{ExtError, Extension, Fault};
 use roam_ext_abi::{Reply, Request};
 
-/// Bytes of the file one call gets (whole 64-byte blocks but the last piece).
-pub const PIECE: u64 = 4 << 20;
+/// Bytes of the file one call gets (whole 64-byte blocks but the last piece): small
+/// enough for the interpreted technology (Pulley) to hash within the deadline.
+pub const PIECE: u64 = 256 << 10;
+/// Bytes read at once (one range request for a remote file), handed over piece by piece.
+pub const READ: u64 = 4 << 20;
 /// Bytes of state an extension may carry between calls.
 pub const MAX_STATE: usize = 64 << 10;
 
@@ -28,7 +32,7 @@ pub fn digest(ext: &Extension, size: u64, read: &mut Read) -> Result<Sums, ExtEr
     let mut state = Vec::new();
     let mut off = 0;
     loop {
-        let len = PIECE.min(size - off);
+        let len = READ.min(size - off);
         let data = read(off, len).map_err(|e| ext.error(Fault::host(e)))?;
         if data.len() as u64 != len {
             let why = format!(
@@ -37,29 +41,34 @@ pub fn digest(ext: &Extension, size: u64, read: &mut Read) -> Result<Sums, ExtEr
             );
             return Err(ext.error(Fault::Host(why)));
         }
-        let reply = ext.call(&Request::Digest {
-            size,
-            off,
-            state,
-            data,
-        })?;
-        let Reply::Bytes(out) = reply else {
-            return Err(ext.invalid(format!("answered {reply:?} to a digest")));
-        };
-        off += len;
-        if off == size {
-            return sums(&out).ok_or_else(|| {
-                ext.invalid(format!(
-                    "answered {} bytes, not MD5 and SHA-256 (48)",
-                    out.len()
-                ))
-            });
+        // An empty file is one empty piece.
+        let pieces = data.chunks(PIECE as usize).map(<[u8]>::to_vec);
+        for piece in pieces.chain((size == 0).then(Vec::new)) {
+            let at = off;
+            off += piece.len() as u64;
+            let reply = ext.call(&Request::Digest {
+                size,
+                off: at,
+                state: std::mem::take(&mut state),
+                data: piece,
+            })?;
+            let Reply::Bytes(out) = reply else {
+                return Err(ext.invalid(format!("answered {reply:?} to a digest")));
+            };
+            if off == size {
+                return sums(&out).ok_or_else(|| {
+                    ext.invalid(format!(
+                        "answered {} bytes, not MD5 and SHA-256 (48)",
+                        out.len()
+                    ))
+                });
+            }
+            if out.len() > MAX_STATE {
+                let why = format!("carried {} bytes of state (at most {MAX_STATE})", out.len());
+                return Err(ext.invalid(why));
+            }
+            state = out;
         }
-        if out.len() > MAX_STATE {
-            let why = format!("carried {} bytes of state (at most {MAX_STATE})", out.len());
-            return Err(ext.invalid(why));
-        }
-        state = out;
     }
 }
 

@@ -280,7 +280,7 @@ fn digest_hashes_a_file_in_pieces() {
         let sums = roam_ext::digest::digest(&ext, file.len() as u64, &mut read).unwrap();
         assert_eq!(roam_ext::digest::hex(&sums.md5), md5, "{tech}");
         assert_eq!(roam_ext::digest::hex(&sums.sha256), sha, "{tech}");
-        assert_eq!(calls, 3, "{tech}: pieces of 4 MiB");
+        assert_eq!(calls, 3, "{tech}: reads of 4 MiB");
     }
 }
 

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use common::{stderr, stdout, Backend, Roam};
 use roam_testkit::{noise, write_file, Scratch};
 
-/// Files of the tree: empty, small, and over one 4 MiB piece of the digest conversation
+/// Files of the tree: empty, small, and over one 4 MiB read of the digest conversation
 /// (and over roam's 8 MiB large-file size, read by ranges).
 const FILES: [(&str, usize); 4] = [
     ("empty", 0),
