@@ -74,7 +74,7 @@ fn step(size: u64, off: u64, state: &[u8], data: &[u8]) -> Result<Reply, &'stati
         return Err("a piece out of order");
     }
     let last = off + data.len() as u64 == size;
-    if !last && data.len() % 64 != 0 {
+    if !last && !data.len().is_multiple_of(64) {
         return Err("a piece that is not whole blocks");
     }
     let whole = data.len() / 64 * 64;
