@@ -4,13 +4,15 @@
 //! decoding), `stat` and `ls` show plaintext sizes while the server holds the framed,
 //! encoded bytes; a range read of a large file fetches only its frames (nginx's log); a
 //! byte flipped or cut off on the server is `EIO`. The frame-level attacks (frames swapped,
-//! a frame of another file, a forged header) are in the layer's unit tests.
+//! a frame of another file, a forged header) are in the layer's unit tests. Through
+//! `roam mount` the same files read and write alike.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::fuse::FuseMount;
 use common::{stderr, stdout, Backend, Roam};
 use roam_testkit::{noise, write_file, Scratch};
 
@@ -224,4 +226,30 @@ fn seal_without_a_usable_key_is_refused_at_start() {
     let o = Roam::new().sh(&["-m", "/s=seal:mem:"], "true");
     assert!(stderr(&o).contains("ROAM_SEAL_KEY_FILE"), "{}", stderr(&o));
     assert!(!Path::new("/s").exists());
+}
+
+#[test]
+fn zlib_and_seal_through_roam_mount() {
+    let s = Setup::new("dav");
+    let data = contents(FRAME * 3 + 7);
+    let local = s.file("f", &data);
+    s.ok("set -e; cp $L/f /z/z-f; cp $L/f /s/s-f");
+    for (layer, name) in [("zlib", "z-f"), ("seal", "s-f")] {
+        let roam = Roam::new().env("ROAM_SEAL_KEY_FILE", &s.key);
+        let m = FuseMount::start(roam, Some(&format!("{layer}:{}", s.b.url)), &[]);
+        let l = local.display();
+        let script = format!(
+            "set -e; cmp {l} /w/{name}; stat -c %s /w/{name}; cp {l} /w/new-{name}; cmp {l} /w/new-{name}"
+        );
+        let o = m.sh(&script, &[]);
+        assert!(
+            o.status.success(),
+            "{layer}: {}\n{}",
+            stderr(&o),
+            m.log_text()
+        );
+        assert_eq!(stdout(&o).trim(), data.len().to_string(), "{layer}");
+    }
+    // What the mounts wrote reads back through `roam run`'s layers.
+    s.ok("set -e; cmp $L/f /z/new-z-f; cmp $L/f /s/new-s-f");
 }
