@@ -19,6 +19,7 @@ mod delivery;
 mod error;
 mod ext_layer;
 mod fingerprint;
+mod guard;
 mod lazy_ext;
 mod links;
 mod listings;
@@ -136,6 +137,8 @@ pub struct Vfs {
     archives: Option<archive::Archives>,
     /// The digest extension that fingerprints files (none: no fingerprints).
     fingerprints: Option<fingerprint::Fingerprints>,
+    /// The access-control policy extension (none: every name may be used).
+    guard: Option<guard::Guard>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -209,11 +212,21 @@ impl Vfs {
             policy: None,
             archives: None,
             fingerprints: None,
+            guard: None,
         })
     }
 
-    /// The node a normalised absolute name stands for, `None` for a local name.
+    /// The node a normalised absolute name stands for, `None` for a local name; `EACCES`
+    /// for a remote object the access policy refuses.
     pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
+        let found = self.lookup_unguarded(virt)?;
+        if let Some(Node::Remote(r)) = &found {
+            self.guard(r)?;
+        }
+        Ok(found)
+    }
+
+    fn lookup_unguarded(&self, virt: &str) -> Result<Option<Node>> {
         match self.archive_lookup(virt)? {
             Some(member) => Ok(Some(member)),
             None => match self.mounts.lookup(virt)? {

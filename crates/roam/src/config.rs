@@ -41,6 +41,8 @@ pub struct Config {
     pub http: HttpSection,
     #[serde(default)]
     pub extensions: ExtensionsSection,
+    #[serde(default)]
+    pub access: AccessSection,
     /// Resolver extensions per glob, tried in file order.
     #[serde(default)]
     pub resolver: Vec<ResolverRule>,
@@ -83,6 +85,20 @@ pub struct CacheSection {
     /// Its arguments.
     #[serde(default)]
     pub policy_args: Vec<String>,
+}
+
+/// The access policy's extension loader and its `FIELD=VALUE` arguments.
+pub type AccessPolicy = (roam_vfs::LoadExtension, Vec<(String, String)>);
+
+/// `[access]`: an access-control policy extension (of the query kind), asked about every
+/// roam name a program looks up.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    pub policy: Option<String>,
+    /// Its `FIELD=VALUE` arguments (the `acl` example: `allow=PATTERN`, `deny=PATTERN`).
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -400,6 +416,24 @@ impl Config {
     /// (compiling) waits for the first archive a program opens.
     pub fn archive_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
         self.installed("archive", self.extensions.archive.as_deref())
+    }
+
+    /// The access policy's extension loader (which must exist) and its arguments.
+    pub fn access_policy(&self) -> Result<Option<AccessPolicy>> {
+        let Some(name) = &self.access.policy else {
+            return Ok(None);
+        };
+        let args = self
+            .access
+            .args
+            .iter()
+            .map(|a| a.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect::<Option<Vec<_>>>()
+            .context("[access] args are FIELD=VALUE")?;
+        let load = self
+            .installed(name, Some(name))?
+            .context("[access] policy: no such extension")?;
+        Ok(Some((load, args)))
     }
 
     /// A loader of the digest extension (fingerprints), chosen as the archive extension is

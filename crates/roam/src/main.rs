@@ -457,6 +457,9 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     if let Some(load) = cfg.digest_extension()? {
         vfs.set_digest_extension(load);
     }
+    if let Some((load, args)) = cfg.access_policy()? {
+        vfs.set_access_policy(load, args);
+    }
     Ok(vfs)
 }
 

@@ -5,7 +5,8 @@
 //! encoded bytes; a range read of a large file fetches only its frames (nginx's log); a
 //! byte flipped or cut off on the server is `EIO`. The frame-level attacks (frames swapped,
 //! a frame of another file, a forged header) are in the layer's unit tests. Through
-//! `roam mount` the same files read and write alike.
+//! `roam mount` the same files read and write alike. And a black-box graft: an access
+//! policy (the `acl` extension, `[access]` in roam.toml) refusing objects with `EACCES`.
 
 mod common;
 
@@ -252,4 +253,38 @@ fn zlib_and_seal_through_roam_mount() {
     }
     // What the mounts wrote reads back through `roam run`'s layers.
     s.ok("set -e; cmp $L/f /z/new-z-f; cmp $L/f /s/new-s-f");
+}
+
+#[test]
+fn an_access_policy_refuses_names_under_both_frontends() {
+    let b = Backend::serving("dav", |srv| {
+        for name in ["notes.txt", "id.key", "public.key", "private/plan.txt"] {
+            write_file(&srv.join(name), name.as_bytes(), 0o644);
+        }
+    });
+    let scratch = Scratch::new("acl");
+    let config = scratch.join("roam.toml");
+    // Objects as roam's messages name them: WebDAV's over http.
+    let u = b.url.replace("dav://", "http://");
+    let rules = format!(r#"["allow={u}/public.key", "deny=*.key", "deny={u}/private/*"]"#);
+    write_file(
+        &config,
+        format!("[access]\npolicy = \"acl\"\nargs = {rules}\n").as_bytes(),
+        0o644,
+    );
+    let roam = || {
+        Roam::new()
+            .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+            .env("ROAM_CONFIG", &config)
+    };
+    let script = "for f in notes.txt public.key id.key private/plan.txt; do cat /w/$f >/dev/null 2>&1 && echo $f ok || echo $f refused; done";
+    let run = roam().sh(&["-m", &format!("/w={}", b.url)], script);
+    let want = "notes.txt ok\npublic.key ok\nid.key refused\nprivate/plan.txt refused\n";
+    assert_eq!(stdout(&run), want, "{}", stderr(&run));
+    let o = roam().sh(&["-m", &format!("/w={}", b.url)], "cat /w/id.key");
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    // Through `roam mount`: the same objects, the same answers.
+    let m = FuseMount::start(roam(), Some(&b.url), &[]);
+    let o = m.sh(script, &[]);
+    assert_eq!(stdout(&o), want, "{}\n{}", stderr(&o), m.log_text());
 }

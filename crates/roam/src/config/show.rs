@@ -44,6 +44,9 @@ pub fn effective(cfg: &Config) -> Result<String> {
     if let Some(policy) = &cfg.cache.policy {
         line(&mut out, "cache.policy", policy, &from_file(cfg));
     }
+    if let Some(policy) = &cfg.access.policy {
+        line(&mut out, "access.policy", policy, &from_file(cfg));
+    }
     let [connect, read] = cfg.http_timeouts();
     duration_line(&mut out, "http.connect_timeout", connect);
     duration_line(&mut out, "http.read_timeout", read);
