@@ -144,6 +144,16 @@ pub enum Request {
         size: u64,
         files: Files,
     },
+    /// Fingerprints of a file of `size` bytes, one call per piece: `data` is its bytes
+    /// from `off` (a multiple of 64), `state` what the previous call answered (empty at
+    /// first). Answer [`Reply::Bytes`]: the new state, or after the last piece its MD5
+    /// and SHA-256 (16 + 32 bytes).
+    Digest {
+        size: u64,
+        off: u64,
+        state: Vec<u8>,
+        data: Vec<u8>,
+    },
 }
 
 /// What an extension answers.
@@ -339,6 +349,18 @@ impl Request {
                 w.u64(*size);
                 files.encode(&mut w);
             }
+            Request::Digest {
+                size,
+                off,
+                state,
+                data,
+            } => {
+                w.u8(7);
+                w.u64(*size);
+                w.u64(*off);
+                w.bytes(state);
+                w.bytes(data);
+            }
         }
         w.0
     }
@@ -396,6 +418,12 @@ impl Request {
                 method: r.u16()?,
                 size: r.u64()?,
                 files: Files::decode(&mut r)?,
+            },
+            7 => Request::Digest {
+                size: r.u64()?,
+                off: r.u64()?,
+                state: r.bytes()?,
+                data: r.bytes()?,
             },
             _ => return Err(DecodeError("unknown request kind")),
         };
@@ -557,6 +585,12 @@ mod tests {
                 method: 8,
                 size: 99,
                 files: files_b,
+            },
+            Request::Digest {
+                size: 200,
+                off: 128,
+                state: vec![5; 56],
+                data: vec![9; 72],
             },
         ];
         for req in reqs {

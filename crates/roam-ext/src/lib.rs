@@ -12,7 +12,8 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`], [`archive`])
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`], [`archive`],
+//! [`digest`])
 //! converse with an extension and validate what it answers. This crate is a leaf: it knows
 //! nothing of roam's namespace.
 
@@ -29,6 +30,7 @@ mod wasm;
 mod worker;
 
 pub mod archive;
+pub mod digest;
 pub mod layer;
 pub mod policy;
 pub mod query;

@@ -1,7 +1,7 @@
 //! The kinds' front ends with the example extensions, under every isolating technology: the
 //! id3 query converses for ranges, hotlist picks an eviction victim, rot13 transforms a layer,
-//! merge3 and id3merge merge three versions into a patch; and each front end rejects the
-//! well-formed lies of the `faults` extension.
+//! merge3 and id3merge merge three versions into a patch, digest hashes a file in pieces;
+//! and each front end rejects the well-formed lies of the `faults` extension.
 
 use roam_ext::abi::{Candidate, LayerOp};
 use roam_ext::resolve::{self, Versions};
@@ -245,6 +245,42 @@ fn front_ends_reject_well_formed_lies() {
             )),
             "{tech}: member data past the end"
         );
+        let mut read = |_, len: u64| Ok(vec![0; len as usize]);
+        assert!(
+            invalid(roam_ext::digest::digest(&ext, 10, &mut read)),
+            "{tech}: digests of the wrong length"
+        );
+    }
+}
+
+/// The digest extension gives `md5sum`'s and `sha256sum`'s answers for a file hashed in
+/// several pieces, under every isolating technology.
+#[test]
+fn digest_hashes_a_file_in_pieces() {
+    let file: Vec<u8> = (0..9_000_001u32).map(|i| (i % 251) as u8).collect();
+    let want = |tool: &str| {
+        let dir = std::env::temp_dir().join(format!("roam-digest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, &file).unwrap();
+        let o = std::process::Command::new(tool)
+            .arg(&path)
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap()[..if tool == "md5sum" { 32 } else { 64 }].to_owned()
+    };
+    let (md5, sha) = (want("md5sum"), want("sha256sum"));
+    for tech in ISOLATED {
+        let ext = load("digest", tech);
+        let mut calls = 0;
+        let mut read = |off: u64, len: u64| {
+            calls += 1;
+            Ok(file[off as usize..(off + len) as usize].to_vec())
+        };
+        let sums = roam_ext::digest::digest(&ext, file.len() as u64, &mut read).unwrap();
+        assert_eq!(roam_ext::digest::hex(&sums.md5), md5, "{tech}");
+        assert_eq!(roam_ext::digest::hex(&sums.sha256), sha, "{tech}");
+        assert_eq!(calls, 3, "{tech}: reads of 4 MiB");
     }
 }
 

@@ -18,6 +18,8 @@ mod consistency;
 mod delivery;
 mod error;
 mod ext_layer;
+mod fingerprint;
+mod guard;
 mod lazy_ext;
 mod links;
 mod listings;
@@ -54,6 +56,7 @@ pub use cache::Info;
 pub use consistency::{Consistency, TRead};
 pub use delivery::conflict;
 pub use error::{Error, Result};
+pub use fingerprint::XATTRS;
 pub use lazy_ext::LoadExtension;
 pub use links::LinkTarget;
 pub use merge::ExtResolvers;
@@ -136,6 +139,10 @@ pub struct Vfs {
     policy: Option<EvictionPolicy>,
     /// The archive extension that shows zip/tar files as directories (none: they are files).
     archives: Option<archive::Archives>,
+    /// The digest extension that fingerprints files (none: no fingerprints).
+    fingerprints: Option<fingerprint::Fingerprints>,
+    /// The access-control policy extension (none: every name may be used).
+    guard: Option<guard::Guard>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -209,11 +216,22 @@ impl Vfs {
             resolver: Box::new(KeepBoth),
             policy: None,
             archives: None,
+            fingerprints: None,
+            guard: None,
         })
     }
 
-    /// The node a normalised absolute name stands for, `None` for a local name.
+    /// The node a normalised absolute name stands for, `None` for a local name; `EACCES`
+    /// for a remote object the access policy refuses.
     pub fn lookup(&self, virt: &str) -> Result<Option<Node>> {
+        let found = self.lookup_unguarded(virt)?;
+        if let Some(Node::Remote(r)) = &found {
+            self.guard(r)?;
+        }
+        Ok(found)
+    }
+
+    fn lookup_unguarded(&self, virt: &str) -> Result<Option<Node>> {
         match self.archive_lookup(virt)? {
             Some(member) => Ok(Some(member)),
             None => match self.mounts.lookup(virt)? {

@@ -15,7 +15,9 @@
 //! `file` (a local directory in place) and `file+cache` (a local directory through roam's
 //! cache, like a remote one); `mem:` (an empty in-memory file system, one per mount), and the
 //! layers over any other mount URL: `null:URL` (unchanged; `null:/dir` serves a local
-//! directory in place) and `rot13:URL` (names and contents rotated); `ext:NAME:URL` stacks the
+//! directory in place), `rot13:URL` (names and contents rotated), `zlib:URL` (contents
+//! compressed) and `seal:URL` (contents encrypted and authenticated, key from
+//! `ROAM_SEAL_KEY_FILE`), in seekable frames; `ext:NAME:URL` stacks the
 //! layer extension `NAME` (from the extension directory, run as wasm) the same way.
 
 use std::collections::HashMap;
@@ -26,7 +28,8 @@ use roam_drivers::chirp::{ChirpConfig, ChirpDriver};
 use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
-use roam_drivers::layer::{null::Null, rot13::Rot13, Stacked};
+use roam_drivers::layer::framed::Framed;
+use roam_drivers::layer::{null::Null, rot13::Rot13, seal::Seal, zlib::Zlib, Stacked};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
@@ -240,6 +243,13 @@ impl Protocols {
         if let Some(lower) = url.strip_prefix("rot13:") {
             return Ok(Arc::new(Stacked::new(Rot13, self.driver(lower)?)));
         }
+        if let Some(lower) = url.strip_prefix("zlib:") {
+            return Ok(Arc::new(Framed::new(Zlib, self.driver(lower)?)));
+        }
+        if let Some(lower) = url.strip_prefix("seal:") {
+            let seal = Seal::from_env().map_err(Error::Config)?;
+            return Ok(Arc::new(Framed::new(seal, self.driver(lower)?)));
+        }
         if let Some(spec) = url.strip_prefix("ext:") {
             return self.ext_layer(spec);
         }
@@ -256,7 +266,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL or ext:NAME:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL or ext:NAME:URL)"
                 )))
             }
         })

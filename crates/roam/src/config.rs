@@ -41,6 +41,8 @@ pub struct Config {
     pub http: HttpSection,
     #[serde(default)]
     pub extensions: ExtensionsSection,
+    #[serde(default)]
+    pub access: AccessSection,
     /// Resolver extensions per glob, tried in file order.
     #[serde(default)]
     pub resolver: Vec<ResolverRule>,
@@ -85,12 +87,28 @@ pub struct CacheSection {
     pub policy_args: Vec<String>,
 }
 
+/// The access policy's extension loader and its `FIELD=VALUE` arguments.
+pub type AccessPolicy = (roam_vfs::LoadExtension, Vec<(String, String)>);
+
+/// `[access]`: an access-control policy extension (of the query kind), asked about every
+/// roam name a program looks up.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    pub policy: Option<String>,
+    /// Its `FIELD=VALUE` arguments (the `acl` example: `allow=PATTERN`, `deny=PATTERN`).
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtensionsSection {
     pub dir: Option<PathBuf>,
     /// The archive extension (default: `archive`, when the extension dir has it).
     pub archive: Option<String>,
+    /// The digest extension, for fingerprints (default: `digest`, when installed).
+    pub digest: Option<String>,
 }
 
 /// `[[resolver]]`: which extension merges conflicts of which files.
@@ -397,17 +415,51 @@ impl Config {
     /// exist), else `archive` if it is installed; none when the setting is empty. Loading
     /// (compiling) waits for the first archive a program opens.
     pub fn archive_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
+        self.installed("archive", self.extensions.archive.as_deref())
+    }
+
+    /// The access policy's extension loader (which must exist) and its arguments.
+    pub fn access_policy(&self) -> Result<Option<AccessPolicy>> {
+        let Some(name) = &self.access.policy else {
+            return Ok(None);
+        };
+        let args = self
+            .access
+            .args
+            .iter()
+            .map(|a| a.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect::<Option<Vec<_>>>()
+            .context("[access] args are FIELD=VALUE")?;
+        let load = self
+            .installed(name, Some(name))?
+            .context("[access] policy: no such extension")?;
+        Ok(Some((load, args)))
+    }
+
+    /// A loader of the digest extension (fingerprints), chosen as the archive extension is
+    /// (`[extensions] digest`, default `digest`); loaded at the first fingerprint asked for.
+    pub fn digest_extension(&self) -> Result<Option<roam_vfs::LoadExtension>> {
+        self.installed("digest", self.extensions.digest.as_deref())
+    }
+
+    /// The extension `setting` names (which must exist), else `default` if installed; none
+    /// when the setting is empty.
+    fn installed(
+        &self,
+        default: &str,
+        setting: Option<&str>,
+    ) -> Result<Option<roam_vfs::LoadExtension>> {
         let tech = roam_ext::Technology::Wasm;
         let dir = self.extensions_dir();
-        let name = match self.extensions.archive.as_deref() {
+        let name = match setting {
             Some("") => return Ok(None),
             Some(name) => name.to_owned(),
-            None => "archive".to_owned(),
+            None => default.to_owned(),
         };
         let path = tech.artifact(&dir, &name);
         if !path.is_file() {
-            if self.extensions.archive.is_some() {
-                anyhow::bail!("archive extension {}: no such file", path.display());
+            if setting.is_some() {
+                anyhow::bail!("{default} extension {}: no such file", path.display());
             }
             return Ok(None);
         }

@@ -2,6 +2,8 @@
 //! extension (Sprockets' transducer) says match. The extension asks for the byte ranges it
 //! needs and only those are fetched, so searching remote MP3s by tag reads their tags, not
 //! their audio. PATH is a roam name (`/http/host/dir`, a mount) or a local directory.
+//! `--hash md5|sha256` prints each file found with its fingerprint (as `md5sum` does),
+//! computed by the digest extension from the bytes read for it.
 
 use roam_drivers::secrets::scrub;
 use std::path::PathBuf;
@@ -18,8 +20,8 @@ pub struct FindArgs {
     /// The directory to search (recursively).
     path: String,
     /// The query extension, by name (NAME.wasm or libNAME.so in the extension directory).
-    #[arg(long = "ext", value_name = "NAME")]
-    ext: String,
+    #[arg(long = "ext", value_name = "NAME", required_unless_present = "hash")]
+    ext: Option<String>,
     /// FIELD=VALUE conditions the extension checks (all must hold).
     #[arg(long = "where", value_name = "FIELD=VALUE")]
     conditions: Vec<String>,
@@ -30,6 +32,16 @@ pub struct FindArgs {
     /// $XDG_CONFIG_HOME/roam/extensions.
     #[arg(long, value_name = "DIR")]
     ext_dir: Option<PathBuf>,
+    /// Print each file found with its fingerprint (`HASH  NAME`, as md5sum and sha256sum).
+    #[arg(long, value_enum)]
+    hash: Option<Hash>,
+}
+
+/// A fingerprint `roam find` can print.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Hash {
+    Md5,
+    Sha256,
 }
 
 /// Runs the search; exit status 0 if something matched, 1 if nothing did, 2 on errors
@@ -50,7 +62,19 @@ fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
         bail!("native extensions are for benchmarks only: use wasm, pulley, fork or worker");
     }
     let dir = args.ext_dir.unwrap_or_else(|| config.extensions_dir());
-    let ext = Extension::load(&dir, &args.ext, args.tech, Limits::default())?;
+    let ext = match &args.ext {
+        Some(name) => Some(Extension::load(&dir, name, args.tech, Limits::default())?),
+        None => None,
+    };
+    let digest = match args.hash {
+        Some(_) => Some(Extension::load(
+            &dir,
+            "digest",
+            args.tech,
+            Limits::default(),
+        )?),
+        None => None,
+    };
     let conditions = args
         .conditions
         .iter()
@@ -63,7 +87,8 @@ fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
     }
     let mut search = Search {
         vfs,
-        ext: &ext,
+        ext: ext.as_ref(),
+        digest: digest.as_ref().zip(args.hash),
         conditions: &conditions,
         matched: 0,
         errors: 0,
@@ -81,7 +106,9 @@ fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
 /// natively.
 struct Search<'a> {
     vfs: &'a Vfs,
-    ext: &'a Extension,
+    ext: Option<&'a Extension>,
+    /// The digest extension and the fingerprint to print, for `--hash`.
+    digest: Option<(&'a Extension, Hash)>,
     conditions: &'a [(String, String)],
     matched: usize,
     errors: usize,
@@ -152,12 +179,41 @@ impl Search<'_> {
             None => read_local(name, off, len),
         };
         let base = name.rsplit('/').next().unwrap_or(name);
-        match roam_ext::query::matches(self.ext, base, self.conditions, size, &mut fetch) {
-            Ok(true) => {
-                self.matched += 1;
-                println!("{name}");
-            }
+        let matched = match self.ext {
+            Some(ext) => roam_ext::query::matches(ext, base, self.conditions, size, &mut fetch),
+            None => Ok(true),
+        };
+        match matched {
+            Ok(true) => self.found(name, node.as_ref(), size),
             Ok(false) => {}
+            Err(e) => self.error(name, &e),
+        }
+    }
+
+    /// Prints a file found: its name, or with `--hash` its fingerprint and name, computed
+    /// from the bytes the vfs reads for it (its copy when current, else ranges).
+    fn found(&mut self, name: &str, node: Option<&Node>, size: u64) {
+        let Some((digest, hash)) = self.digest else {
+            self.matched += 1;
+            return println!("{name}");
+        };
+        let vfs = self.vfs;
+        let mut read = |off, len| match node {
+            Some(node) => vfs
+                .read_range(node, off, len)
+                .map_err(std::io::Error::other),
+            None => read_local(name, off, len),
+        };
+        let sums = roam_ext::digest::digest(digest, size, &mut read);
+        match sums {
+            Ok(s) => {
+                self.matched += 1;
+                let sum = match hash {
+                    Hash::Md5 => &s.md5[..],
+                    Hash::Sha256 => &s.sha256[..],
+                };
+                println!("{}  {name}", roam_ext::digest::hex(sum));
+            }
             Err(e) => self.error(name, &e),
         }
     }
@@ -169,12 +225,13 @@ impl Search<'_> {
 }
 
 /// `len` bytes of the local file `name` from `off` (fewer at its end).
-fn read_local(name: &str, off: u64, len: u32) -> std::io::Result<Vec<u8>> {
+fn read_local(name: &str, off: u64, len: impl Into<u64>) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(name)?;
     f.seek(SeekFrom::Start(off))?;
-    let mut buf = Vec::with_capacity(len as usize);
-    f.take(u64::from(len)).read_to_end(&mut buf)?;
+    let len = len.into();
+    let mut buf = Vec::with_capacity(len.min(16 << 20) as usize);
+    f.take(len).read_to_end(&mut buf)?;
     Ok(buf)
 }
 

@@ -58,8 +58,9 @@ Names a program can use:
 Configuration: $ROAM_CONFIG, else $XDG_CONFIG_HOME/roam/roam.toml, else
 ~/.config/roam/roam.toml (`roam config` shows what is in effect).
 
-Environment: ROAM_CONFIG, ROAM_CACHE_DIR, ROAM_EXT_DIR, ROAM_NOTIFY (0/1: seccomp
-notifications), ROAM_FUSE_URING (1: FUSE over io_uring where the kernel allows), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME, HOME; TLS: SSL_CERT_FILE,
+Environment: ROAM_CONFIG, ROAM_CACHE_DIR, ROAM_EXT_DIR, ROAM_SEAL_KEY_FILE (seal: layers),
+ROAM_NOTIFY (0/1: seccomp notifications), ROAM_FUSE_URING (1: FUSE over io_uring where the
+kernel allows), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME, HOME; TLS: SSL_CERT_FILE,
 SSL_CERT_DIR; HTTP, WebDAV, FTP: NETRC; S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL,
 AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, AWS_WEB_IDENTITY_TOKEN_FILE,
@@ -87,7 +88,7 @@ struct Cli {
 pub(crate) const MOUNT_HELP: &str =
     "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
 ftp://, ftps://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, \
-file+cache:///PATH, mem:, null:URL, rot13:URL, ext:NAME:URL, or NAME:PATH of a [remote.NAME]";
+file+cache:///PATH, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, or NAME:PATH of a [remote.NAME]";
 
 #[derive(Subcommand)]
 enum Command {
@@ -468,6 +469,12 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     }
     if let Some(load) = cfg.archive_extension()? {
         vfs.set_archive_extension(load);
+    }
+    if let Some(load) = cfg.digest_extension()? {
+        vfs.set_digest_extension(load);
+    }
+    if let Some((load, args)) = cfg.access_policy()? {
+        vfs.set_access_policy(load, args);
     }
     Ok(vfs)
 }

@@ -24,7 +24,8 @@ fn handle(input: &[u8]) -> Vec<u8> {
 
 /// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
 /// a range past the end of the file, a patch past the end of the file, a layer that changes
-/// length or produces `..`, an archive member's data past the end of the archive.
+/// length or produces `..`, an archive member's data past the end of the archive, digests
+/// of the wrong length.
 fn lie(req: Request) -> Reply {
     match req {
         Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
@@ -61,6 +62,8 @@ fn lie(req: Request) -> Reply {
             }
         }
         Request::Compute { .. } => Reply::Fail("computations are probes".into()),
+        // One byte short of MD5 and SHA-256, or a state past the core's bound.
+        Request::Digest { .. } => Reply::Bytes(vec![0; 47]),
     }
 }
 

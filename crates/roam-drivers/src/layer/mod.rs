@@ -4,11 +4,16 @@
 //! - `null:` ([`null::Null`]) changes nothing: over a local directory it passes the local
 //!   files through, so frontends serve them in place at native speed;
 //! - `rot13:` ([`rot13::Rot13`]) rotates the letters of names and contents;
+//! - `zlib:` and `seal:` change the length of contents (compress; encrypt and
+//!   authenticate): [`framed::Framed`] stacks those, in seekable frames;
 //! - layers whose transform runs elsewhere (a layer extension, wired above the drivers):
 //!   that is why a transform says which way data goes and may fail.
 
+pub mod framed;
 pub mod null;
 pub mod rot13;
+pub mod seal;
+pub mod zlib;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -41,6 +46,19 @@ pub trait Transform: Send + Sync + std::fmt::Debug + 'static {
     fn name(&self, s: &str, way: Way) -> Result<String>;
     /// File contents, in place; `offset` is where `bytes` start in the file.
     fn bytes(&self, bytes: &mut [u8], offset: u64, way: Way) -> Result<()>;
+}
+
+/// What a layer that changes contents can do over a backend that can do `lower`: nothing
+/// that serves the lower files as they are (in memory, in place, and what the kernel does
+/// there).
+fn opaque(lower: Capabilities) -> Capabilities {
+    Capabilities {
+        in_memory: false,
+        in_place: false,
+        hard_links: false,
+        special_files: lower.special_files && !lower.in_place,
+        ..lower
+    }
 }
 
 /// A layer `T` over the driver `lower`.
@@ -242,13 +260,7 @@ impl<T: Transform> Driver for Stacked<T> {
         if T::TRANSPARENT {
             return lower;
         }
-        Capabilities {
-            in_memory: false,
-            in_place: false,
-            hard_links: false,
-            special_files: lower.special_files && !lower.in_place,
-            ..lower
-        }
+        opaque(lower)
     }
 
     fn open_in_place(

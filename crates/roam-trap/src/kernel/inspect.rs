@@ -1,7 +1,8 @@
 //! Calls that only look at a name (the stat family, access, xattr reads, statfs, readlink):
 //! redirected to the skeleton entry, whose size, mtime, mode and type are the remote ones,
 //! so the kernel fills in `struct stat`/`statx` itself. Also readlink of the magic links
-//! `/proc/self/{cwd,exe,fd/N}`, which must show virtual names, not roam's cache.
+//! `/proc/self/{cwd,exe,fd/N}`, which must show virtual names, not roam's cache; and
+//! `getxattr` of roam's own attributes (fingerprints), which roam-vfs answers.
 
 use nix::unistd::Pid;
 
@@ -39,6 +40,9 @@ pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
             return Ok(Decision::fail(libc::EROFS));
         }
     }
+    if let Some(value) = roam_xattr(job, vfs, node) {
+        return Ok(xattr_reply(job, value.map_err(fail)?));
+    }
     let Some((target, text)) = vfs.link_target(node).map_err(fail)? else {
         return stat_of(k, job, arg, node, None);
     };
@@ -73,6 +77,36 @@ fn stat_of(k: &Kernel, job: &Job, arg: usize, node: &roam_vfs::Node, link: Optio
         },
         None => rewrite_to(arg, &stub),
     })
+}
+
+/// The value of roam's own extended attribute (`user.roam.sha256` ...) that a `getxattr`
+/// asks for, if it asks for one.
+fn roam_xattr(
+    job: &Job,
+    vfs: &roam_vfs::Vfs,
+    node: &roam_vfs::Node,
+) -> Option<roam_vfs::Result<Vec<u8>>> {
+    if !matches!(job.call.nr, libc::SYS_getxattr | libc::SYS_lgetxattr) {
+        return None;
+    }
+    let name = crate::platform::memory::read_cstr(job.tid, job.call.args[1]).ok()?;
+    vfs.roam_xattr(node, std::str::from_utf8(&name).ok()?)
+}
+
+/// `getxattr`'s answer of `value`, as the kernel gives it: size 0 asks for the length,
+/// a smaller buffer is `ERANGE`.
+fn xattr_reply(job: &Job, value: Vec<u8>) -> Decision {
+    let (buf, size) = (job.call.args[2], job.call.args[3] as usize);
+    let ret = value.len() as i64;
+    match size {
+        0 => Decision::Return(ret),
+        s if s < value.len() => Decision::fail(libc::ERANGE),
+        _ => Decision::ReturnData {
+            addr: buf,
+            data: value,
+            ret,
+        },
+    }
 }
 
 /// `readlink` of a roam link: the server's text (its skeleton entry points elsewhere),

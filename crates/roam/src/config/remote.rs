@@ -24,7 +24,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 /// Prefixes of mount targets that are roam's own (`mem:`, layers), which no remote may take.
-const RESERVED: [&str; 5] = ["mem", "null", "rot13", "ext", "file"];
+const RESERVED: [&str; 7] = ["mem", "null", "rot13", "zlib", "seal", "ext", "file"];
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]

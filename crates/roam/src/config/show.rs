@@ -44,13 +44,22 @@ pub fn effective(cfg: &Config) -> Result<String> {
     if let Some(policy) = &cfg.cache.policy {
         line(&mut out, "cache.policy", policy, &from_file(cfg));
     }
+    if let Some(policy) = &cfg.access.policy {
+        line(&mut out, "access.policy", policy, &from_file(cfg));
+    }
     let [connect, read] = cfg.http_timeouts();
     duration_line(&mut out, "http.connect_timeout", connect);
     duration_line(&mut out, "http.read_timeout", read);
     path_line(&mut out, "extensions.dir", cfg.extensions_dir_setting());
-    match &cfg.extensions.archive {
-        Some(name) => line(&mut out, "extensions.archive", name, &from_file(cfg)),
-        None => line(&mut out, "extensions.archive", "archive", &Source::Default),
+    for (kind, setting) in [
+        ("archive", &cfg.extensions.archive),
+        ("digest", &cfg.extensions.digest),
+    ] {
+        let key = format!("extensions.{kind}");
+        match setting {
+            Some(name) => line(&mut out, &key, name, &from_file(cfg)),
+            None => line(&mut out, &key, kind, &Source::Default),
+        }
     }
     for (glob, v) in &cfg.t_read {
         let value: super::Seconds = v.clone().try_into()?;
