@@ -122,6 +122,9 @@ impl Vfs {
             if writing(&virt) {
                 continue;
             }
+            if failures > 0 {
+                tracing::debug!("{virt}: upload attempt {} after a failure", failures + 1);
+            }
             match self.flush(&virt, &|| writing(&virt)) {
                 Ok(Flushed::Conflict(beside)) => {
                     tell(format!("conflict {virt}"), conflict(&virt, &beside))
