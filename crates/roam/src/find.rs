@@ -50,7 +50,7 @@ fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
         bail!("native extensions are for benchmarks only: use wasm, pulley, fork or worker");
     }
     let dir = args.ext_dir.unwrap_or_else(|| config.extensions_dir());
-    let ext = Extension::load(&dir, &args.ext, args.tech, Limits::default())?;
+    let ext = config.load_extension(&dir, &args.ext, args.tech, Limits::default())?;
     let conditions = args
         .conditions
         .iter()
