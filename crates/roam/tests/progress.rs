@@ -5,26 +5,10 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use common::{stderr, stdout, Roam};
-use roam_testkit::fault::{Fault, Proxy};
-use roam_testkit::{noise, write_file, Scratch, Server};
 
 const LEN: usize = 2 << 20;
-
-/// nginx serving `big.bin` ([`LEN`] bytes) behind a proxy that drips it.
-fn dripping() -> (Scratch, Server, Proxy) {
-    let dir = Scratch::new("progress");
-    write_file(&dir.join("www/big.bin"), &noise(LEN, 3), 0o644);
-    let server = Server::nginx(&dir.join("www"), &dir.join("run"));
-    let proxy = Proxy::start(server.port);
-    proxy.set(Fault::Drip {
-        bytes: 64 << 10,
-        every: Duration::from_millis(100),
-    });
-    (dir, server, proxy)
-}
 
 /// `roam [FLAGS] run -- sh -c 'wc -c < FILE'` with the terminal `script` makes as its
 /// stdin, stdout and stderr; returns all it wrote there.
@@ -51,7 +35,7 @@ fn in_a_pty(flags: &str, file: &str) -> String {
 
 #[test]
 fn a_slow_fetch_shows_progress_on_a_terminal_and_clears_it() {
-    let (_dir, _server, proxy) = dripping();
+    let (_dir, _server, proxy) = common::dripping(LEN);
     let file = format!("/http/127.0.0.1:{}/big.bin", proxy.port);
     let out = in_a_pty("", &file);
     assert!(out.contains(&LEN.to_string()), "{out:?}");
@@ -67,7 +51,7 @@ fn a_slow_fetch_shows_progress_on_a_terminal_and_clears_it() {
 
 #[test]
 fn no_progress_into_a_pipe_nor_with_q() {
-    let (_dir, _server, proxy) = dripping();
+    let (_dir, _server, proxy) = common::dripping(LEN);
     let file = format!("/http/127.0.0.1:{}/big.bin", proxy.port);
     let out = in_a_pty("-q", &file);
     assert!(out.contains(&LEN.to_string()), "{out:?}");

@@ -12,23 +12,10 @@ use std::time::{Duration, Instant};
 
 use common::{stderr, stdout, Roam};
 use roam_testkit::fault::{Fault, Proxy};
-use roam_testkit::{noise, write_file, Scratch, Server};
+use roam_testkit::{write_file, Scratch};
 use serde_json::Value;
 
 const LEN: usize = 2 << 20;
-
-/// nginx serving `big.bin` ([`LEN`] bytes) behind a proxy that drips it (about 3 s).
-fn dripping() -> (Scratch, Server, Proxy) {
-    let dir = Scratch::new("status");
-    write_file(&dir.join("www/big.bin"), &noise(LEN, 7), 0o644);
-    let server = Server::nginx(&dir.join("www"), &dir.join("run"));
-    let proxy = Proxy::start(server.port);
-    proxy.set(Fault::Drip {
-        bytes: 64 << 10,
-        every: Duration::from_millis(100),
-    });
-    (dir, server, proxy)
-}
 
 /// `roam status --json` on the cache of `roam`, parsed.
 fn status_json(roam: &Roam) -> Value {
@@ -60,7 +47,7 @@ fn await_status(roam: &Roam, child: &mut Child, pick: impl Fn(&Value) -> bool) -
 
 #[test]
 fn status_json_shows_another_process_transfer_in_flight_with_its_counters() {
-    let (_dir, _server, proxy) = dripping();
+    let (_dir, _server, proxy) = common::dripping(LEN);
     let roam = Roam::new();
     let file = format!("/http/127.0.0.1:{}/big.bin", proxy.port);
     let mut run = roam
