@@ -70,10 +70,7 @@ impl Progress {
 
 /// `fetching NAME  12.0 MiB / 40.0 MiB  3.1 MiB/s  ETA 9 s`.
 fn describe(t: &Transfer) -> String {
-    let verb = match t.direction {
-        Direction::Fetch => "fetching",
-        Direction::Upload => "uploading",
-    };
+    let verb = verb(t.direction);
     let rate = t.bytes as f64 / t.seconds.max(0.001);
     let mut line = format!("roam: {verb} {}  {}", t.name, size(t.bytes as f64));
     if let Some(total) = t.total {
@@ -85,6 +82,14 @@ fn describe(t: &Transfer) -> String {
         line.push_str(&format!("  ETA {}", duration(left)));
     }
     line
+}
+
+/// What a transfer in `direction` is doing, in a word.
+pub fn verb(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Fetch => "fetching",
+        Direction::Upload => "uploading",
+    }
 }
 
 fn size(bytes: f64) -> String {

@@ -135,8 +135,8 @@ fn print_process(p: &Process) {
             .total
             .map_or(String::new(), |n| format!(" of {:.1}", mib(n)));
         println!(
-            "  {:?} {}: {:.1}{total} MiB, {:.1} MiB/s, {:.0} s",
-            t.direction,
+            "  {} {}: {:.1}{total} MiB, {:.1} MiB/s, {:.0} s",
+            crate::progress::verb(t.direction),
             t.name,
             mib(t.bytes),
             mib(f.rate),
