@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds roam (the release profile) and installs it for the current user, with what makes it
-# usable at once: the archive extension (zip/tar as directories), man pages, and completions
-# for bash, zsh and fish.
+# usable at once: the example extensions (scripts/install-extensions.sh), man pages, and
+# completions for bash, zsh and fish.
 #
 # Usage: ./install.sh        Environment: PREFIX (default ~/.local), CARGO_TARGET_DIR
 #   PREFIX/bin/roam
 #   PREFIX/share/man/man1/roam*.1
 #   PREFIX/share/bash-completion/completions/roam, .../zsh/site-functions/_roam,
 #   PREFIX/share/fish/vendor_completions.d/roam.fish
-#   $ROAM_EXT_DIR or ${XDG_CONFIG_HOME:-~/.config}/roam/extensions/archive.wasm
+#   $ROAM_EXT_DIR or ${XDG_CONFIG_HOME:-~/.config}/roam/extensions/{archive,id3,...}.wasm
 # Needs Rust (rustup) and a C linker; nothing runs as root unless you do.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,14 +26,10 @@ install -d "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-f
 "$roam" completions zsh >"$prefix/share/zsh/site-functions/_roam"
 "$roam" completions fish >"$prefix/share/fish/vendor_completions.d/roam.fish"
 
-# The archive extension runs as WebAssembly: built for wasm32-wasip1.
-rustup target add wasm32-wasip1 >/dev/null
-cargo build --release --manifest-path extensions/Cargo.toml -p archive \
-    --target wasm32-wasip1 --target-dir "$target/ext-build"
-ext_dir=${ROAM_EXT_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/roam/extensions}
-install -Dm644 "$target/ext-build/wasm32-wasip1/release/archive.wasm" "$ext_dir/archive.wasm"
-
-echo "installed $roam, its man pages and completions; the archive extension in $ext_dir"
+# The example extensions (archive: zip/tar as directories; id3, id3merge, merge3, rot13,
+# hotlist) run as WebAssembly.
+scripts/install-extensions.sh
+echo "installed $roam, its man pages and completions"
 case ":$PATH:" in
 *":$prefix/bin:"*) ;;
 *) echo "note: $prefix/bin is not on PATH; add it: export PATH=\"$prefix/bin:\$PATH\"" ;;

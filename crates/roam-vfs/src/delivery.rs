@@ -139,6 +139,9 @@ impl Vfs {
                 self.later.held.lock().unwrap().insert(virt);
                 continue;
             }
+            if failures > 0 {
+                tracing::debug!("{virt}: upload attempt {} after a failure", failures + 1);
+            }
             match self.flush(&virt, &|| writing(&virt)) {
                 Ok(Flushed::Conflict(beside)) => {
                     tell(format!("conflict {virt}"), conflict(&virt, &beside))

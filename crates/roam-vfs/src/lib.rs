@@ -26,6 +26,7 @@ mod listings;
 mod locks;
 mod merge;
 mod mounts;
+mod observe;
 mod open;
 mod partial;
 pub mod path;
@@ -61,6 +62,7 @@ pub use lazy_ext::LoadExtension;
 pub use links::LinkTarget;
 pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
+pub use observe::{Direction, RemoteStats, Transfer};
 pub use open::{OpenHow, Opened};
 pub use suspend::Change;
 pub use usage::{CacheReport, EvictionPolicy, Stats};
@@ -842,6 +844,7 @@ impl Vfs {
     /// [`Vfs::fetch_file`] for a caller that holds the file's lock.
     fn fetch_file_locked(&self, r: &Remote, meta: &Meta) -> Result<PathBuf> {
         if let Some(hit) = self.young_copy(r, meta) {
+            tracing::debug!("{}: cache hit (the copy is younger than T_read)", r.virt);
             return Ok(hit);
         }
         // One process at a time fills and publishes a name's copy; the others wait, then
@@ -860,6 +863,7 @@ impl Vfs {
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s)),
         });
         self.ensure_space(meta.size.unwrap_or(0), &r.virt)?;
+        self.mounts.observer().expect_size(r.describe(), meta.size);
         let (download, private) = match guard {
             Some(_) => (self.cache.begin_download(&r.virt, cached.is_none())?, None),
             None => {
@@ -880,6 +884,7 @@ impl Vfs {
         };
         match fetched {
             (Fetched::NotModified, _) => {
+                tracing::debug!("{}: revalidated: unchanged on the server", r.virt);
                 self.cache.abort_download(&download);
                 let mut info = cached.expect("a validator implies a cached copy");
                 info.fetched_at = unix_secs(SystemTime::now());
@@ -889,6 +894,11 @@ impl Vfs {
                 Ok(self.copy_hit(&r.virt))
             }
             (Fetched::Body(mut fresh), size) => {
+                let why = match validator {
+                    Some(_) => "revalidated: changed on the server",
+                    None => "not cached",
+                };
+                tracing::debug!("{}: {why}: fetched whole, {size} bytes", r.virt);
                 fresh.size = Some(size);
                 // A fetch that tells no mode (FTP's RETR) leaves the one roam knew (the
                 // listing's), not the mode of a file without one.

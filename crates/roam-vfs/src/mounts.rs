@@ -37,6 +37,7 @@ use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
 use crate::ext_layer::ExtLayer;
+use crate::observe::Observer;
 use crate::path::{normalize, strip_dir_prefix};
 use crate::work::MountRecord;
 use crate::{Error, Result};
@@ -278,6 +279,7 @@ pub struct Mounts {
     explicit: Vec<Explicit>,
     protocols: Protocols,
     hosts: Mutex<HashMap<String, Arc<dyn Driver>>>,
+    observer: Arc<Observer>,
 }
 
 impl Mounts {
@@ -289,6 +291,7 @@ impl Mounts {
         extensions: Option<&Path>,
     ) -> Result<Mounts> {
         let protocols = Protocols::new(http, tls, extensions)?;
+        let observer = Arc::new(Observer::default());
         let mut explicit = Vec::new();
         for (local, url) in mounts {
             if !local.starts_with('/') {
@@ -296,7 +299,7 @@ impl Mounts {
                     "mount point {local:?} must be an absolute path"
                 )));
             }
-            let driver = protocols.driver(url)?;
+            let driver = observer.wrap(url, protocols.driver(url)?);
             explicit.push(Explicit {
                 prefix: normalize(local),
                 url: url.clone(),
@@ -309,7 +312,13 @@ impl Mounts {
             explicit,
             protocols,
             hosts: Mutex::new(HashMap::new()),
+            observer,
         })
+    }
+
+    /// What every mount's requests and transfers were ([`crate::observe`]).
+    pub(crate) fn observer(&self) -> &Observer {
+        &self.observer
     }
 
     /// Absolute path prefixes under which roam names live (for the tracer's quick filter).
@@ -393,7 +402,7 @@ impl Mounts {
         if let Some(d) = hosts.get(key) {
             return Ok(d.clone());
         }
-        let driver = self.protocols.driver(key)?;
+        let driver = self.observer.wrap(key, self.protocols.driver(key)?);
         hosts.insert(key.to_owned(), driver.clone());
         Ok(driver)
     }

@@ -45,10 +45,32 @@ pub enum Opened {
     Copy(PathBuf),
 }
 
+impl Opened {
+    /// What was decided, in words (for `-vv`).
+    fn what(&self) -> &'static str {
+        match self {
+            Opened::Local(_) => "in place (a local file or entry)",
+            Opened::Memory(_) => "in place (in memory)",
+            Opened::Change(_) => "a journaled copy to change",
+            Opened::Partial(_) => "in ranges, fetched as they are read",
+            Opened::Copy(_) => "a whole copy",
+        }
+    }
+}
+
 impl Vfs {
     /// Opens `node` as the program asked, deciding between the file itself, a change, a
     /// partial copy and a whole one.
     pub fn open(&self, node: &Node, how: &OpenHow) -> Result<Opened> {
+        let opened = self.decide_open(node, how);
+        if let Ok(o) = &opened {
+            tracing::debug!("open {}: {}", node.virt(), o.what());
+        }
+        opened
+    }
+
+    /// [`Vfs::open`]'s decision.
+    fn decide_open(&self, node: &Node, how: &OpenHow) -> Result<Opened> {
         let flags = how.flags;
         if let Some(p) = self.special_path(node)? {
             return Ok(Opened::Local(p));

@@ -53,6 +53,9 @@ pub struct Journal {
     pub state: ChangeState,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leftovers: Vec<Litter>,
+    /// Why its last upload failed (it waits for a retry, or `roam sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// The explicit mount (`-m LOCAL=URL`, `roam.toml`) a change was written under: a later
@@ -72,6 +75,7 @@ impl Journal {
             base,
             state: ChangeState::Open,
             leftovers: Vec::new(),
+            failure: None,
         }
     }
 }
@@ -142,6 +146,8 @@ pub struct PendingChange {
     /// What its uploads may have left on the server, for people (removed by its next
     /// upload, or `roam sync`).
     pub leftovers: Vec<String>,
+    /// Why its last upload failed, if one did.
+    pub failure: Option<String>,
 }
 
 /// This process's work directory.
@@ -458,6 +464,7 @@ pub fn pending_changes(cache_root: &Path) -> Vec<PendingChange> {
                 out.push(PendingChange {
                     copy: under(&d.join("copy"), &virt),
                     leftovers: rec.leftovers.iter().map(|l| l.describe(&virt)).collect(),
+                    failure: rec.failure,
                     virt,
                     state,
                     owner,

@@ -519,6 +519,30 @@ impl Vfs {
     /// change then stays journaled after the upload. A change nobody writes any more is
     /// sealed first; a kept one is not uploaded ([`Error::Kept`]).
     pub fn flush(&self, virt: &str, still_written: &dyn Fn() -> bool) -> Result<Flushed> {
+        let done = self.flush_once(virt, still_written);
+        if let Err(e) = &done {
+            if !e.is_kept() {
+                self.note_failure(virt, e);
+            }
+        }
+        done
+    }
+
+    /// Journals why an upload of `virt` failed, for `roam status` (best effort: the
+    /// failure itself is what the caller reports).
+    fn note_failure(&self, virt: &str, e: &Error) {
+        let lock = self.fetch_lock(virt);
+        let _guard = lock.lock().unwrap();
+        if let Some(mut rec) = self.work.journal(virt) {
+            rec.failure = Some(e.to_string());
+            if let Err(e) = self.work.put_journal(virt, &rec) {
+                tracing::debug!("{virt}: the upload's failure not journaled: {e}");
+            }
+        }
+    }
+
+    /// [`Vfs::flush`], once.
+    fn flush_once(&self, virt: &str, still_written: &dyn Fn() -> bool) -> Result<Flushed> {
         let lock = self.fetch_lock(virt);
         let _guard = lock.lock().unwrap();
         let Some(mut rec) = self.work.journal(virt).or_else(|| self.late_writes(virt)) else {
@@ -827,6 +851,7 @@ impl Vfs {
                 return Err(e.into());
             }
         };
+        tracing::debug!("{}: uploaded, {len} bytes", r.virt);
         crate::usage::Usage::add(&self.usage.uploads, 1);
         crate::usage::Usage::add(&self.usage.bytes_uploaded, len);
         Ok(meta)

@@ -364,14 +364,33 @@ impl Config {
         self.pick(None, env, self.extensions.dir.clone(), default)
     }
 
+    /// The extension `name` of the extension directory, loaded; a missing one is told with
+    /// where roam looked and how to get roam's examples.
+    pub fn load_extension(
+        &self,
+        dir: &Path,
+        name: &str,
+        tech: roam_ext::Technology,
+        limits: roam_ext::Limits,
+    ) -> Result<roam_ext::Extension> {
+        let path = tech.artifact(dir, name);
+        if !path.is_file() {
+            anyhow::bail!(
+                "extension {name}: {} does not exist ({})",
+                path.display(),
+                HOW_TO_GET_EXTENSIONS
+            );
+        }
+        Ok(roam_ext::Extension::load(dir, name, tech, limits)?)
+    }
+
     /// The eviction policy `[cache] policy` names, loaded.
     pub fn eviction_policy(&self) -> Result<Option<roam_vfs::EvictionPolicy>> {
         let Some(name) = &self.cache.policy else {
             return Ok(None);
         };
         let tech = roam_ext::Technology::Wasm;
-        let ext =
-            roam_ext::Extension::load(&self.extensions_dir(), name, tech, Default::default())?;
+        let ext = self.load_extension(&self.extensions_dir(), name, tech, Default::default())?;
         Ok(Some(roam_vfs::EvictionPolicy {
             ext,
             args: self.cache.policy_args.clone(),
@@ -399,13 +418,9 @@ impl Config {
             if tech == roam_ext::Technology::Native {
                 anyhow::bail!("{}: native extensions are for benchmarks only", context());
             }
-            let ext = roam_ext::Extension::load(
-                &self.extensions_dir(),
-                &rule.ext,
-                tech,
-                Default::default(),
-            )
-            .with_context(context)?;
+            let ext = self
+                .load_extension(&self.extensions_dir(), &rule.ext, tech, Default::default())
+                .with_context(context)?;
             rules.push((rule.glob.clone(), ext));
         }
         Ok(Some(roam_vfs::ExtResolvers::new(rules)))
@@ -459,7 +474,10 @@ impl Config {
         let path = tech.artifact(&dir, &name);
         if !path.is_file() {
             if setting.is_some() {
-                anyhow::bail!("{default} extension {}: no such file", path.display());
+                anyhow::bail!(
+                    "{default} extension {}: no such file ({HOW_TO_GET_EXTENSIONS})",
+                    path.display()
+                );
             }
             return Ok(None);
         }
@@ -468,6 +486,11 @@ impl Config {
         })))
     }
 }
+
+/// How to get the example extensions, for a message about a missing one.
+pub const HOW_TO_GET_EXTENSIONS: &str = "roam's examples archive, id3, id3merge, merge3, \
+rot13 and hotlist are installed by install.sh, or alone by scripts/install-extensions.sh [DIR] \
+of roam's source";
 
 /// `$ROAM_CONFIG`, else `$XDG_CONFIG_HOME/roam/roam.toml`, else `~/.config/roam/roam.toml`.
 pub fn config_path() -> PathBuf {

@@ -62,19 +62,9 @@ fn search(vfs: &Vfs, config: &Config, args: FindArgs) -> Result<i32> {
         bail!("native extensions are for benchmarks only: use wasm, pulley, fork or worker");
     }
     let dir = args.ext_dir.unwrap_or_else(|| config.extensions_dir());
-    let ext = match &args.ext {
-        Some(name) => Some(Extension::load(&dir, name, args.tech, Limits::default())?),
-        None => None,
-    };
-    let digest = match args.hash {
-        Some(_) => Some(Extension::load(
-            &dir,
-            "digest",
-            args.tech,
-            Limits::default(),
-        )?),
-        None => None,
-    };
+    let load = |name: &str| config.load_extension(&dir, name, args.tech, Limits::default());
+    let ext = args.ext.as_deref().map(load).transpose()?;
+    let digest = args.hash.map(|_| load("digest")).transpose()?;
     let conditions = args
         .conditions
         .iter()

@@ -8,9 +8,12 @@ mod control;
 mod doctor;
 mod find;
 mod fuse_run;
+mod live;
 mod manual;
 mod mount;
+mod progress;
 mod snapshot;
+mod status;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -75,9 +78,13 @@ SSH_AUTH_SOCK (docs/CONNECTING.md lists every file read).";
     after_help = EXIT_CODES
 )]
 struct Cli {
-    /// More output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
+    /// More output on stderr (-v: what failed and why, -vv: roam's decisions: opens,
+    /// cache hits, revalidations, uploads, retries); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 100)]
     verbose: u8,
+    /// No progress line on a terminal.
+    #[arg(short, long, global = true, display_order = 100)]
+    quiet: bool,
     #[command(flatten)]
     settings: config::Flags,
     #[command(subcommand)]
@@ -121,8 +128,13 @@ enum Command {
     /// List the files under PATH that a query extension says match (`--ext id3 --where
     /// artist=Radiohead`); only the byte ranges the extension asks for are fetched.
     Find(find::FindArgs),
-    /// Show pending uploads, what the cache holds and its counters.
-    Status,
+    /// Show what roam does on this machine: transfers in flight, counters per remote,
+    /// mounts, changes not yet uploaded and why they wait, what the cache holds.
+    Status {
+        /// One JSON object (keys: README, "roam status --json").
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage the cache: `stat` (same as status), `clean` (drop copies not being written).
     Cache {
         #[command(subcommand)]
@@ -195,6 +207,7 @@ enum CacheAction {
 fn main() {
     let cli = Cli::parse_from(argv::original());
     init_logging(cli.verbose);
+    progress::set_quiet(cli.quiet);
     argv::hide_passwords();
     config::set_flags(cli.settings);
     match dispatch(cli.command) {
@@ -222,7 +235,11 @@ fn dispatch(command: Command) -> Result<i32> {
         } => {
             roam_trap::block_tracer_signals()?;
             let vfs = Arc::new(open_vfs(&mounts, Use::Work)?);
-            let code = roam_trap::run(vfs.clone(), &program)?;
+            let what = program[0].to_string_lossy().into_owned();
+            let live = live::start(vfs.clone(), "run", what);
+            let code = roam_trap::run(vfs.clone(), &program);
+            live.stop();
+            let code = code?;
             if let Err(e) = vfs.save_stats() {
                 tracing::warn!("could not save cache counters: {e}");
             }
@@ -236,11 +253,14 @@ fn dispatch(command: Command) -> Result<i32> {
             pid,
         } => attach::attach(&mounts, pid, foreground),
         Command::Detach { pid } => attach::detach(pid),
-        Command::Status
-        | Command::Cache {
+        Command::Status { json } => {
+            status::print(&open_vfs(&[], Use::Look)?.report(), json)?;
+            Ok(0)
+        }
+        Command::Cache {
             action: CacheAction::Stat,
         } => {
-            print_report(&open_vfs(&[], Use::Look)?.report());
+            status::print(&open_vfs(&[], Use::Look)?.report(), false)?;
             Ok(0)
         }
         Command::Cache {
@@ -277,68 +297,6 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Completions { shell } => manual::completions(shell, Cli::command()),
         Command::Man { dir } => manual::man(Cli::command(), dir.as_deref()),
-    }
-}
-
-fn print_report(r: &roam_vfs::CacheReport) {
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!("cache:    {}", r.root.display());
-    println!(
-        "copies:   {} files, {:.1} MiB of {:.0} MiB",
-        r.files,
-        mib(r.bytes),
-        mib(r.limit)
-    );
-    let s = &r.stats;
-    println!("opens:    {} hits, {} misses", s.hits, s.misses);
-    println!(
-        "fetched:  {:.1} MiB; uploaded: {} files, {:.1} MiB; evicted: {}",
-        mib(s.bytes_fetched),
-        s.uploads,
-        mib(s.bytes_uploaded),
-        s.evictions
-    );
-    let kept = r.pending.iter().filter(|p| is_kept(p)).count();
-    println!(
-        "pending:  {} change(s) not yet uploaded{}",
-        r.pending.len(),
-        match (r.pending.is_empty(), kept) {
-            (true, _) => String::new(),
-            (false, 0) => " (run `roam sync`)".into(),
-            (false, n) => format!(" ({n} kept: see below)"),
-        }
-    );
-    for p in &r.pending {
-        println!("  {}", scrub(&describe_pending(p)));
-        if !p.leftovers.is_empty() {
-            println!(
-                "    an upload of it was cut off and may have left on the server: {} (its next upload or `roam sync` removes them)",
-                scrub(&p.leftovers.join(", "))
-            );
-        }
-    }
-}
-
-fn is_kept(p: &roam_vfs::PendingChange) -> bool {
-    matches!(p.state, roam_vfs::ChangeState::Kept { .. })
-}
-
-/// One line on a change not yet uploaded: its name, where it stands, whose it is.
-fn describe_pending(p: &roam_vfs::PendingChange) -> String {
-    let whose = match p.owner {
-        Some(pid) => format!("roam pid {pid} is writing it"),
-        None => "left by a roam that ended; `roam sync` delivers it".into(),
-    };
-    match &p.state {
-        roam_vfs::ChangeState::Open => format!("{}  (being written; {whose})", p.virt),
-        roam_vfs::ChangeState::Sealed => format!("{}  (due for upload; {whose})", p.virt),
-        roam_vfs::ChangeState::Kept { why, .. } => format!(
-            "{}  KEPT, not uploaded: {why}. The copy is {}; `roam sync --force {}` uploads it as it is, `roam sync --discard {}` drops it",
-            p.virt,
-            p.copy.display(),
-            p.virt,
-            p.virt
-        ),
     }
 }
 
@@ -480,21 +438,29 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
 }
 
 fn init_logging(verbose: u8) {
-    let level = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(verbose)));
     // Colours only for a person at a terminal, never into a log file or a test's pipe.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| ScrubbedStderr)
-        .with_target(false)
+        // At -vv a line says which part of roam decided (`roam_vfs::open`).
+        .with_target(verbose >= 2)
         .with_ansi(ansi)
         .init();
+}
+
+/// The log filter of `-v`/`-vv`: roam's own crates at info/debug, everything else (the SSH
+/// and TLS libraries, tokio) at warn: their internals are for `RUST_LOG`. The directive
+/// `roam` covers every crate and target whose name starts with it (`roam_vfs`,
+/// `roam_requests`).
+fn log_filter(verbose: u8) -> &'static str {
+    match verbose {
+        0 => "warn",
+        1 => "warn,roam=info",
+        _ => "warn,roam=debug",
+    }
 }
 
 /// Standard error with every password of a URL or name hidden ([`scrub`]): whatever a log

@@ -118,7 +118,7 @@ fn is_mount_point(dir: &Path) -> Result<bool> {
 }
 
 /// `/a\040b` → `/a b` (bytes: a mount point need not be UTF-8).
-fn unescape_octal(s: &str) -> PathBuf {
+pub(crate) fn unescape_octal(s: &str) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
     let mut out = Vec::with_capacity(s.len());
     let b = s.as_bytes();
@@ -269,11 +269,14 @@ fn serve(args: &MountArgs) -> Result<i32> {
     } else {
         eprintln!("roam: {transport}");
     }
+    let dir = args.dir.canonicalize().unwrap_or_else(|_| args.dir.clone());
+    let live = crate::live::start(vfs.clone(), "mount", dir.display().to_string());
     while !mounted.ended() {
         if wait_signal(&signals, Duration::from_millis(200)) {
             break;
         }
     }
+    live.stop();
     // A suspension ends with the mount: the changes waiting for it go on.
     drop(control);
     vfs.resume();

@@ -364,3 +364,17 @@ impl Drop for SlowServer {
         let _ = self.child.wait();
     }
 }
+
+/// nginx serving `big.bin` (`len` bytes) behind the fault proxy, which drips it (64 KiB
+/// every 100 ms): a fetch a test can watch in flight. Keep all three alive.
+pub fn dripping(len: usize) -> (Scratch, Server, roam_testkit::fault::Proxy) {
+    let dir = Scratch::new("drip");
+    write_file(&dir.join("www/big.bin"), &noise(len, 7), 0o644);
+    let server = Server::nginx(&dir.join("www"), &dir.join("run"));
+    let proxy = roam_testkit::fault::Proxy::start(server.port);
+    proxy.set(roam_testkit::fault::Fault::Drip {
+        bytes: 64 << 10,
+        every: std::time::Duration::from_millis(100),
+    });
+    (dir, server, proxy)
+}
