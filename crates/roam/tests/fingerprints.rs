@@ -50,28 +50,6 @@ fn getxattr(attr: &str) -> String {
     )
 }
 
-fn gets_of(b: &Backend, name: &str) -> (usize, usize) {
-    let log = std::fs::read_to_string(b.backend("").parent().unwrap().join("run/access.log"))
-        .unwrap_or_default();
-    let gets: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains(&format!("\"GET /{name} ")))
-        .collect();
-    let bytes = gets
-        .iter()
-        .map(|l| {
-            let after = l.split('"').nth(2).unwrap_or_default();
-            after
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    (gets.len(), bytes)
-}
-
 #[test]
 fn getxattr_under_roam_run_gives_md5sum_and_sha256sum() {
     let b = backend();
@@ -92,7 +70,7 @@ fn getxattr_under_roam_run_gives_md5sum_and_sha256sum() {
     }
     assert_eq!(lines[2 * FILES.len()], lines[2 * FILES.len() - 1]);
     // Three questions about `big` (md5, sha256, sha256 again): its bytes read once.
-    let (_, bytes) = gets_of(&b, "big");
+    let (_, bytes) = common::gets_in(&b.access_log(), "big");
     assert!(
         (9 << 20..(9 << 20) + (2 << 20)).contains(&bytes),
         "{bytes} bytes read"

@@ -135,32 +135,6 @@ fn zlib_and_seal_round_trip_over_s3() {
     round_trips("s3");
 }
 
-/// Bytes nginx sent for GETs of `name` in `log` lines.
-fn bytes_sent(log: &str, name: &str) -> (usize, usize) {
-    let gets: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains(&format!("\"GET /{name} ")))
-        .collect();
-    let bytes = gets
-        .iter()
-        .map(|l| {
-            let after = l.split('"').nth(2).unwrap_or_default();
-            after
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    (gets.len(), bytes)
-}
-
-fn access_log(b: &Backend) -> String {
-    let run = b.backend("").parent().unwrap().join("run/access.log");
-    std::fs::read_to_string(run).unwrap_or_default()
-}
-
 #[test]
 fn a_range_read_fetches_only_its_frames() {
     let s = Setup::new("dav");
@@ -168,7 +142,7 @@ fn a_range_read_fetches_only_its_frames() {
     let data = noise(len, 5);
     s.file("big", &data);
     s.ok("cp $L/big /s/s-big");
-    let before = access_log(&s.b).len();
+    let before = s.b.access_log().len();
     let out = s.local.join("part");
     // One read of 8 KiB across a frame boundary, inside one of roam-vfs's 1 MiB chunks of
     // a large file (a second read going on from it would start a stream to the end; `dd`
@@ -180,7 +154,7 @@ fn a_range_read_fetches_only_its_frames() {
         out.display()
     ));
     assert_eq!(std::fs::read(&out).unwrap(), data[at..at + 8192]);
-    let (gets, bytes) = bytes_sent(&access_log(&s.b)[before..], "s-big");
+    let (gets, bytes) = common::gets_in(&s.b.access_log()[before..], "s-big");
     eprintln!("{gets} GETs, {bytes} bytes of {}", sealed_len(len));
     assert!(gets >= 2, "the layout, then frames: {gets}");
     // Its chunk's 16 frames (1 MiB and their tags) and the header and index, twice.

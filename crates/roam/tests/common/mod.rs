@@ -297,6 +297,12 @@ impl Backend {
         self
     }
 
+    /// The access log of an nginx backend (HTTP, WebDAV) so far.
+    pub fn access_log(&self) -> String {
+        let log = self.scratch.join("run/access.log");
+        std::fs::read_to_string(log).unwrap_or_default()
+    }
+
     /// The environment roam needs to reach the server (`HOME` with an `.ssh`, AWS variables).
     pub fn env(&self) -> &[(String, String)] {
         &self.served.env
@@ -377,4 +383,17 @@ pub fn dripping(len: usize) -> (Scratch, Server, roam_testkit::fault::Proxy) {
         every: std::time::Duration::from_millis(100),
     });
     (dir, server, proxy)
+}
+
+/// How many GETs of `/NAME` nginx's access `log` lines show, and the bytes it sent for them.
+pub fn gets_in(log: &str, name: &str) -> (usize, usize) {
+    let gets: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(&format!("\"GET /{name} ")))
+        .collect();
+    let sent = |l: &&str| -> usize {
+        let after = l.split('"').nth(2).unwrap_or_default();
+        after.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    (gets.len(), gets.iter().map(sent).sum())
 }
