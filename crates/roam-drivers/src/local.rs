@@ -327,21 +327,22 @@ fn timespec(time: Option<SystemTime>) -> libc::timespec {
             tv_nsec: libc::UTIME_OMIT,
         };
     };
+    // Seconds as i64: the C type's name differs between glibc and musl.
     let (tv_sec, tv_nsec) = match time.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => (
-            d.as_secs() as libc::time_t,
-            d.subsec_nanos() as libc::c_long,
-        ),
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos() as libc::c_long),
         Err(e) => {
             let d = e.duration();
-            let borrow = libc::c_long::from(d.subsec_nanos() > 0);
+            let borrow = i64::from(d.subsec_nanos() > 0);
             (
-                -(d.as_secs() as libc::time_t) - borrow,
+                -(d.as_secs() as i64) - borrow,
                 (1_000_000_000 - d.subsec_nanos() as libc::c_long) % 1_000_000_000,
             )
         }
     };
-    libc::timespec { tv_sec, tv_nsec }
+    libc::timespec {
+        tv_sec: tv_sec as _,
+        tv_nsec,
+    }
 }
 
 impl LocalDriver {

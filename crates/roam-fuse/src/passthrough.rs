@@ -21,7 +21,7 @@ use crate::handles::Opened;
 use crate::Roamfs;
 
 /// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, uint32_t)`.
-const BACKING_CLOSE: libc::c_ulong = 0x4004_e502;
+const BACKING_CLOSE: libc::Ioctl = 0x4004_e502u32 as libc::Ioctl;
 
 /// A file registered with the kernel for passthrough; unregistered when dropped.
 pub struct Backing {

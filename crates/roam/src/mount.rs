@@ -326,7 +326,7 @@ fn block_signals() -> libc::sigset_t {
 /// Whether one of the blocked signals arrived within `timeout`.
 fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> bool {
     let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_sec: timeout.as_secs() as _,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: a valid set and timespec; no siginfo wanted.

@@ -457,10 +457,16 @@ impl Kernel {
     /// so a request to trace one of them hands that process over to the asker (Parrot's
     /// debuggers inside the agent); requests about other processes are the kernel's.
     fn pass_ptrace(&self, tid: Pid, call: &Syscall) -> Decision {
-        let request = call.args[0] as libc::c_uint;
-        let target = match request {
-            libc::PTRACE_TRACEME => tid,
-            libc::PTRACE_ATTACH | libc::PTRACE_SEIZE => Pid::from_raw(call.args[1] as i32),
+        // The constants' C type differs between glibc (unsigned) and musl (signed):
+        // compared as the kernel's.
+        let request = call.args[0] as u32;
+        #[allow(clippy::unnecessary_cast)]
+        let is = |r| request == r as u32;
+        let target = match () {
+            _ if is(libc::PTRACE_TRACEME) => tid,
+            _ if is(libc::PTRACE_ATTACH) || is(libc::PTRACE_SEIZE) => {
+                Pid::from_raw(call.args[1] as i32)
+            }
             _ => return Decision::Continue,
         };
         // Not `tracees`: a child's first calls may reach roam before its parent's fork

@@ -19,7 +19,7 @@ use super::ptrace::Syscall;
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (`SECCOMP_IOW(4, __u64)`) and its one flag,
 /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`; not in the libc crate.
-const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::Ioctl = 0x4008_2104u32 as libc::Ioctl;
 const SYNC_WAKE_UP: u64 = 1;
 
 /// One notified call.
@@ -51,7 +51,7 @@ impl Listener {
     }
 
     /// One of the listener's ioctls, whose argument is a struct it reads or fills.
-    fn ioctl<T>(&self, request: libc::c_ulong, arg: &mut T) -> nix::Result<()> {
+    fn ioctl<T>(&self, request: libc::Ioctl, arg: &mut T) -> nix::Result<()> {
         // SAFETY: each caller passes the struct its request reads or writes.
         let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), request, arg as *mut T) };
         Errno::result(r).map(drop)

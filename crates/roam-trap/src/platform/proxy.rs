@@ -19,7 +19,7 @@ struct Inherited {
     umask: libc::mode_t,
     blocked: libc::sigset_t,
     ignored: Vec<i32>,
-    limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    limits: Vec<(Resource, libc::rlimit)>,
     pgid: libc::pid_t,
 }
 
@@ -144,7 +144,13 @@ fn closes_on_exec(tid: Pid, fd: RawFd) -> bool {
         .is_some_and(|flags| flags & libc::O_CLOEXEC != 0)
 }
 
-fn limits(tid: Pid) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+/// A resource number as `prlimit`/`setrlimit` take it: glibc has a type of its own.
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+fn limits(tid: Pid) -> Vec<(Resource, libc::rlimit)> {
     // Linux's 16 resources, RLIMIT_CPU (0) to RLIMIT_RTTIME (15).
     (0..16)
         .filter_map(|r| {

@@ -31,33 +31,57 @@ pub const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 /// `PTRACE_GET_SYSCALL_INFO` at a seccomp stop: number, arguments and stack pointer in one
 /// request instead of `GETREGS`.
 pub fn syscall_at_stop(pid: Pid) -> nix::Result<Syscall> {
-    let info = ptrace::syscall_info(pid)?;
-    if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
-        return Err(nix::errno::Errno::EINVAL);
-    }
-    // SAFETY: `op` says the seccomp member of the union is the valid one.
-    let sc = unsafe { info.u.seccomp };
-    Ok(Syscall {
-        arch: info.arch,
-        nr: sc.nr as i64,
-        args: sc.args,
-        sp: info.stack_pointer,
-    })
+    syscall_info(pid, INFO_SECCOMP)
 }
 
 /// `PTRACE_GET_SYSCALL_INFO` at a syscall-entry stop (a call the tracer took over from the
 /// listener, restarted under `PTRACE_SYSCALL`).
 pub fn syscall_at_entry(pid: Pid) -> nix::Result<Syscall> {
-    let info = ptrace::syscall_info(pid)?;
-    if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
+    syscall_info(pid, INFO_ENTRY)
+}
+
+/// `struct ptrace_syscall_info` (x86_64) as the kernel lays it out, with the `entry` and
+/// `seccomp` members of its union, which both begin with the number and the arguments
+/// (nix and the libc crate offer it with glibc only; roam also builds against musl).
+#[repr(C)]
+#[derive(Default)]
+struct SyscallInfo {
+    op: u8,
+    _pad: [u8; 3],
+    arch: u32,
+    instruction_pointer: u64,
+    stack_pointer: u64,
+    nr: u64,
+    args: [u64; 6],
+    ret_data: u32,
+    _pad2: u32,
+}
+
+const PTRACE_GET_SYSCALL_INFO: u32 = 0x420e;
+const INFO_ENTRY: u8 = 1;
+const INFO_SECCOMP: u8 = 3;
+
+/// The call a thread is stopped at, if the stop is of kind `op` (else `EINVAL`).
+fn syscall_info(pid: Pid, op: u8) -> nix::Result<Syscall> {
+    let mut info = SyscallInfo::default();
+    let size = std::mem::size_of::<SyscallInfo>();
+    // SAFETY: the kernel writes at most `size` bytes into `info`.
+    let r = unsafe {
+        libc::ptrace(
+            PTRACE_GET_SYSCALL_INFO as _,
+            pid.as_raw(),
+            size as *mut libc::c_void,
+            &mut info as *mut SyscallInfo as *mut libc::c_void,
+        )
+    };
+    nix::errno::Errno::result(r)?;
+    if info.op != op {
         return Err(nix::errno::Errno::EINVAL);
     }
-    // SAFETY: `op` says the entry member of the union is the valid one.
-    let e = unsafe { info.u.entry };
     Ok(Syscall {
         arch: info.arch,
-        nr: e.nr as i64,
-        args: e.args,
+        nr: info.nr as i64,
+        args: info.args,
         sp: info.stack_pointer,
     })
 }
