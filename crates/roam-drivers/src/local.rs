@@ -435,9 +435,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes());
     let (a, b) = (c(from)?, c(to)?);
-    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    // SAFETY: both are valid NUL-terminated paths that outlive the call. The system call
+    // itself: musl has no `renameat2` wrapper.
     let done = unsafe {
-        libc::renameat2(
+        libc::syscall(
+            libc::SYS_renameat2,
             libc::AT_FDCWD,
             a.as_ptr(),
             libc::AT_FDCWD,
