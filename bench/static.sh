@@ -30,11 +30,13 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && brea
 
 # Runs ARGS inside the bare root: a private mount namespace, /proc bound, chroot, an empty
 # environment but for roam's cache.
+chroot=$(command -v chroot)
 bare() {
-    unshare -rm sh -c 'mount --rbind /proc "$0/proc" && exec env -i ROAM_CACHE_DIR=/tmp/cache ROAM_CONFIG=/none chroot "$0" "$@"' "$root" "$@"
+    unshare -rm sh -c 'root=$0 chroot=$1; shift; mount --rbind /proc "$root/proc" && exec env -i ROAM_CACHE_DIR=/tmp/cache ROAM_CONFIG=/none "$chroot" "$root" "$@"' "$root" "$chroot" "$@"
 }
 echo "files in the root: $(cd "$root" && find . -type f | sort | tr '\n' ' ')"
-bare /roam doctor
+# FUSE and user namespaces are absent in the bare root: doctor says so and exits 1.
+bare /roam doctor || echo "(roam doctor exit $?: mechanisms this root lacks, named above)"
 check() {
     local want=$1 got
     shift
