@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds roam and shows it at work: a local HTTP server (Python's http.server) serves a
 # small C project, and ordinary programs — ls, grep, cat, make, cc, python3 — use it through
-# `roam run` as if it were a local directory. Nothing is installed; everything is cleaned up.
+# `roam run` as if it were a local directory; then a write delivered to a writable remote,
+# a zip archive's members as files, and the same tree through a FUSE mount (where this
+# machine has FUSE). Nothing is installed; everything is cleaned up.
 set -euo pipefail
 cd "$(dirname "$0")"
 cargo build --release -p roam
@@ -31,6 +33,10 @@ import greeting_lib
 print(greeting_lib.shout("python imports work too"))
 PY
 printf 'def shout(s):\n    return s.upper() + "!"\n' > "$demo/www/src/greeting_lib.py"
+(cd "$demo/www/src" && python3 -c 'import zipfile, sys
+with zipfile.ZipFile("sources.zip", "w", zipfile.ZIP_DEFLATED) as z:
+    for f in sys.argv[1:]: z.write(f)' hello.c greeting.h)
+mkdir -p "$demo/share"
 chmod -R a+rX "$demo/www"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -49,5 +55,29 @@ show "$ROAM" run -m "/demo=http://127.0.0.1:$port/src" -- make -C "$demo/build" 
 show "$demo/build/hello"
 show "$ROAM" run -- python3 "$H/src/tool.py"
 show "$ROAM" run -- cat "$H/src/missing.c" || true
+
+# A write: file+cache:// is a writable remote (a directory standing for a server); the
+# change is uploaded when the program closes the file.
+show "$ROAM" run -m "/share=file+cache://$demo/share" -- sh -c 'date +%Y > /share/notes.txt && echo "written through roam" >> /share/notes.txt'
+show cat "$demo/share/notes.txt"
+
+# An archive: members of a remote zip as files (the archive extension, built for WebAssembly).
+export ROAM_EXT_DIR=$demo/ext
+if scripts/install-extensions.sh "$ROAM_EXT_DIR" >/dev/null 2>&1; then
+    show "$ROAM" run -- ls -l "$H/src/sources.zip#/"
+    show "$ROAM" run -- head -3 "$H/src/sources.zip#/hello.c"
+else
+    echo "(archives: the extensions need the wasm32-wasip1 target: rustup target add wasm32-wasip1)"
+fi
+
+# A mount: the whole namespace through FUSE, for any program (no roam run needed).
+mkdir "$demo/mnt"
+if "$ROAM" mount "$demo/mnt" 2>/dev/null; then
+    show ls "$demo/mnt/http/127.0.0.1:$port/src"
+    show grep -c include "$demo/mnt/http/127.0.0.1:$port/src/hello.c"
+    "$ROAM" umount "$demo/mnt"
+else
+    echo "(mounts: this machine has no usable FUSE; roam doctor says why)"
+fi
 echo
-echo "Demo done: every program above read remote files through roam, unmodified."
+echo "Demo done: every program above read (and wrote) remote files through roam, unmodified."
