@@ -63,6 +63,7 @@ pub fn attach(mounts: &[String], pid: i32, foreground: bool) -> Result<i32> {
 fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
     roam_trap::block_tracer_signals()?;
     let vfs = Arc::new(crate::open_vfs(mounts, crate::Use::Work)?);
+    let live = crate::live::start(vfs.clone(), "attach", pid.to_string());
     let socket = control_socket(vfs.cache_root(), pid);
     std::fs::create_dir_all(socket.parent().expect("in run/"))?;
     let _ = std::fs::remove_file(&socket);
@@ -78,6 +79,7 @@ fn agent(mounts: &[String], pid: i32, ready: Option<OwnedFd>) -> Result<i32> {
         }
     });
     let _ = std::fs::remove_file(&socket);
+    live.stop();
     if let Err(e) = vfs.save_stats() {
         tracing::warn!("could not save cache counters: {e}");
     }

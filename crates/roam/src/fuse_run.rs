@@ -25,6 +25,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     // Before any thread exists: unshare(CLONE_NEWUSER) refuses a threaded process.
     enter_namespaces().context("making a user and mount namespace (see `roam doctor`)")?;
     let vfs = Arc::new(crate::open_vfs(mounts, crate::Use::Work)?);
+    let live = crate::live::start(vfs.clone(), "run", program[0].to_string_lossy().into());
     let cwd = std::env::current_dir().context("the current directory")?;
     let root = vfs
         .cache_root()
@@ -59,6 +60,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .status()
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
+    live.stop();
     vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),

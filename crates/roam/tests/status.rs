@@ -252,3 +252,23 @@ fn a_mount_and_the_process_serving_it_are_listed_until_unmounted() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A `roam run --fuse` publishes its state as `roam run` does: a `roam status` in its own
+/// namespace (the cache is the host's) lists it.
+#[test]
+fn a_run_through_fuse_is_listed_while_it_runs() {
+    let status = format!("{} status --json", env!("CARGO_BIN_EXE_roam"));
+    let o = Roam::new().sh(
+        &["--fuse", "-m", "/w=mem:"],
+        &format!("sleep 1.2 && {status}"),
+    );
+    let v: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let listed: Vec<(&str, &str)> = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["command"].as_str().unwrap(), p["what"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [("run", "sh")], "{v:#}");
+}
