@@ -315,3 +315,41 @@ fn in_place_edits_and_moves_across_mounts_are_exact_and_quiet() {
         stderr(&o)
     );
 }
+
+/// The copy a `chmod` fetches on a backend without modes (WebDAV) meets a server that dies
+/// halfway through: the `chmod` fails with the transfer's errno within the timeouts, no
+/// part of the file is ever served as the whole of it, and the server's file is untouched.
+#[test]
+fn a_chmod_whose_fetch_meets_a_dying_server_fails_and_publishes_nothing() {
+    use roam_testkit::fault::{Fault, Proxy};
+    let dir = Scratch::new("chmod-dies");
+    let big = noise(4 << 20, 11);
+    write_file(&dir.join("www/big.bin"), &big, 0o644);
+    let server = roam_testkit::dav::nginx_dav(&dir.join("www"), &dir.join("run"));
+    let proxy = Proxy::start(server.port);
+    // The stat's small reply passes; the body's first megabyte, then the server is gone.
+    proxy.after_served(1 << 20, Fault::Kill);
+    let config = dir.join("roam.toml");
+    fs::write(&config, "[http]\nconnect_timeout = 2\nread_timeout = 2\n").unwrap();
+    let roam = Roam::new().env("ROAM_CONFIG", &config);
+    let mount = format!("/d=dav://127.0.0.1:{}", proxy.port);
+    let started = std::time::Instant::now();
+    let o = roam.sh(
+        &["-m", &mount],
+        "chmod 750 /d/big.bin; echo \"chmod $?\"; wc -c < /d/big.bin || echo unreadable",
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    let out = stdout(&o);
+    assert!(proxy.fired(), "the server never died: {out}{}", stderr(&o));
+    assert!(!out.contains("chmod 0"), "{out}{}", stderr(&o));
+    assert!(
+        out.ends_with("unreadable\n") || out.ends_with(&format!("{}\n", big.len())),
+        "a part was served as the file: {out}{}",
+        stderr(&o)
+    );
+    assert!(fs::read(dir.join("www/big.bin")).unwrap() == big);
+}
