@@ -58,8 +58,10 @@ pub struct Capabilities {
     pub set_atime: bool,
     /// `symlink` makes symbolic links (and a stat shows their targets); else `ENOTSUP`.
     pub symlinks: bool,
-    /// A program can give a file a second name (`link`): only where the kernel does it
-    /// (`in_place`); no driver request makes one, so elsewhere frontends say `EPERM`.
+    /// A program can give a file a second name (`link`): the kernel does it where
+    /// `in_place`, [`crate::Driver::hard_link`] where `in_memory` (`mem:`, whose names of
+    /// one file are one object). Elsewhere no protocol request makes one: `hard_link`
+    /// fails with `ENOTSUP`, and frontends say `EPERM`.
     pub hard_links: bool,
     /// `rename` of a file (replacing a file at the target, as rename(2) does); else
     /// `EROFS`.

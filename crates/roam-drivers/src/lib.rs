@@ -625,6 +625,12 @@ pub trait Driver: Send + Sync + Debug {
         Err(unsupported(self, "create symbolic links", path))
     }
 
+    /// Gives the file (symlink, FIFO, socket) `from` the second name `to`, where the
+    /// backend keeps hard links apart from the kernel (`mem:`; [`Capabilities::hard_links`]).
+    fn hard_link(&self, from: &str, _to: &str) -> Result<()> {
+        Err(unsupported(self, "make hard links", from))
+    }
+
     /// Creates the FIFO or socket name `path` (`kind`: [`Kind::Fifo`], [`Kind::Socket`])
     /// with the permission bits `mode`, where the backend keeps special files (`mem:`).
     fn make_special(&self, path: &str, _kind: Kind, _mode: u32) -> Result<()> {
@@ -639,7 +645,7 @@ fn read_only<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
     )
 }
 
-fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
+pub(crate) fn unsupported<D: Driver + ?Sized>(d: &D, what: &str, path: &str) -> Error {
     Error::new(
         ErrorKind::Unsupported,
         format!("{}: this backend cannot {what}", d.describe(path)),

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
@@ -58,6 +58,8 @@ pub struct Contents {
     body: RwLock<Body>,
     /// The tree's version when this file was made: with `changes`, its ETag.
     born: u64,
+    /// How many names it has (hard links); open handles are not names.
+    names: AtomicU32,
     budget: Arc<Budget>,
 }
 
@@ -149,8 +151,17 @@ impl Contents {
                 changes: 0,
             }),
             born,
+            names: AtomicU32::new(1),
             budget,
         })
+    }
+
+    fn count_names(&self, by: i32) {
+        let _ = self
+            .names
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add_signed(by))
+            });
     }
 
     /// Copies the bytes at `offset` into `buf`; returns how many (fewer at the end). A
@@ -242,6 +253,7 @@ impl Contents {
             atime: Some(b.atime),
             mode: Some(b.mode),
             etag: Some(format!("{}.{}", self.born, b.changes)),
+            nlink: links(self.names.load(Ordering::Relaxed)),
             ..Meta::of_kind(Kind::File)
         }
     }
@@ -297,23 +309,42 @@ fn half_of_memory() -> u64 {
 
 #[derive(Clone)]
 enum Object {
+    /// A file, shared by its hard links and by everyone who has it open.
     File(Arc<Contents>),
     Dir {
         mode: u32,
         mtime: SystemTime,
         version: u64,
     },
-    Symlink {
-        target: String,
-        mtime: SystemTime,
-    },
-    /// A FIFO or a socket's name: only its attributes live here (the kernel carries
-    /// the bytes of what is opened or bound through a mount).
-    Special {
-        kind: Kind,
-        mode: u32,
-        mtime: SystemTime,
-    },
+    /// A symlink, or a FIFO's or socket's name: only its attributes live here (the kernel
+    /// carries the bytes of what is opened or bound through a mount), shared by its hard
+    /// links.
+    Name(Arc<Mutex<Name>>),
+}
+
+/// What a symlink, FIFO or socket is: attributes only.
+#[derive(Debug)]
+struct Name {
+    kind: Kind,
+    /// A symlink's target (empty for the others).
+    target: String,
+    /// Permission bits (a symlink's are always 0777, as on Linux).
+    mode: u32,
+    mtime: SystemTime,
+    /// How many names it has (hard links).
+    names: u32,
+}
+
+impl Name {
+    fn object(kind: Kind, target: String, mode: u32) -> Object {
+        Object::Name(Arc::new(Mutex::new(Name {
+            kind,
+            target,
+            mode: mode & 0o7777,
+            mtime: SystemTime::now(),
+            names: 1,
+        })))
+    }
 }
 
 impl Object {
@@ -321,8 +352,7 @@ impl Object {
         match self {
             Object::File(_) => Kind::File,
             Object::Dir { .. } => Kind::Dir,
-            Object::Symlink { .. } => Kind::Symlink,
-            Object::Special { kind, .. } => *kind,
+            Object::Name(n) => n.lock().unwrap().kind,
         }
     }
 
@@ -340,21 +370,50 @@ impl Object {
                 etag: Some(version.to_string()),
                 ..Meta::of_kind(Kind::Dir)
             },
-            Object::Symlink { target, mtime } => Meta {
-                size: Some(target.len() as u64),
-                mtime: Some(*mtime),
-                mode: Some(0o777),
-                symlink_target: Some(target.clone()),
-                ..Meta::of_kind(Kind::Symlink)
-            },
-            Object::Special { kind, mode, mtime } => Meta {
-                size: Some(0),
-                mtime: Some(*mtime),
-                mode: Some(*mode),
-                ..Meta::of_kind(*kind)
-            },
+            Object::Name(n) => n.lock().unwrap().meta(),
         }
     }
+
+    /// Whether `self` and `other` are names of one object (hard links).
+    fn same(&self, other: &Object) -> bool {
+        match (self, other) {
+            (Object::File(a), Object::File(b)) => Arc::ptr_eq(a, b),
+            (Object::Name(a), Object::Name(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// Counts a name more (`+1`, a hard link made) or less (`-1`, a name removed or
+    /// renamed over).
+    fn count_names(&self, by: i32) {
+        match self {
+            Object::File(c) => c.count_names(by),
+            Object::Name(n) => {
+                let mut n = n.lock().unwrap();
+                n.names = n.names.saturating_add_signed(by);
+            }
+            Object::Dir { .. } => {}
+        }
+    }
+}
+
+impl Name {
+    fn meta(&self) -> Meta {
+        let symlink = self.kind == Kind::Symlink;
+        Meta {
+            size: Some(if symlink { self.target.len() as u64 } else { 0 }),
+            mtime: Some(self.mtime),
+            mode: Some(if symlink { 0o777 } else { self.mode }),
+            symlink_target: symlink.then(|| self.target.clone()),
+            nlink: links(self.names),
+            ..Meta::of_kind(self.kind)
+        }
+    }
+}
+
+/// A link count to show: `None` for the usual one.
+fn links(names: u32) -> Option<u32> {
+    (names != 1).then_some(names)
 }
 
 /// The in-memory file system.
@@ -437,8 +496,7 @@ impl MemDriver {
         match self.get(&self.tree.lock().unwrap(), path)? {
             Object::File(c) => Ok(c.clone()),
             Object::Dir { .. } => Err(self.err(ErrorKind::IsADirectory, path, "is a directory")),
-            Object::Symlink { .. } => Err(self.err(ErrorKind::InvalidName, path, "is a symlink")),
-            Object::Special { .. } => Err(self.err(ErrorKind::InvalidName, path, "is special")),
+            Object::Name(_) => Err(self.err(ErrorKind::InvalidName, path, "is not a file")),
         }
     }
 
@@ -592,8 +650,8 @@ impl Driver for MemDriver {
         Ok(Fetched::Body(meta))
     }
 
-    /// Everything but hard links. Paths through a symlink in their middle are roam-vfs's
-    /// to follow (`serves_links`: the tree takes each component as a name).
+    /// Everything. Paths through a symlink in their middle are roam-vfs's to follow
+    /// (`serves_links`: the tree takes each component as a name).
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             serves_links: true,
@@ -601,6 +659,7 @@ impl Driver for MemDriver {
             symlinks: true,
             set_atime: true,
             special_files: true,
+            hard_links: true,
             ..Capabilities::writable()
                 .with_ranges()
                 .with_modes_and_times()
@@ -619,12 +678,7 @@ impl Driver for MemDriver {
             Some(Object::Dir { .. }) => {
                 Err(self.err(ErrorKind::IsADirectory, path, "is a directory"))
             }
-            Some(Object::Symlink { .. }) => {
-                Err(self.err(ErrorKind::InvalidName, path, "is a symlink"))
-            }
-            Some(Object::Special { .. }) => {
-                Err(self.err(ErrorKind::InvalidName, path, "is special"))
-            }
+            Some(Object::Name(_)) => Err(self.err(ErrorKind::InvalidName, path, "is not a file")),
             None => {
                 let c = Contents::new(new.mode & 0o7777, tree.bump(), self.budget.clone());
                 tree.objects
@@ -692,7 +746,9 @@ impl Driver for MemDriver {
         if self.get(&tree, path)?.kind() == Kind::Dir {
             return Err(self.err(ErrorKind::IsADirectory, path, "is a directory"));
         }
-        tree.objects.remove(path);
+        if let Some(gone) = tree.objects.remove(path) {
+            gone.count_names(-1);
+        }
         Ok(())
     }
 
@@ -719,6 +775,10 @@ impl Driver for MemDriver {
             return Err(self.err(ErrorKind::InvalidName, to, "inside the directory moved"));
         }
         if let Some(there) = tree.objects.get(to) {
+            // Two names of one file: rename(2) does nothing.
+            if there.same(self.get(&tree, from)?) {
+                return Ok(());
+            }
             match (moving == Kind::Dir, there.kind() == Kind::Dir) {
                 (false, true) => {
                     return Err(self.err(ErrorKind::IsADirectory, to, "is a directory"))
@@ -731,6 +791,9 @@ impl Driver for MemDriver {
                 }
                 _ => {}
             }
+        }
+        if let Some(replaced) = tree.objects.get(to) {
+            replaced.count_names(-1);
         }
         let subtree: Vec<String> = tree.below(from).map(|(k, _)| k.clone()).collect();
         for key in std::iter::once(from.to_owned()).chain(subtree) {
@@ -751,9 +814,8 @@ impl Driver for MemDriver {
                 version: v,
                 ..
             }) => (*m, *v) = (mode & 0o7777, version),
-            // A symlink's bits are always 0777, as on Linux.
-            Some(Object::Symlink { .. }) => {}
-            Some(Object::Special { mode: m, .. }) => *m = mode & 0o7777,
+            // A symlink's bits stay 0777, as on Linux (its `meta` shows no other).
+            Some(Object::Name(n)) => n.lock().unwrap().mode = mode & 0o7777,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -769,7 +831,7 @@ impl Driver for MemDriver {
                 version: v,
                 ..
             }) => (*t, *v) = (mtime, version),
-            Some(Object::Symlink { mtime: t, .. } | Object::Special { mtime: t, .. }) => *t = mtime,
+            Some(Object::Name(n)) => n.lock().unwrap().mtime = mtime,
             None => return Err(self.err(ErrorKind::NotFound, path, "no such file or directory")),
         }
         Ok(())
@@ -791,21 +853,36 @@ impl Driver for MemDriver {
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
-        self.create(path, |_| Object::Symlink {
-            target: target.to_owned(),
-            mtime: SystemTime::now(),
-        })
+        self.create(path, |_| Name::object(Kind::Symlink, target.to_owned(), 0o777))
+    }
+
+    /// A second name of a file, symlink or special file: the same object (as on tmpfs,
+    /// where a hard link is the same inode). Not of a directory (`ENOTSUP`: roam-vfs says
+    /// `EPERM` first, as Linux does).
+    fn hard_link(&self, from: &str, to: &str) -> Result<()> {
+        let mut tree = self.tree.lock().unwrap();
+        let object = self.get(&tree, from)?.clone();
+        if object.kind() == Kind::Dir {
+            return Err(self.err(
+                ErrorKind::Unsupported,
+                from,
+                "a directory has no hard links",
+            ));
+        }
+        self.parent_is_dir(&tree, self.checked(to)?)?;
+        if tree.objects.contains_key(to) {
+            return Err(self.err(ErrorKind::AlreadyExists, to, "exists"));
+        }
+        object.count_names(1);
+        tree.objects.insert(to.to_owned(), object);
+        Ok(())
     }
 
     fn make_special(&self, path: &str, kind: Kind, mode: u32) -> Result<()> {
         if !matches!(kind, Kind::Fifo | Kind::Socket) {
             return Err(self.err(ErrorKind::InvalidName, path, "not a special kind"));
         }
-        self.create(path, |_| Object::Special {
-            kind,
-            mode: mode & 0o7777,
-            mtime: SystemTime::now(),
-        })
+        self.create(path, |_| Name::object(kind, String::new(), mode))
     }
 }
 

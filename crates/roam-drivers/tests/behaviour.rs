@@ -756,6 +756,60 @@ fn special_files_where_declared(s: &Service) {
     assert_eq!(s.d().stat("/sock").unwrap().kind, Kind::Socket);
 }
 
+/// Hard links where declared: by the kernel on a tree served in place, by `hard_link`
+/// elsewhere (`mem:`): two names of one file, counted in each one's link count, a change
+/// through one seen through the other, each outliving the other's removal; else
+/// `hard_link` fails with `ENOTSUP`.
+fn hard_links_where_declared(s: &Service) {
+    s.seed("/a", b"one");
+    let made = s.d().hard_link("/a", "/b");
+    if !s.caps.hard_links {
+        return refused(made, libc::ENOTSUP, "link");
+    }
+    if let Some(real) = s.d().local_path("/a") {
+        let b = real.with_file_name("b2");
+        fs::hard_link(&real, &b).unwrap();
+        assert_eq!(s.d().stat("/b2").unwrap().nlink, Some(2));
+        return;
+    }
+    made.unwrap();
+    for name in ["/a", "/b"] {
+        assert_eq!(s.d().stat(name).unwrap().nlink, Some(2), "{name}");
+    }
+    let b = s.d().open_in_place("/b", None).unwrap();
+    b.write_at(b"two", 0).unwrap();
+    assert_eq!(contents(s.d(), "/a"), b"two");
+    refused(
+        s.d().hard_link("/a", "/b"),
+        libc::EEXIST,
+        "link over a name",
+    );
+    refused(
+        s.d().hard_link("/a", "/nope/c"),
+        libc::ENOENT,
+        "link in nothing",
+    );
+    s.d().mkdir("/d", 0o755).unwrap();
+    refused(
+        s.d().hard_link("/d", "/e"),
+        libc::ENOTSUP,
+        "link of a directory",
+    );
+    // rename(2) of a name over another name of the same file changes nothing.
+    s.d().rename("/a", "/b").unwrap();
+    assert_eq!(s.d().stat("/a").unwrap().nlink, Some(2));
+    s.d().remove_file("/a").unwrap();
+    assert_eq!(s.d().stat("/b").unwrap().nlink, None, "one name left");
+    assert_eq!(contents(s.d(), "/b"), b"two");
+    // A symlink's second name is the same link.
+    s.d().symlink("b", "/l").unwrap();
+    s.d().hard_link("/l", "/l2").unwrap();
+    s.d().set_mtime("/l", when()).unwrap();
+    let l2 = s.d().stat("/l2").unwrap();
+    assert_eq!((l2.kind, l2.nlink), (Kind::Symlink, Some(2)));
+    assert_eq!(secs(l2.mtime), secs(Some(when())));
+}
+
 /// Files are local files (`local_path`) exactly where declared `in_place`, and open in
 /// memory (`open_in_place`, else `ENOTSUP`) exactly where declared `in_memory`.
 fn in_place_and_in_memory_where_declared(s: &Service) {
@@ -900,6 +954,7 @@ behaviour! {
         atimes_are_set_where_declared,
         symlinks_where_declared,
         special_files_where_declared,
+        hard_links_where_declared,
         in_place_and_in_memory_where_declared,
         stale_versions_are_not_replaced,
         fetches_are_conditional,

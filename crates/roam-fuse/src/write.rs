@@ -253,13 +253,19 @@ impl Roamfs {
         self.entry(&virt)
     }
 
-    /// Hard links exist only where the files are local; elsewhere `EPERM`, as Linux says
-    /// for a file system without them.
+    /// Hard links exist where the files are local, and on `mem:` (roam-vfs makes them);
+    /// elsewhere `EPERM`, as Linux says for a file system without them.
     pub(crate) fn link(&self, ino: u64, parent: u64, name: &OsStr) -> Res<(FileAttr, Duration)> {
         let from = self.virt_of(ino)?;
         let (virt, place) = self.new_child(parent, name)?;
         match (self.place(&from)?, place) {
             (Place::Local(a), Place::Local(b)) => std::fs::hard_link(a, b).map_err(io_errno)?,
+            (Place::Remote(a), Place::Remote(b)) => self.vfs.link(&a, &b, true).map_err(|e| {
+                if e.errno() == libc::EPERM {
+                    tracing::warn!("{from}: this backend has no hard links");
+                }
+                vfs_errno(e)
+            })?,
             _ => {
                 tracing::warn!("{from}: this backend has no hard links");
                 return Err(Errno::EPERM);

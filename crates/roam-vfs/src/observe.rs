@@ -393,6 +393,10 @@ impl Driver for Observed {
     fn make_special(&self, path: &str, kind: Kind, mode: u32) -> Result<()> {
         self.count(self.inner.make_special(path, kind, mode))
     }
+
+    fn hard_link(&self, from: &str, to: &str) -> Result<()> {
+        self.count(self.inner.hard_link(from, to))
+    }
 }
 
 impl Vfs {

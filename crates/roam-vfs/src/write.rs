@@ -1187,21 +1187,43 @@ impl Vfs {
     }
 
     /// link(2) of a remote name: the kernel's checks in its order (the source; the new
-    /// name's directory; the new name: `EEXIST`), then `EPERM`, Linux's errno for a file
-    /// system without hard links (none of the remote backends keeps them).
-    pub fn link(&self, from: &Node, to: &Node) -> Result<()> {
-        self.stat(from)?;
+    /// name's directory; the new name: `EEXIST`; a directory: `EPERM`; another mount:
+    /// `EXDEV`), then a second name where the backend keeps hard links and the frontend
+    /// serves its files in place (`memory`: `mem:` through FUSE, where both names are one
+    /// open file; under `roam run` its files go through copies and whole uploads, as
+    /// SFTP's do, which would split the names). Else `EPERM`, Linux's errno for a file
+    /// system without hard links.
+    pub fn link(&self, from: &Node, to: &Node, memory: bool) -> Result<()> {
+        let source = self.stat(from)?;
         if let Some(e) = writable_remote(to).ok().and_then(|b| self.walk(b)) {
             return Err(e);
         }
         if self.stat(to).is_ok() {
             return Err(exists(to.virt()));
         }
-        Err(posix(
-            libc::EPERM,
-            to.virt(),
-            "hard links are not supported on remote mounts",
-        ))
+        let no_links = || {
+            posix(
+                libc::EPERM,
+                to.virt(),
+                "hard links are not supported on remote mounts",
+            )
+        };
+        let (Node::Remote(a), Node::Remote(b)) = (from, to) else {
+            return Err(no_links());
+        };
+        if source.kind == Kind::Dir {
+            return Err(posix(libc::EPERM, &a.virt, "a directory has no hard links"));
+        }
+        if !std::sync::Arc::ptr_eq(&a.driver, &b.driver) {
+            return Err(posix(libc::EXDEV, &a.virt, "link across mounts"));
+        }
+        if !(memory && self.in_memory(from) && a.driver.capabilities().hard_links) {
+            return Err(no_links());
+        }
+        let _change = self.change();
+        a.driver.hard_link(&a.path, &b.path)?;
+        self.invalidate(&b.virt);
+        Ok(())
     }
 
     pub fn symlink(&self, target: &str, node: &Node) -> Result<()> {

@@ -116,7 +116,7 @@ mod posix {
 
     #[test]
     fn mem() {
-        super::posix_suite(Roam::new(), "mem:", false);
+        super::posix_suite(Roam::new(), "mem:", true);
     }
 
     #[test]

@@ -27,10 +27,14 @@ use common::{stderr, stdout, Backend, Frontend, Roam};
 use roam_testkit::{write_file, Scratch};
 
 /// What a backend cannot express.
+#[derive(Clone, Copy)]
 struct Cannot {
     kind: &'static str,
     /// Features of the source tree it cannot hold (`symlink`, `hardlink`, `fifo`).
     lacks: &'static [&'static str],
+    /// What it cannot hold through FUSE, where that differs (`mem:` serves its files in
+    /// place there, so it keeps hard links).
+    fuse_lacks: Option<&'static [&'static str]>,
     /// Whether it keeps the modes of files and of directories.
     modes: bool,
     dir_modes: bool,
@@ -50,6 +54,7 @@ struct Cannot {
 const ALL: Cannot = Cannot {
     kind: "",
     lacks: &[],
+    fuse_lacks: None,
     modes: true,
     dir_modes: true,
     mtimes: true,
@@ -75,10 +80,12 @@ const NO_MODES: Cannot = Cannot {
 /// The table of what each backend cannot express (docs/SEMANTICS.md); the null layer over
 /// a local directory expresses everything.
 const CANNOT: &[Cannot] = &[
-    // No hard links (EPERM); FIFOs live in roam's memory like the files.
+    // No hard links under `roam run` (EPERM), where its files go through copies; FIFOs
+    // live in roam's memory like the files.
     Cannot {
         kind: "mem",
         lacks: &["hardlink"],
+        fuse_lacks: Some(&[]),
         persists: false,
         ..ALL
     },
@@ -124,8 +131,12 @@ const CANNOT: &[Cannot] = &[
     },
 ];
 
-fn cannot(kind: &str) -> &'static Cannot {
-    CANNOT.iter().find(|c| c.kind == kind).unwrap_or(&ALL)
+fn cannot(kind: &str, frontend: Frontend) -> Cannot {
+    let c = *CANNOT.iter().find(|c| c.kind == kind).unwrap_or(&ALL);
+    match (frontend, c.fuse_lacks) {
+        (Frontend::Fuse | Frontend::RunFuse, Some(lacks)) => Cannot { lacks, ..c },
+        _ => c,
+    }
 }
 
 /// An mtime in the past (2017-07-14), whole seconds.
@@ -460,7 +471,7 @@ fn without_gaps(text: &str, kind: &str, frontend: Frontend) -> String {
 
 /// Runs the cell `kind` × `frontend`: cold, then warm on the same cache.
 fn cell(kind: &str, frontend: Frontend) {
-    let c = cannot(kind);
+    let c = &cannot(kind, frontend);
     let s = Scratch::new("tools");
     let src = s.join("src");
     make_src(&src, c.lacks);

@@ -300,6 +300,15 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.make_special(&self.down(path)?, kind, mode)
     }
 
+    /// Through a transparent layer only: one that changes contents serves no lower file
+    /// as it is.
+    fn hard_link(&self, from: &str, to: &str) -> Result<()> {
+        if !self.capabilities().hard_links {
+            return Err(crate::unsupported(self, "make hard links", from));
+        }
+        self.lower.hard_link(&self.down(from)?, &self.down(to)?)
+    }
+
     fn mkdir(&self, path: &str, mode: u32) -> Result<()> {
         self.lower.mkdir(&self.down(path)?, mode)
     }

@@ -234,7 +234,7 @@ fn source_then_failure(k: &Kernel, job: &Job, from: &Node) -> Served {
 /// link(2) of a remote name: the kernel's checks in its order, then EPERM (no remote
 /// backend keeps hard links; see [`roam_vfs::Vfs::link`]), told on stderr as before.
 fn link(k: &Kernel, job: &Job, from: &Node, to: &Node) -> Served {
-    match k.vfs().link(from, to) {
+    match k.vfs().link(from, to, false) {
         Err(e) if e.errno() == libc::EPERM => Ok(refused(
             k,
             job,
