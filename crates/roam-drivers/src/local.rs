@@ -8,6 +8,10 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+mod short;
+
+pub use short::{keep_links_in, spell, LONGEST_NAME};
+
 use crate::{
     is_safe_name, Attrs, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover,
     Listing, Meta, Result, Upload, Validator,
@@ -38,12 +42,14 @@ impl LocalDriver {
         }
     }
 
+    /// The local name of `path`, as the kernel takes it (through links where it is longer
+    /// than `PATH_MAX`: see [`short`]).
     fn real(&self, path: &str) -> PathBuf {
         let rel = path.trim_start_matches('/');
         if rel.is_empty() {
             self.root.clone()
         } else {
-            self.root.join(rel)
+            spell(&self.root.join(rel)).into_owned()
         }
     }
 }

@@ -853,7 +853,9 @@ impl Driver for MemDriver {
     }
 
     fn symlink(&self, target: &str, path: &str) -> Result<()> {
-        self.create(path, |_| Name::object(Kind::Symlink, target.to_owned(), 0o777))
+        self.create(path, |_| {
+            Name::object(Kind::Symlink, target.to_owned(), 0o777)
+        })
     }
 
     /// A second name of a file, symlink or special file: the same object (as on tmpfs,

@@ -16,7 +16,7 @@
 //! the virtual name (`unmap`), which is how the tracer understands a cwd or a dirfd that
 //! points into the skeleton.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use roam_drivers::local::spell;
 use roam_drivers::{Kind, Meta};
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +129,9 @@ pub struct DiskCache {
     tmp: PathBuf,
     meta_prefix: String,
     data_prefix: String,
+    /// Skeleton directories deeper than `PATH_MAX`, by (device, inode): the kernel cannot
+    /// spell a cwd there (`/proc/PID/cwd`), so its virtual name is found by its identity.
+    deep_dirs: std::sync::Mutex<HashMap<(u64, u64), String>>,
 }
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -166,6 +170,7 @@ impl DiskCache {
             tmp,
             meta_prefix,
             data_prefix,
+            deep_dirs: Default::default(),
         })
     }
 
@@ -193,11 +198,24 @@ impl DiskCache {
         crate::path::strip_dir_prefix(real, &self.data_prefix).map(str::to_owned)
     }
 
-    /// Makes sure `meta/VIRT` is a directory (replacing a stale file stub).
+    /// Makes sure `meta/VIRT` is a directory (replacing a stale file stub); returns its
+    /// name as the kernel takes it (through links past `PATH_MAX`).
     pub fn put_dir(&self, virt: &str) -> Result<PathBuf> {
         let p = self.meta_path(virt);
         ensure_dir(&p)?;
-        Ok(p)
+        let spelled = spell(&p).into_owned();
+        if spelled != p {
+            let md = fs::metadata(&spelled).map_err(|e| Error::cache(&p, e))?;
+            let mut deep = self.deep_dirs.lock().unwrap();
+            deep.insert((md.dev(), md.ino()), virt.to_owned());
+        }
+        Ok(spelled)
+    }
+
+    /// The virtual name of a skeleton directory deeper than `PATH_MAX` (one
+    /// [`DiskCache::put_dir`] made), by its device and inode.
+    pub fn deep_dir(&self, dev: u64, ino: u64) -> Option<String> {
+        self.deep_dirs.lock().unwrap().get(&(dev, ino)).cloned()
     }
 
     /// Makes `meta/VIRT` describe `meta` (a file stub, a directory or a symlink).
@@ -701,17 +719,18 @@ pub(crate) fn under(base: &Path, virt: &str) -> PathBuf {
 
 /// `create_dir_all` that replaces stale file stubs standing where a directory must be.
 pub(crate) fn ensure_dir(p: &Path) -> Result<()> {
-    match fs::symlink_metadata(p) {
+    let spelled = spell(p);
+    match fs::symlink_metadata(&spelled) {
         Ok(md) if md.is_dir() => return Ok(()),
-        Ok(_) => fs::remove_file(p).map_err(|e| Error::cache(p, e))?,
+        Ok(_) => fs::remove_file(&spelled).map_err(|e| Error::cache(p, e))?,
         Err(_) => {}
     }
     if let Some(parent) = p.parent() {
         ensure_dir(parent)?;
     }
-    match fs::DirBuilder::new().mode(MODE_DIR).create(p) {
+    match fs::DirBuilder::new().mode(MODE_DIR).create(&spelled) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && spelled.is_dir() => Ok(()),
         Err(e) => Err(Error::cache(p, e)),
     }
 }

@@ -182,6 +182,9 @@ struct DirIndex {
 impl Vfs {
     pub fn new(cfg: &VfsConfig) -> Result<Vfs> {
         let root = cache::prepare_root(&cfg.cache_dir)?;
+        // Names past PATH_MAX (deep trees served in place, their skeleton) go through
+        // links kept here, in the private cache.
+        roam_drivers::local::keep_links_in(root.join("long-names"));
         let work = Work::claim(&root)?;
         if cfg.adopt_orphans {
             // Changes of roam processes that died stay pending here.
@@ -313,6 +316,12 @@ impl Vfs {
     /// The virtual name of a real path inside roam's skeleton or one of its copies.
     pub fn unmap(&self, real: &str) -> Option<String> {
         self.cache.unmap(real).or_else(|| self.work.unmap(real))
+    }
+
+    /// The virtual name of a skeleton directory past `PATH_MAX`, which the kernel cannot
+    /// spell (a cwd there), found by its device and inode.
+    pub fn unmap_deep_dir(&self, dev: u64, ino: u64) -> Option<String> {
+        self.cache.deep_dir(dev, ino)
     }
 
     /// The virtual name of a real path that is one of roam's copies (published, being

@@ -245,11 +245,26 @@ fn access_times_reach_the_server() {
 
 /// A tree served in place may be deeper than `PATH_MAX` bytes of absolute path, as a
 /// local one may: a program working relative to its cwd makes, lists, renames, links and
-/// removes names down there. Through FUSE only: `roam run` hands the kernel absolute
-/// paths, which `PATH_MAX` bounds.
+/// removes names down there and reads its cwd back, under every frontend (`roam run`
+/// spells the names it hands the kernel through links past `PATH_MAX`, and knows a deep
+/// cwd by its identity).
 #[test]
 fn trees_deeper_than_path_max_in_place() {
-    let deep = "import os\nn = 'n' * 200\nfor i in range(25):\n    os.mkdir(n, 0o750)\n    os.chdir(n)\nopen('f', 'w').write('deep')\nos.rename('f', 'g')\nos.link('g', 'h')\nos.unlink('g')\nos.symlink('h', 'l')\nos.mkdir('d')\nprint(open('l').read(), sorted(os.listdir('.')), os.readlink('l'), oct(os.stat('..').st_mode & 0o777), os.stat('h').st_nlink)\nfor name in ['h', 'l']:\n    os.unlink(name)\nos.rmdir('d')\nfor i in range(25):\n    os.chdir('..')\n    os.rmdir(n)\nprint(os.listdir('.'))";
+    let deep = "import os\nn = 'n' * 200\nfor i in range(25):\n    os.mkdir(n, 0o750)\n    os.chdir(n)\nprint(os.getcwd().endswith('/'.join([''] + [n] * 25)))\nopen('f', 'w').write('deep')\nos.rename('f', 'g')\nos.link('g', 'h')\nos.unlink('g')\nos.symlink('h', 'l')\nos.mkdir('d')\nprint(open('l').read(), sorted(os.listdir('.')), os.readlink('l'), oct(os.stat('..').st_mode & 0o777), os.stat('h').st_nlink)\nfor name in ['h', 'l']:\n    os.unlink(name)\nos.rmdir('d')\nfor i in range(25):\n    os.chdir('..')\n    os.rmdir(n)\nprint(os.listdir('.'))";
     let script = format!("cd /w && umask 022 && python3 -c \"{deep}\"");
-    same(&["null"], &[Via::Mount, Via::RunFuse], &script);
+    same(&["null"], &ALL, &script);
+    // What is made down there is in the tree itself (not in roam's skeleton).
+    let make = "import os\nn = 'n' * 200\nfor i in range(25):\n    os.mkdir(n)\n    os.chdir(n)\nopen('f', 'w').write('deep')";
+    let walk = "import os\nfor i in range(25): os.chdir('n' * 200)\nprint(open('f').read())";
+    for via in ALL {
+        let script = format!("cd /w && python3 -c \"{make}\"");
+        let (o, b) = on(Backend::new("null"), via, &script);
+        assert!(o.status.success(), "{via:?}: {}", stderr(&o));
+        let found = Command::new("python3")
+            .args(["-c", walk])
+            .current_dir(b.backend(""))
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&found), "deep\n", "{via:?}: {}", stderr(&found));
+    }
 }

@@ -24,8 +24,17 @@ pub(super) fn getcwd(k: &Kernel, tid: Pid, call: &Syscall) -> Decision {
     };
     let mut data = virt.into_bytes();
     data.push(0);
+    // A name past a page (a tree deeper than PATH_MAX served in place): where the buffer
+    // holds it, the name (the kernel would say ENAMETOOLONG, and libc would then climb
+    // `..` by itself, into the local tree's own names); else ENAMETOOLONG, which libc
+    // answers that way, as it must for getcwd(NULL, 0).
     if data.len() > call.args[1] as usize {
-        return Decision::fail(libc::ERANGE);
+        let too_long = data.len() > crate::platform::memory::PATH_MAX;
+        return Decision::fail(if too_long {
+            libc::ENAMETOOLONG
+        } else {
+            libc::ERANGE
+        });
     }
     let ret = data.len() as i64;
     Decision::ReturnData {

@@ -173,7 +173,10 @@ impl Resolver {
             return Place::Native;
         }
         let Some(base) = self.base_dir(tid, dirfd) else {
-            return Place::Native;
+            return match self.deep_dir(&base_link(tid, dirfd)) {
+                Some(vbase) => self.place_of(&join(&vbase, rel), true),
+                None => Place::Native,
+            };
         };
         match self.vfs.unmap(&base) {
             Some(vbase) => self.place_of(&join(&vbase, rel), true),
@@ -227,7 +230,7 @@ impl Resolver {
         let Some(fd) = dirfd.filter(|&fd| fd >= 0) else {
             return Place::Native;
         };
-        match fd_target(tid, fd).and_then(|t| self.vfs.unmap(&t)) {
+        match self.virtual_base(tid, Some(fd)) {
             Some(v) => match self.vfs.lookup(&v) {
                 Ok(Some(node)) => Place::RoamFd(node),
                 _ => Place::Native,
@@ -329,17 +332,33 @@ impl Resolver {
         self.quick.iter().any(|q| path.starts_with(q))
     }
 
-    /// The real directory a relative name starts from.
+    /// The real directory a relative name starts from (`None` where the kernel cannot
+    /// spell it: see [`Resolver::deep_dir`]).
     fn base_dir(&self, tid: Pid, dirfd: Option<i32>) -> Option<String> {
-        match dirfd {
-            Some(fd) if fd != libc::AT_FDCWD => fd_target(tid, fd),
-            _ => link_target(&format!("/proc/{tid}/cwd")),
-        }
+        link_target(&base_link(tid, dirfd))
+    }
+
+    /// The virtual name of the directory `link` (a tracee's cwd or dirfd under /proc) where
+    /// the kernel cannot spell it, being deeper than `PATH_MAX`: one of roam's skeleton
+    /// directories, known by its identity, or none of roam's.
+    fn deep_dir(&self, link: &str) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(link).ok()?;
+        self.vfs.unmap_deep_dir(md.dev(), md.ino())
     }
 
     /// The virtual name of the tracee's cwd, when it is inside roam.
     pub fn virtual_cwd(&self, tid: Pid) -> Option<String> {
-        link_target(&format!("/proc/{tid}/cwd")).and_then(|c| self.vfs.unmap(&c))
+        self.virtual_base(tid, None)
+    }
+
+    /// The virtual name of the tracee's cwd or `dirfd`, when it is inside roam.
+    fn virtual_base(&self, tid: Pid, dirfd: Option<i32>) -> Option<String> {
+        let link = base_link(tid, dirfd);
+        match link_target(&link) {
+            Some(real) => self.vfs.unmap(&real),
+            None => self.deep_dir(&link),
+        }
     }
 
     /// The virtual name a magic `/proc` link (`/proc/self/cwd`, `exe`, `fd/N` ...) points
@@ -361,6 +380,14 @@ fn components(path: &str) -> impl Iterator<Item = String> + '_ {
     path.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .map(str::to_owned)
+}
+
+/// The /proc link to the tracee's cwd, or to its dirfd.
+fn base_link(tid: Pid, dirfd: Option<i32>) -> String {
+    match dirfd {
+        Some(fd) if fd != libc::AT_FDCWD => format!("/proc/{tid}/fd/{fd}"),
+        _ => format!("/proc/{tid}/cwd"),
+    }
 }
 
 /// `rel` spelled from the tracee's cwd or dirfd through /proc (the kernel follows those
