@@ -191,7 +191,7 @@ mod uring {
 
     #[test]
     fn posix_mem() {
-        posix_suite(uring(), "mem:", false);
+        posix_suite(uring(), "mem:", true);
     }
 
     #[test]
