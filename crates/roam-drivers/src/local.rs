@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 mod short;
 
-pub use short::{keep_links_in, spell, LONGEST_NAME};
+pub use short::{keep_links_in, spell, spell_within, LONGEST_NAME};
 
 use crate::{
     is_safe_name, Attrs, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover,

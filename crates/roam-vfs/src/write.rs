@@ -901,7 +901,14 @@ impl Vfs {
     /// there and the socket lives at its skeleton entry (which every process meets, as
     /// for a FIFO). Elsewhere a bind is `EPERM` (no special files) and a connect finds no
     /// socket: `ECONNREFUSED` for a name that is there.
+    /// The name is spelled to fit a `sockaddr_un` where roam's is longer (through a link in
+    /// the private cache to its directory).
     pub fn unix_socket(&self, node: &Node, bind: Option<u32>) -> Result<PathBuf> {
+        self.unix_socket_here(node, bind)
+            .map(|p| roam_drivers::local::spell_within(&p, SOCKET_NAME_MAX).into_owned())
+    }
+
+    fn unix_socket_here(&self, node: &Node, bind: Option<u32>) -> Result<PathBuf> {
         if let Some(local) = self.in_place(node) {
             return Ok(local);
         }
@@ -1532,6 +1539,9 @@ impl Vfs {
         }
     }
 }
+
+/// The longest name a `sockaddr_un` holds (108 bytes with its NUL).
+const SOCKET_NAME_MAX: usize = 107;
 
 fn writable_remote(node: &Node) -> Result<&Remote> {
     match node {

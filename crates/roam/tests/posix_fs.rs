@@ -169,6 +169,16 @@ fn sockets_in_place_and_in_memory() {
     same(&["null", "mem"], &ALL, script);
 }
 
+/// A socket whose name under roam (its skeleton entry on `mem:`, its local name in a tree
+/// served in place) is longer than a `sockaddr_un` holds is bound and found all the same,
+/// as the program's own short name is.
+#[test]
+fn sockets_with_long_local_names() {
+    let d = "d".repeat(100);
+    let script = format!("cd /w && mkdir {d} && cd {d} && python3 -c \"import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('s')\ns.listen()\nc = socket.socket(socket.AF_UNIX)\nc.connect('s')\nc.sendall(b'long')\nprint(s.accept()[0].recv(8).decode())\" && ls -l s | cut -c1");
+    same(&["null", "mem"], &ALL, &script);
+}
+
 /// Where a backend has no special files, `mkfifo` fails with `EPERM`, what Linux says for
 /// a file system without them (not `ENOSYS`); so does `bind` of a unix socket there.
 #[test]

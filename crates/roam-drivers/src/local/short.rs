@@ -37,10 +37,16 @@ pub fn keep_links_in(dir: PathBuf) {
 /// `p` as the kernel takes it: itself when short enough; else through links (see the
 /// module's doc). When no link can be made, `p` itself, which then fails as it would.
 pub fn spell(p: &Path) -> Cow<'_, Path> {
-    if p.as_os_str().len() <= LONGEST_NAME || !p.is_absolute() {
+    spell_within(p, LONGEST_NAME)
+}
+
+/// `p` in at most `longest` bytes where links make that possible (a unix socket's name
+/// must fit a `sockaddr_un`: 107 bytes); else `p` itself.
+pub fn spell_within(p: &Path, longest: usize) -> Cow<'_, Path> {
+    if p.as_os_str().len() <= longest || !p.is_absolute() {
         return Cow::Borrowed(p);
     }
-    match through_links(p.as_os_str().as_bytes()) {
+    match through_links(p.as_os_str().as_bytes(), longest) {
         Ok(short) => Cow::Owned(short),
         Err(e) => {
             tracing::debug!("{}: no shorter spelling: {e}", p.display());
@@ -49,10 +55,10 @@ pub fn spell(p: &Path) -> Cow<'_, Path> {
     }
 }
 
-fn through_links(mut rest: &[u8]) -> std::io::Result<PathBuf> {
+fn through_links(mut rest: &[u8], longest: usize) -> std::io::Result<PathBuf> {
     let dir = links_dir()?;
     let mut base: Option<PathBuf> = None;
-    while base.as_ref().map_or(0, |b| b.as_os_str().len() + 1) + rest.len() > LONGEST_NAME {
+    while base.as_ref().map_or(0, |b| b.as_os_str().len() + 1) + rest.len() > longest {
         let cut = piece_end(rest).ok_or_else(|| std::io::Error::other("a component too long"))?;
         let target = match &base {
             Some(b) => join(b, &rest[..cut]),
