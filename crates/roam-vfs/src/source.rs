@@ -3,9 +3,9 @@
 //! the spans it asks for, answers a tree of files, each a span of one source file, and roam
 //! serves the files' bytes by ranges of their source files. Read-only (`EROFS`).
 //!
-//! The tree is made once per state of the source: each listing walks the files under `URL`
-//! again (the vfs lists at most once per T_read), and the extension is asked again only
-//! when a file appeared, vanished or changed. A tree the extension fails to make or lies
+//! The tree is made once per state of the source: each listing of its root walks the files
+//! under `URL` again (the vfs lists at most once per T_read), and the extension is asked
+//! again only when a file appeared, vanished or changed. A tree the extension fails to make or lies
 //! about is `EIO`, with one warning naming the extension and what it did.
 
 use std::io::Write;
@@ -230,7 +230,8 @@ impl Driver for SourceDriver {
     }
 
     fn list(&self, path: &str) -> Result<Listing> {
-        let made = self.made(true)?;
+        // Listing the root looks for changes: `ls -R` walks the source once, not per day.
+        let made = self.made(path == "/")?;
         let e = self.entry(&made, path)?;
         if e.kind != MemberKind::Dir {
             return Err(self.fail(ErrorKind::NotADirectory, path, "not a directory"));
