@@ -1,8 +1,8 @@
 //! Device sources (`src:NAME:URL`): the `camera` extension shows a real WebDAV server's
 //! directory of JPEGs (made by Pillow, with EXIF DateTimeOriginal) as folders by the day
 //! each was taken, under `roam run` and through `roam mount`: the listing, the exact bytes
-//! (and Pillow decodes them), a range read that fetches only its range (nginx's log), and
-//! read-only. The `faults` extension's lying trees (a name with `/`, a directory `..`, a
+//! (and Pillow decodes them), a range read that fetches only its range (nginx's log),
+//! read-only, and a photo added on the server shown at the next listing. The `faults` extension's lying trees (a name with `/`, a directory `..`, a
 //! size past the file's end, 200,001 entries) are EIO with one line naming it, and roam
 //! goes on serving.
 
@@ -137,6 +137,25 @@ fn photos_by_date_through_roam_mount() {
 }
 
 #[test]
+fn a_photo_taken_later_shows_up_at_the_next_listing() {
+    let b = camera();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exif_jpeg.py");
+    let script = format!(
+        "set -e; ls /cam; python3 {} $B/IMG_0100.jpg '2025:01:02 03:04:05' 0 9; \
+         ls /cam; ls /cam/2025-01-02",
+        fixture.display()
+    );
+    let mount = format!("/cam=src:camera:{}", b.url);
+    let o = roam().env("B", b.backend("")).cli(&[
+        "--t-read", "0", "run", "-m", &mount, "--", "sh", "-c", &script,
+    ]);
+    assert_eq!(
+        ok(&o),
+        "2024-06-01\n2024-07-14\nundated\n2024-06-01\n2024-07-14\n2025-01-02\nundated\nIMG_0100.jpg\n"
+    );
+}
+
+#[test]
 fn listing_reads_heads_and_a_range_read_only_its_range() {
     let b = camera();
     let big = "DCIM/IMG_0003.jpg";
@@ -222,8 +241,5 @@ fn a_hostile_tree_through_roam_mount_is_eio_and_the_mount_lives() {
     let log = m.log_text();
     let line = "WARN src:faults:";
     let why = "tree refused: extension `faults` (wasm): returned an invalid result: put \"escaped\" in the directory \"..\"";
-    assert!(
-        log.contains(&format!("{line}")) && log.contains(why),
-        "{log}"
-    );
+    assert!(log.contains(line) && log.contains(why), "{log}");
 }
