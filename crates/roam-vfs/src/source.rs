@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roam_drivers::{
-    Capabilities, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
-    Validator,
+    Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
 };
 use roam_ext::abi::{MemberKind, SourceFile};
 use roam_ext::archive::Entry;
 use roam_ext::source::{Extent, Tree, MAX_FILES};
 use roam_ext::Fault;
 
+use crate::archive::listing_of;
 use crate::lazy_ext::{LazyExtension, LoadExtension};
 
 /// Directory levels below the URL walked for source files.
@@ -236,20 +236,7 @@ impl Driver for SourceDriver {
         if e.kind != MemberKind::Dir {
             return Err(self.fail(ErrorKind::NotADirectory, path, "not a directory"));
         }
-        let entries = made
-            .tree()
-            .index
-            .children(path.trim_start_matches('/'))
-            .map(|(name, e)| DirEntry {
-                name: name.to_owned(),
-                meta: made.meta_of(e),
-            })
-            .collect();
-        Ok(Listing {
-            entries,
-            complete: true,
-            stands_alone: true,
-        })
+        Ok(listing_of(&made.tree().index, path, |e| made.meta_of(e)))
     }
 
     fn fetch(
