@@ -43,32 +43,6 @@ start_nginx "$work"
 URL=http://127.0.0.1:$PORT
 H=/http/127.0.0.1:$PORT
 
-# bytes nginx sent since the access log had $1 lines
-sent_since() { tail -n +"$(($1 + 1))" "$work/run/access.log" | awk '{s += $10} END {print s + 0}'; }
-
-# measure NAME CMD...: one table row: median seconds over RUNS (fresh cache each run) and
-# the bytes the last run fetched.
-measure() {
-    local name=$1 times=() bytes=0
-    shift
-    for r in $(seq "$RUNS"); do
-        export ROAM_CACHE_DIR=$work/cache-$r-$RANDOM
-        rm -rf "$work/out"/*
-        local before
-        before=$(wc -l < "$work/run/access.log")
-        local a b
-        a=$(date +%s.%N)
-        "$@" > /dev/null
-        b=$(date +%s.%N)
-        times+=("$(echo "$b - $a" | bc)")
-        bytes=$(sent_since "$before")
-    done
-    local med
-    med=$(printf '%s\n' "${times[@]}" | median)
-    [ -z "${BASE:-}" ] && BASE=$med
-    printf '| %s | %.3f | %.2f | %s |\n' "$name" "$med" "$(echo "$med / $BASE" | bc -l)" "$bytes"
-}
-
 echo "### Archives: a 200-member, $(($(stat -c %s "$work/www/photos.zip") >> 20)) MB album (median of $RUNS, roam run, fresh cache)"
 echo
 echo "| what | s | ratio | bytes fetched |"

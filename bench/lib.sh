@@ -1,5 +1,5 @@
 # Shared pieces of the bench/ scripts (sourced, not run): the roam binary, medians, the
-# generated C tree, and an nginx on loopback.
+# generated C tree, an nginx on loopback, and table rows of seconds and bytes fetched.
 
 # Sets ROAM to an absolute path of roam (default target/release/roam, built if missing).
 roam_binary() {
@@ -85,4 +85,31 @@ start_fixtures() {
         sleep 0.2
     done
     . "$work/fixtures.sh"
+}
+
+# bytes nginx sent since the access log had $1 lines
+sent_since() { tail -n +"$(($1 + 1))" "$work/run/access.log" | awk '{s += $10} END {print s + 0}'; }
+
+# measure NAME CMD...: one table row: median seconds over RUNS (fresh cache each run, under
+# $work; $work/out emptied before each) and the bytes the last run fetched; the ratio is to
+# BASE, the first row's median when unset.
+measure() {
+    local name=$1 times=() bytes=0
+    shift
+    for r in $(seq "$RUNS"); do
+        export ROAM_CACHE_DIR=$work/cache-$r-$RANDOM
+        rm -rf "$work/out"/*
+        local before
+        before=$(wc -l < "$work/run/access.log")
+        local a b
+        a=$(date +%s.%N)
+        "$@" > /dev/null
+        b=$(date +%s.%N)
+        times+=("$(echo "$b - $a" | bc)")
+        bytes=$(sent_since "$before")
+    done
+    local med
+    med=$(printf '%s\n' "${times[@]}" | median)
+    [ -z "${BASE:-}" ] && BASE=$med
+    printf '| %s | %.3f | %.2f | %s |\n' "$name" "$med" "$(echo "$med / $BASE" | bc -l)" "$bytes"
 }

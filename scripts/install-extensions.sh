@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds roam's example extensions (extensions/: archive, id3, id3merge, merge3, rot13,
-# hotlist) for WebAssembly and installs them where roam looks for extensions, so that
-# `photos.zip#/`, `roam find --ext id3`, `ext:rot13:URL` mounts, `[[resolver]] ext = "merge3"`
-# and `[cache] policy = "hotlist"` work.
+# hotlist, camera) for WebAssembly and installs them where roam looks for extensions, so that
+# `photos.zip#/`, `roam find --ext id3`, `ext:rot13:URL` mounts, `[[resolver]] ext = "merge3"`,
+# `[cache] policy = "hotlist"` and `src:camera:URL` mounts work.
 #
 # Usage: scripts/install-extensions.sh [DIR]
 #   DIR defaults to $ROAM_EXT_DIR, else ${XDG_CONFIG_HOME:-~/.config}/roam/extensions (roam's
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-${ROAM_EXT_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/roam/extensions}}
 build=${CARGO_TARGET_DIR:-$PWD/target}/ext-build
-names=(archive id3 id3merge merge3 rot13 hotlist)
+names=(archive id3 id3merge merge3 rot13 hotlist camera)
 
 rustup target add wasm32-wasip1 >/dev/null
 packages=()

@@ -14,7 +14,10 @@ mod wire;
 
 pub mod guest;
 
-pub use msg::{Candidate, Chunk, Edit, Files, LayerOp, Member, MemberKind, Range, Reply, Request};
+pub use msg::{
+    Candidate, Chunk, Edit, Files, LayerOp, Member, MemberKind, Range, Reply, Request, SourceEntry,
+    SourceFile, Span, SpanData,
+};
 pub use wire::DecodeError;
 
 /// Bytes of the little-endian length that prefixes the result buffer an extension returns.

@@ -103,6 +103,47 @@ pub struct Member {
     pub method: u16,
 }
 
+/// A file under a device source's URL, as roam lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// `/`-separated path below the source's URL.
+    pub path: String,
+    pub size: u64,
+    /// Seconds since the epoch, 0 when unknown.
+    pub mtime: u64,
+}
+
+/// A byte range of one of a source's files (numbered as listed in [`Request::SourceList`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub file: u32,
+    pub off: u64,
+    pub len: u32,
+}
+
+/// A span roam fetched, supplied back to the extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanData {
+    pub file: u32,
+    pub off: u64,
+    pub data: Vec<u8>,
+}
+
+/// One regular file of the tree a device source shows: `dir/name`, whose bytes are
+/// `off..off+len` of source file `file`. Directories are implied by the files in them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    /// `/`-separated directory, empty for the root.
+    pub dir: String,
+    /// One component.
+    pub name: String,
+    pub file: u32,
+    pub off: u64,
+    pub len: u64,
+    /// Seconds since the epoch, 0 to take the source file's.
+    pub mtime: u64,
+}
+
 /// What roam asks an extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -154,6 +195,14 @@ pub enum Request {
         state: Vec<u8>,
         data: Vec<u8>,
     },
+    /// Show the files under a device source's URL as a tree (answer [`Reply::Entries`]).
+    /// Like an archive listing, a continued conversation: each call gets the `state` the
+    /// previous reply gave and only the spans that reply asked for.
+    SourceList {
+        files: Vec<SourceFile>,
+        state: Vec<u8>,
+        spans: Vec<SpanData>,
+    },
 }
 
 /// What an extension answers.
@@ -179,6 +228,13 @@ pub enum Reply {
     Extent {
         off: u64,
         len: u64,
+    },
+    /// Entries of a device source's tree found in this call; when `need` is not empty, call
+    /// again with `state` and those spans.
+    Entries {
+        entries: Vec<SourceEntry>,
+        state: Vec<u8>,
+        need: Vec<Span>,
     },
 }
 
@@ -280,6 +336,52 @@ impl Member {
     }
 }
 
+impl SourceEntry {
+    /// Bytes of the smallest encoded entry (empty dir and name).
+    const MIN_WIRE: usize = 4 + 4 + 4 + 8 + 8 + 8;
+
+    fn encode(&self, w: &mut Writer) {
+        w.str(&self.dir);
+        w.str(&self.name);
+        w.u32(self.file);
+        w.u64(self.off);
+        w.u64(self.len);
+        w.u64(self.mtime);
+    }
+
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(SourceEntry {
+            dir: r.str()?,
+            name: r.str()?,
+            file: r.u32()?,
+            off: r.u64()?,
+            len: r.u64()?,
+            mtime: r.u64()?,
+        })
+    }
+}
+
+fn encode_spans(w: &mut Writer, spans: &[Span]) {
+    w.len(spans.len());
+    for s in spans {
+        w.u32(s.file);
+        w.u64(s.off);
+        w.u32(s.len);
+    }
+}
+
+fn decode_spans(r: &mut Reader) -> Result<Vec<Span>, DecodeError> {
+    (0..r.count(16)?)
+        .map(|_| {
+            Ok(Span {
+                file: r.u32()?,
+                off: r.u64()?,
+                len: r.u32()?,
+            })
+        })
+        .collect()
+}
+
 fn encode_strs(w: &mut Writer, items: &[String]) {
     w.len(items.len());
     items.iter().for_each(|s| w.str(s));
@@ -361,6 +463,26 @@ impl Request {
                 w.bytes(state);
                 w.bytes(data);
             }
+            Request::SourceList {
+                files,
+                state,
+                spans,
+            } => {
+                w.u8(8);
+                w.len(files.len());
+                for f in files {
+                    w.str(&f.path);
+                    w.u64(f.size);
+                    w.u64(f.mtime);
+                }
+                w.bytes(state);
+                w.len(spans.len());
+                for s in spans {
+                    w.u32(s.file);
+                    w.u64(s.off);
+                    w.bytes(&s.data);
+                }
+            }
         }
         w.0
     }
@@ -425,6 +547,32 @@ impl Request {
                 state: r.bytes()?,
                 data: r.bytes()?,
             },
+            8 => {
+                let files = (0..r.count(20)?)
+                    .map(|_| {
+                        Ok(SourceFile {
+                            path: r.str()?,
+                            size: r.u64()?,
+                            mtime: r.u64()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                let state = r.bytes()?;
+                let spans = (0..r.count(16)?)
+                    .map(|_| {
+                        Ok(SpanData {
+                            file: r.u32()?,
+                            off: r.u64()?,
+                            data: r.bytes()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Request::SourceList {
+                    files,
+                    state,
+                    spans,
+                }
+            }
             _ => return Err(DecodeError("unknown request kind")),
         };
         r.finish()?;
@@ -481,6 +629,17 @@ impl Reply {
                 w.u64(*off);
                 w.u64(*len);
             }
+            Reply::Entries {
+                entries,
+                state,
+                need,
+            } => {
+                w.u8(8);
+                w.len(entries.len());
+                entries.iter().for_each(|e| e.encode(&mut w));
+                w.bytes(state);
+                encode_spans(&mut w, need);
+            }
         }
         w.0
     }
@@ -525,6 +684,17 @@ impl Reply {
                 off: r.u64()?,
                 len: r.u64()?,
             },
+            8 => {
+                let n = r.count(SourceEntry::MIN_WIRE)?;
+                let entries = (0..n)
+                    .map(|_| SourceEntry::decode(&mut r))
+                    .collect::<Result<_, _>>()?;
+                Reply::Entries {
+                    entries,
+                    state: r.bytes()?,
+                    need: decode_spans(&mut r)?,
+                }
+            }
             _ => return Err(DecodeError("unknown reply kind")),
         };
         r.finish()?;
@@ -592,6 +762,19 @@ mod tests {
                 state: vec![5; 56],
                 data: vec![9; 72],
             },
+            Request::SourceList {
+                files: vec![SourceFile {
+                    path: "DCIM/a.jpg".into(),
+                    size: 70_000,
+                    mtime: 9,
+                }],
+                state: vec![3],
+                spans: vec![SpanData {
+                    file: 0,
+                    off: 2,
+                    data: vec![0xff, 0xd8],
+                }],
+            },
         ];
         for req in reqs {
             assert_eq!(Request::decode(&req.encode()).unwrap(), req);
@@ -630,6 +813,22 @@ mod tests {
                 }],
             },
             Reply::Extent { off: 3, len: 4 },
+            Reply::Entries {
+                entries: vec![SourceEntry {
+                    dir: "2024-06-01".into(),
+                    name: "a.jpg".into(),
+                    file: 70_000,
+                    off: 0,
+                    len: 12,
+                    mtime: 0,
+                }],
+                state: vec![4],
+                need: vec![Span {
+                    file: 300,
+                    off: 0,
+                    len: 4096,
+                }],
+            },
         ];
         for reply in replies {
             assert_eq!(Reply::decode(&reply.encode()).unwrap(), reply);

@@ -78,7 +78,7 @@ impl Index {
     /// Builds the tree: members with invalid names are skipped; parents are implied; a
     /// directory wins over a file or symlink of the same path; otherwise the last member of
     /// a path wins (as extracting the archive would leave it).
-    fn build(members: Vec<Member>) -> Index {
+    pub(crate) fn build(members: Vec<Member>) -> Index {
         let mut index = Index::default();
         index.entries.insert(String::new(), implied_dir(0));
         for m in members {

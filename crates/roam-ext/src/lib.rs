@@ -35,6 +35,7 @@ pub mod layer;
 pub mod policy;
 pub mod query;
 pub mod resolve;
+pub mod source;
 
 pub use converse::{Fetch, MAX_BYTES, MAX_MERGE_BYTES, MAX_RANGES, MAX_ROUNDS};
 pub use error::{ExtError, Fault};

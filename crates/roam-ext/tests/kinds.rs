@@ -1,9 +1,10 @@
 //! The kinds' front ends with the example extensions, under every isolating technology: the
 //! id3 query converses for ranges, hotlist picks an eviction victim, rot13 transforms a layer,
-//! merge3 and id3merge merge three versions into a patch, digest hashes a file in pieces;
+//! merge3 and id3merge merge three versions into a patch, digest hashes a file in pieces,
+//! camera (a device source) files photos by day;
 //! and each front end rejects the well-formed lies of the `faults` extension.
 
-use roam_ext::abi::{Candidate, LayerOp};
+use roam_ext::abi::{Candidate, LayerOp, SourceFile};
 use roam_ext::resolve::{self, Versions};
 use roam_ext::{query, Extension, Fault, Limits, Technology};
 
@@ -250,6 +251,77 @@ fn front_ends_reject_well_formed_lies() {
             invalid(roam_ext::digest::digest(&ext, 10, &mut read)),
             "{tech}: digests of the wrong length"
         );
+        for first in ["slash.jpg", "dotdot.jpg", "liar.jpg", "past.jpg"] {
+            let files = [SourceFile {
+                path: first.into(),
+                size: 100,
+                mtime: 0,
+            }];
+            let mut fetch = |_, _, len: u32| Ok(vec![0; len as usize]);
+            let tree = roam_ext::source::list(&ext, &files, &mut fetch);
+            assert!(invalid(tree), "{tech}: a lying tree ({first})");
+        }
+    }
+}
+
+/// The head of a JPEG as a camera writes it: SOI, APP1 Exif (big-endian TIFF: IFD0 → Exif
+/// IFD → DateTimeOriginal `date`), then the start of the image data; `len` bytes in all.
+fn photo(date: &str, len: usize) -> Vec<u8> {
+    let mut t = b"MM\0\x2a\0\0\0\x08".to_vec();
+    let entry = |t: &mut Vec<u8>, tag: u16, kind: u16, count: u32, value: u32| {
+        t.extend_from_slice(&1u16.to_be_bytes());
+        t.extend_from_slice(&tag.to_be_bytes());
+        t.extend_from_slice(&kind.to_be_bytes());
+        t.extend_from_slice(&count.to_be_bytes());
+        t.extend_from_slice(&value.to_be_bytes());
+        t.extend_from_slice(&0u32.to_be_bytes());
+    };
+    entry(&mut t, 0x8769, 4, 1, 26);
+    entry(&mut t, 0x9003, 2, 20, 44);
+    t.extend_from_slice(date.as_bytes());
+    t.push(0);
+    let mut j = vec![0xff, 0xd8, 0xff, 0xe1];
+    j.extend_from_slice(&((t.len() + 8) as u16).to_be_bytes());
+    j.extend_from_slice(b"Exif\0\0");
+    j.extend_from_slice(&t);
+    j.extend_from_slice(&[0xff, 0xda, 0, 2]);
+    j.resize(len, 0x55);
+    j
+}
+
+/// The camera source files 100 photos of 3 days by date, reading 4 KiB of each, under
+/// every isolating technology.
+#[test]
+fn camera_source_files_photos_by_day_reading_their_heads() {
+    let days = [
+        "2024:06:01 10:00:00",
+        "2024:06:02 11:00:00",
+        "1999:12:31 23:59:59",
+    ];
+    let photos: Vec<Vec<u8>> = (0..100).map(|i| photo(days[i % 3], 10_000 + i)).collect();
+    let files: Vec<SourceFile> = (0..100)
+        .map(|i| SourceFile {
+            path: format!("DCIM/IMG_{i:04}.JPG"),
+            size: photos[i].len() as u64,
+            mtime: 5,
+        })
+        .collect();
+    for tech in ISOLATED {
+        let ext = load("camera", tech);
+        let mut asked = Vec::new();
+        let mut fetch = |f: u32, off: u64, len: u32| {
+            asked.push((f, off, len));
+            Ok(photos[f as usize][off as usize..(off + u64::from(len)) as usize].to_vec())
+        };
+        let tree = roam_ext::source::list(&ext, &files, &mut fetch).unwrap();
+        let want: Vec<(u32, u64, u32)> = (0..100).map(|f| (f, 0, 4096)).collect();
+        assert_eq!(asked, want, "{tech}: each head once");
+        let day: Vec<&str> = tree.index.children("2024-06-02").map(|(n, _)| n).collect();
+        assert_eq!(day.len(), 33, "{tech}");
+        assert_eq!(day[0], "DCIM_IMG_0001.JPG", "{tech}");
+        let e = tree.index.get("1999-12-31/DCIM_IMG_0002.JPG").unwrap();
+        assert_eq!(tree.extents[e.at as usize].len, 10_002, "{tech}");
+        assert_eq!(tree.index.children("").count(), 3, "{tech}");
     }
 }
 

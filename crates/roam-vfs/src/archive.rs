@@ -397,18 +397,7 @@ impl Driver for ArchiveDriver {
         if e.kind != MemberKind::Dir {
             return Err(self.fail(ErrorKind::NotADirectory, path, "not a directory"));
         }
-        let entries = index
-            .children(path.trim_start_matches('/'))
-            .map(|(name, e)| DirEntry {
-                name: name.to_owned(),
-                meta: self.meta_of(e),
-            })
-            .collect();
-        Ok(Listing {
-            entries,
-            complete: true,
-            stands_alone: true,
-        })
+        Ok(listing_of(&index, path, |e| self.meta_of(e)))
     }
 
     fn fetch(
@@ -459,6 +448,23 @@ impl Driver for ArchiveDriver {
                 Ok(len)
             }
         }
+    }
+}
+
+/// The directory `path` of a member tree (an archive's, a device source's) as a listing,
+/// each entry's metadata by `meta_of`.
+pub(crate) fn listing_of(index: &Index, path: &str, meta_of: impl Fn(&Entry) -> Meta) -> Listing {
+    let entries = index
+        .children(path.trim_start_matches('/'))
+        .map(|(name, e)| DirEntry {
+            name: name.to_owned(),
+            meta: meta_of(e),
+        })
+        .collect();
+    Listing {
+        entries,
+        complete: true,
+        stands_alone: true,
     }
 }
 

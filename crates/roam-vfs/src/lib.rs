@@ -30,6 +30,7 @@ mod observe;
 mod open;
 mod partial;
 pub mod path;
+mod source;
 mod speed;
 mod suspend;
 mod usage;

@@ -18,7 +18,9 @@
 //! directory in place), `rot13:URL` (names and contents rotated), `zlib:URL` (contents
 //! compressed) and `seal:URL` (contents encrypted and authenticated, key from
 //! `ROAM_SEAL_KEY_FILE`), in seekable frames; `ext:NAME:URL` stacks the
-//! layer extension `NAME` (from the extension directory, run as wasm) the same way.
+//! layer extension `NAME` (from the extension directory, run as wasm) the same way, and
+//! `src:NAME:URL` shows the files under `URL` as the tree the device-source extension
+//! `NAME` makes of them (read-only).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,10 @@ use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
 use crate::ext_layer::ExtLayer;
+use crate::lazy_ext::LoadExtension;
 use crate::observe::Observer;
 use crate::path::{normalize, strip_dir_prefix};
+use crate::source::SourceDriver;
 use crate::work::MountRecord;
 use crate::{Error, Result};
 
@@ -117,7 +121,7 @@ struct Protocols {
     s3: S3Config,
     /// OpenSSH's files: `~/.ssh/config`, `known_hosts`, keys, the agent.
     sftp: SftpConfig,
-    /// Where layer extensions (`ext:NAME:URL`) are.
+    /// Where layer extensions (`ext:NAME:URL`) and device sources (`src:NAME:URL`) are.
     extensions: Option<PathBuf>,
 }
 
@@ -166,25 +170,41 @@ impl Protocols {
 
     /// `ext:NAME:URL`: the layer extension `NAME` over the mount `URL`.
     fn ext_layer(&self, spec: &str) -> Result<Arc<dyn Driver>> {
-        let bad = |why: String| Error::Config(format!("ext:{spec}: {why}"));
+        let (name, load, lower) = self.extension_over("ext", spec)?;
+        let layer = ExtLayer::new(name, load);
+        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
+    }
+
+    /// `src:NAME:URL`: the tree the device-source extension `NAME` makes of the mount `URL`.
+    fn source(&self, spec: &str) -> Result<Arc<dyn Driver>> {
+        let (name, load, lower) = self.extension_over("src", spec)?;
+        Ok(Arc::new(SourceDriver::new(name, load, self.driver(lower)?)))
+    }
+
+    /// `NAME:URL` after `FORM:`: the extension's name, its loader and the URL below it.
+    fn extension_over<'s>(
+        &self,
+        form: &str,
+        spec: &'s str,
+    ) -> Result<(&'s str, LoadExtension, &'s str)> {
+        let bad = |why: String| Error::Config(format!("{form}:{spec}: {why}"));
         let (name, lower) = spec
             .split_once(':')
-            .ok_or_else(|| bad("expected ext:NAME:URL".into()))?;
+            .ok_or_else(|| bad(format!("expected {form}:NAME:URL")))?;
         let dir = self
             .extensions
             .as_deref()
             .ok_or_else(|| bad("no extension directory is configured".into()))?;
-        // Refused at start when missing; compiled at the layer's first use.
+        // Refused at start when missing; compiled at the first use.
         let tech = roam_ext::Technology::Wasm;
         let path = tech.artifact(dir, name);
         if !path.is_file() {
             return Err(bad(format!("{} does not exist", path.display())));
         }
         let (dir, owned) = (dir.to_path_buf(), name.to_owned());
-        let load =
+        let load: LoadExtension =
             Box::new(move || roam_ext::Extension::load(&dir, &owned, tech, Default::default()));
-        let layer = ExtLayer::new(name, load);
-        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
+        Ok((name, load, lower))
     }
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
@@ -254,6 +274,9 @@ impl Protocols {
         if let Some(spec) = url.strip_prefix("ext:") {
             return self.ext_layer(spec);
         }
+        if let Some(spec) = url.strip_prefix("src:") {
+            return self.source(spec);
+        }
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
             "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
@@ -267,7 +290,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL or ext:NAME:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL or src:NAME:URL)"
                 )))
             }
         })

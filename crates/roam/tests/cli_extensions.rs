@@ -77,7 +77,9 @@ fn examples_installed_by_the_script_work_from_a_fresh_home() {
         .output()
         .expect("running scripts/install-extensions.sh");
     assert!(o.status.success(), "{}", stderr(&o));
-    for name in ["archive", "id3", "id3merge", "merge3", "rot13", "hotlist"] {
+    for name in [
+        "archive", "id3", "id3merge", "merge3", "rot13", "hotlist", "camera",
+    ] {
         let file = config.join(format!("roam/extensions/{name}.wasm"));
         assert!(file.is_file(), "{} missing", file.display());
     }

@@ -8,7 +8,7 @@
 //! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
 //! request gets a well-formed but invalid answer (see [`lie`]).
 
-use roam_ext_abi::{Edit, LayerOp, Range, Reply, Request};
+use roam_ext_abi::{Edit, LayerOp, Range, Reply, Request, SourceEntry, SourceFile, Span};
 use std::hint::black_box;
 
 roam_ext_abi::export!(raw handle);
@@ -25,7 +25,7 @@ fn handle(input: &[u8]) -> Vec<u8> {
 /// For the other kinds, a well-formed reply the core must reject: a victim that was not offered,
 /// a range past the end of the file, a patch past the end of the file, a layer that changes
 /// length or produces `..`, an archive member's data past the end of the archive, digests
-/// of the wrong length.
+/// of the wrong length, a device source's tree that escapes or lies (see [`source_lie`]).
 fn lie(req: Request) -> Reply {
     match req {
         Request::Policy { candidates, .. } => Reply::Victim(candidates.len() as u32),
@@ -64,6 +64,49 @@ fn lie(req: Request) -> Reply {
         Request::Compute { .. } => Reply::Fail("computations are probes".into()),
         // One byte short of MD5 and SHA-256, or a state past the core's bound.
         Request::Digest { .. } => Reply::Bytes(vec![0; 47]),
+        Request::SourceList { files, .. } => source_lie(&files),
+    }
+}
+
+/// A device source's lie, picked by the name of the source's first file: a name with `/`
+/// (`slash`), a directory `..` (`dotdot`), a size past the file's end (`liar`), 200,001
+/// entries (`huge`); otherwise a span past the end of the file.
+fn source_lie(files: &[SourceFile]) -> Reply {
+    let Some(first) = files.first() else {
+        return Reply::Fail("no files".into());
+    };
+    let entry = |dir: &str, name: &str, len| SourceEntry {
+        dir: dir.into(),
+        name: name.into(),
+        file: 0,
+        off: 0,
+        len,
+        mtime: 0,
+    };
+    let entries = match first.path.split('.').next().unwrap_or("") {
+        "slash" => vec![entry("", "a/b", 1)],
+        "dotdot" => vec![entry("..", "escaped", 1)],
+        "liar" => vec![entry("", "liar", first.size + 1)],
+        "huge" => (0..200_001)
+            .map(|i| entry("", &format!("{i}"), 1))
+            .collect(),
+        _ => {
+            let past = Span {
+                file: 0,
+                off: first.size,
+                len: 1,
+            };
+            return Reply::Entries {
+                entries: Vec::new(),
+                state: Vec::new(),
+                need: vec![past],
+            };
+        }
+    };
+    Reply::Entries {
+        entries,
+        state: Vec::new(),
+        need: Vec::new(),
     }
 }
 

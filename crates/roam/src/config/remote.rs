@@ -23,8 +23,8 @@ use anyhow::{bail, Context, Result};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
-/// Prefixes of mount targets that are roam's own (`mem:`, layers), which no remote may take.
-const RESERVED: [&str; 7] = ["mem", "null", "rot13", "zlib", "seal", "ext", "file"];
+/// Prefixes of mount targets that are roam's own (`mem:`, layers, sources), which no remote may take.
+const RESERVED: [&str; 8] = ["mem", "null", "rot13", "zlib", "seal", "ext", "src", "file"];
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
