@@ -287,7 +287,13 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Snapshot(args) => snapshot::snapshot(args),
         Command::Doctor { url: None } => doctor::doctor(),
         Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
-        Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
+        Command::Find(args) => {
+            // A live search ends on a signal, taken by sigtimedwait: blocked before any
+            // thread exists.
+            let signals = args.watching().then(mount::block_signals);
+            let vfs = open_vfs(&[], Use::Look)?;
+            find::run(&vfs, &Config::load()?, args, signals.as_ref())
+        }
         Command::Config { action } => {
             match action.unwrap_or(ConfigAction::Show) {
                 ConfigAction::Show => print!("{}", config::show::effective(&Config::load()?)?),
