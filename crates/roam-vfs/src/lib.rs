@@ -64,7 +64,7 @@ pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use observe::{Direction, RemoteStats, Transfer};
 pub use open::{OpenHow, Opened};
-pub use suspend::Change;
+pub use suspend::{Change, Copied};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};

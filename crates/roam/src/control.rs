@@ -18,6 +18,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use roam_drivers::secrets::scrub;
 use roam_vfs::Vfs;
+
+use crate::snapshot::Dest;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -28,7 +30,8 @@ pub enum Request {
         timeout_ms: u64,
     },
     Resume,
-    /// Suspend, copy `path` (under the mount) into the local directory `dest`, resume.
+    /// Suspend, copy `path` (under the mount) into `dest`, resume: a local directory, or
+    /// one on the mount (then made by the server).
     Snapshot {
         path: PathBuf,
         dest: PathBuf,
@@ -150,6 +153,10 @@ impl Served {
             } => {
                 let Some(virt) = self.virt(&path) else {
                     return failed(format!("{}: not on this mount", path.display()));
+                };
+                let dest = match self.virt(&dest) {
+                    Some(on_server) => Dest::OnServer(on_server),
+                    None => Dest::Local(dest),
                 };
                 let limit = Duration::from_millis(timeout_ms);
                 match crate::snapshot::take(&self.vfs, &virt, &dest, limit) {

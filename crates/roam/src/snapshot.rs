@@ -2,7 +2,8 @@
 //! through its control channel (`control.rs`), and a point-in-time copy of a tree under it.
 //! While suspended, programs changing files on the mount wait (they never fail) and reads
 //! go on, so a snapshot, made by the serving roam itself, copies the tree as it stood at
-//! the moment of suspension.
+//! the moment of suspension. A destination on the mount, on the same remote, is copied by
+//! the server itself where its protocol can (S3 `CopyObject`, WebDAV `COPY`).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use roam_drivers::secrets::scrub;
 
-use roam_vfs::{Kind, Node, Vfs};
+use roam_vfs::{Copied, Kind, Node, Vfs};
 
 use crate::control::{Client, Request};
 
@@ -36,7 +37,8 @@ pub struct ResumeArgs {
 pub struct SnapshotArgs {
     /// A `roam mount` directory, or a directory under it: what is copied.
     path: PathBuf,
-    /// A local directory to copy into (made; must be absent or empty, outside the mount).
+    /// A local directory to copy into (made; must be absent or empty), or a new directory
+    /// on the mount, on the same remote, which its server copies into (S3, WebDAV).
     dest: PathBuf,
     /// As for `roam suspend`.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -86,8 +88,7 @@ pub fn resume(args: ResumeArgs) -> Result<i32> {
 /// locked in the kernel, and a walk through the mount would wait for it.
 pub fn snapshot(args: SnapshotArgs) -> Result<i32> {
     let mut c = client(&args.path)?;
-    refuse_dest(&args.dest, &c.mount)?;
-    let dest = std::path::absolute(&args.dest)?;
+    let dest = destination(&args.dest, &c.mount)?;
     let req = Request::Snapshot {
         path: args.path.canonicalize()?,
         dest: dest.clone(),
@@ -108,9 +109,10 @@ pub fn snapshot(args: SnapshotArgs) -> Result<i32> {
     }
 }
 
-/// A destination on the mount itself would wait for the suspension it is copied under;
-/// one holding files would mix two states.
-fn refuse_dest(dest: &Path, mount: &Path) -> Result<()> {
+/// The absolute name of `dest`, its directory resolved. One holding files would mix two
+/// states; one on the mount is for the serving roam to check (its server copies), and is
+/// not looked up here: the kernel would keep its absence for T_read.
+fn destination(dest: &Path, mount: &Path) -> Result<PathBuf> {
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -118,32 +120,37 @@ fn refuse_dest(dest: &Path, mount: &Path) -> Result<()> {
     let parent = parent
         .canonicalize()
         .with_context(|| format!("resolving {}", parent.display()))?;
-    if parent.starts_with(mount) {
-        bail!(
-            "{}: on the mount being copied (it is suspended while copying)",
-            dest.display()
-        );
-    }
-    if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
+    let name = dest
+        .file_name()
+        .with_context(|| format!("{}: names no directory", dest.display()))?;
+    if !parent.starts_with(mount) && std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
         bail!("{}: not empty", dest.display());
     }
-    Ok(())
+    Ok(parent.join(name))
 }
 
-/// What a snapshot copied.
-#[derive(Default)]
-pub struct Copied {
-    pub files: u64,
-    pub bytes: u64,
+/// Where a snapshot goes.
+pub enum Dest {
+    /// A local directory, written by this roam.
+    Local(PathBuf),
+    /// A new directory of the remote copied (its virtual name), made by the server.
+    OnServer(String),
 }
 
 /// Suspends `vfs` (draining within `limit`), copies the tree `virt` into `dest`, resumes.
-pub fn take(vfs: &Vfs, virt: &str, dest: &Path, limit: Duration) -> Result<Copied> {
+pub fn take(vfs: &Vfs, virt: &str, dest: &Dest, limit: Duration) -> Result<Copied> {
     vfs.suspend(limit)?;
     let mut n = Copied::default();
-    let copied = copy_dir(vfs, virt, dest, &mut n);
+    let copied = match dest {
+        Dest::Local(to) => copy_dir(vfs, virt, to, &mut n)
+            .with_context(|| format!("copying into {}", to.display())),
+        Dest::OnServer(to) => vfs
+            .copy_on_server(virt, to)
+            .map(|done| n = done)
+            .with_context(|| format!("copying into {to} on the server")),
+    };
     vfs.resume();
-    copied.with_context(|| format!("copying into {}", dest.display()))?;
+    copied?;
     Ok(n)
 }
 
