@@ -30,6 +30,7 @@ mod observe;
 mod open;
 mod partial;
 pub mod path;
+mod query;
 mod speed;
 mod suspend;
 mod usage;
@@ -92,7 +93,8 @@ pub struct VfsConfig {
     pub http: HttpConfig,
     /// TLS choices per `host[:port]` (a CA file, or no verification at all).
     pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
-    /// Where layer extensions of `ext:NAME:URL` mounts are (none: such mounts are refused).
+    /// Where the extensions of `ext:NAME:URL` and `query:NAME:...@URL` mounts are (none:
+    /// such mounts are refused).
     pub extensions: Option<PathBuf>,
     /// Take over the changes that roam processes which died left in the cache (for the
     /// commands that deliver changes: run, mount, sync; not for status or find).

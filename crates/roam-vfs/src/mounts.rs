@@ -18,7 +18,9 @@
 //! directory in place), `rot13:URL` (names and contents rotated), `zlib:URL` (contents
 //! compressed) and `seal:URL` (contents encrypted and authenticated, key from
 //! `ROAM_SEAL_KEY_FILE`), in seekable frames; `ext:NAME:URL` stacks the
-//! layer extension `NAME` (from the extension directory, run as wasm) the same way.
+//! layer extension `NAME` (from the extension directory, run as wasm) the same way;
+//! `query:NAME:FIELD=VALUE,...@URL` is the live result of a query extension over `URL`
+//! (`query.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,10 @@ use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
 use crate::ext_layer::ExtLayer;
+use crate::lazy_ext::LoadExtension;
 use crate::observe::Observer;
 use crate::path::{normalize, strip_dir_prefix};
+use crate::query::QueryDriver;
 use crate::work::MountRecord;
 use crate::{Error, Result};
 
@@ -170,21 +174,36 @@ impl Protocols {
         let (name, lower) = spec
             .split_once(':')
             .ok_or_else(|| bad("expected ext:NAME:URL".into()))?;
+        let layer = ExtLayer::new(name, self.extension(name).map_err(bad)?);
+        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
+    }
+
+    /// `query:NAME:FIELD=VALUE,...@URL`: the files of `URL` the query extension `NAME`
+    /// says match.
+    fn query(&self, spec: &str) -> Result<Arc<dyn Driver>> {
+        let bad = |why: String| Error::Config(format!("query:{spec}: {why}"));
+        let (name, conditions, lower) = crate::query::parse(spec).map_err(bad)?;
+        let load = self.extension(name).map_err(bad)?;
+        let lower = self.driver(lower)?;
+        Ok(Arc::new(QueryDriver::new(lower, name, load, conditions)))
+    }
+
+    /// Loads the extension `name` (wasm) of the extension directory: refused at start
+    /// when missing, compiled at its first use.
+    fn extension(&self, name: &str) -> std::result::Result<LoadExtension, String> {
         let dir = self
             .extensions
             .as_deref()
-            .ok_or_else(|| bad("no extension directory is configured".into()))?;
-        // Refused at start when missing; compiled at the layer's first use.
+            .ok_or("no extension directory is configured")?;
         let tech = roam_ext::Technology::Wasm;
         let path = tech.artifact(dir, name);
         if !path.is_file() {
-            return Err(bad(format!("{} does not exist", path.display())));
+            return Err(format!("{} does not exist", path.display()));
         }
         let (dir, owned) = (dir.to_path_buf(), name.to_owned());
-        let load =
-            Box::new(move || roam_ext::Extension::load(&dir, &owned, tech, Default::default()));
-        let layer = ExtLayer::new(name, load);
-        Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
+        Ok(Box::new(move || {
+            roam_ext::Extension::load(&dir, &owned, tech, Default::default())
+        }))
     }
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
@@ -254,6 +273,9 @@ impl Protocols {
         if let Some(spec) = url.strip_prefix("ext:") {
             return self.ext_layer(spec);
         }
+        if let Some(spec) = url.strip_prefix("query:") {
+            return self.query(spec);
+        }
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
             "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
@@ -267,7 +289,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL or ext:NAME:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL or query:NAME:FIELD=VALUE@URL)"
                 )))
             }
         })

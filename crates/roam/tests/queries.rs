@@ -2,10 +2,14 @@
 //! with a small T_read follows the tree as MP3s appear on the server, change and vanish:
 //! `+`, `-` and `~` lines, each once, within a few T_read; files whose version did not
 //! change are not read again (nginx's log); SIGTERM ends it with status 0. The same over
-//! a `roam mount` of the server, with the changes made by programs through the mount.
+//! a `roam mount` of the server, with the changes made by programs through the mount. A
+//! query as a mount source (`query:id3:artist=Radiohead@dav://...`) under `roam mount`
+//! and `roam run`: its tree holds the matching files with the source's bytes, and follows
+//! the server.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -220,4 +224,79 @@ fn find_watch_over_a_roam_mount_follows_programs_writing_through_it() {
         mp3("Radiohead", "Airbag", 1000),
         "moved on the server"
     );
+}
+
+/// The files under `dir`, relative to it.
+fn tree(dir: &Path) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap();
+                files.insert(rel.display().to_string());
+            }
+        }
+    }
+    files
+}
+
+/// Waits (generously) until `dir` holds exactly the files `want`.
+fn wait_for_tree(dir: &Path, want: &[&str]) {
+    let want: BTreeSet<String> = want.iter().map(|w| w.to_string()).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = tree(dir);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{dir:?} holds {got:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_query_mount_holds_the_matches_and_follows_the_server() {
+    let s = Setup::new(fill);
+    let url = format!("query:id3:artist=Radiohead@{}/music", s.served.url);
+    let ext = roam_testkit::ext::extensions();
+    let roam = || s.roam().env("ROAM_EXT_DIR", &ext);
+    let mount = FuseMount::start(roam(), Some(&url), &["--t-read", "1"]);
+    wait_for_tree(&mount.dir, &["a.mp3", "sub/c.mp3"]);
+    assert_eq!(
+        std::fs::read(mount.dir.join("a.mp3")).unwrap(),
+        mp3("Radiohead", "Airbag", 1000),
+        "a result reads the source's bytes"
+    );
+
+    let m = s.music();
+    put(&m.join("d.mp3"), &mp3("Radiohead", "Nude", 2000), 50);
+    put(
+        &m.join("sub/c.mp3"),
+        &mp3("Portishead", "Cowboys", 1300),
+        20,
+    );
+    wait_for_tree(&mount.dir, &["a.mp3", "d.mp3"]);
+    assert!(
+        !mount.dir.join("sub").exists(),
+        "a directory without results"
+    );
+
+    let o = roam().sh(
+        &["-m", &format!("/q={url}")],
+        "ls -R /q && wc -c < /q/d.mp3 && cat /q/b.mp3",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("a.mp3") && out.contains("d.mp3"), "{out}");
+    assert!(!out.contains("c.mp3") && !out.contains("z.mp3"), "{out}");
+    assert!(out.contains("2128"), "{out}");
+    assert_ne!(o.status.code(), Some(0), "b.mp3 is no result");
+    let err = common::stderr(&o);
+    assert!(err.contains("No such file"), "{err}");
 }
