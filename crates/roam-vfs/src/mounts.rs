@@ -182,10 +182,15 @@ impl Protocols {
     /// says match.
     fn query(&self, spec: &str) -> Result<Arc<dyn Driver>> {
         let bad = |why: String| Error::Config(format!("query:{spec}: {why}"));
-        let (name, conditions, lower) = crate::query::parse(spec).map_err(bad)?;
-        let load = self.extension(name).map_err(bad)?;
-        let lower = self.driver(lower)?;
-        Ok(Arc::new(QueryDriver::new(lower, name, load, conditions)))
+        let q = crate::query::parse(spec).map_err(bad)?;
+        let load = self.extension(q.name).map_err(bad)?;
+        let lower = self.driver(q.url)?;
+        Ok(Arc::new(QueryDriver::new(
+            lower,
+            q.name,
+            load,
+            q.conditions,
+        )))
     }
 
     /// Loads the extension `name` (wasm) of the extension directory: refused at start

@@ -51,14 +51,22 @@ impl std::fmt::Debug for QueryDriver {
     }
 }
 
-/// Parses `NAME:FIELD=VALUE,...@URL` into the extension's name, the conditions and the URL.
-pub(crate) fn parse(
-    spec: &str,
-) -> std::result::Result<(&str, Vec<(String, String)>, &str), String> {
-    let (query, url) = spec
-        .split_once('@')
-        .ok_or("expected query:NAME:FIELD=VALUE,...@URL")?;
-    let (name, conditions) = query.split_once(':').ok_or("expected NAME:FIELD=VALUE")?;
+/// A query mount's URL, taken apart.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Query<'a> {
+    /// The query extension.
+    pub name: &'a str,
+    /// FIELD=VALUE conditions, all of which must hold.
+    pub conditions: Vec<(String, String)>,
+    /// The source.
+    pub url: &'a str,
+}
+
+/// Parses `NAME:FIELD=VALUE,...@URL`.
+pub(crate) fn parse(spec: &str) -> std::result::Result<Query<'_>, String> {
+    let form = "expected query:NAME:FIELD=VALUE,...@URL";
+    let (query, url) = spec.split_once('@').ok_or(form)?;
+    let (name, conditions) = query.split_once(':').ok_or(form)?;
     let conditions = conditions
         .split(',')
         .map(|c| match c.split_once('=') {
@@ -67,9 +75,13 @@ pub(crate) fn parse(
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     if name.is_empty() || url.is_empty() {
-        return Err("expected query:NAME:FIELD=VALUE,...@URL".into());
+        return Err(form.into());
     }
-    Ok((name, conditions, url))
+    Ok(Query {
+        name,
+        conditions,
+        url,
+    })
 }
 
 impl QueryDriver {
@@ -251,17 +263,17 @@ mod tests {
 
     #[test]
     fn a_query_names_its_extension_conditions_and_source() {
-        let (name, conds, url) =
-            parse("id3:artist=Radiohead,album=OK Computer@dav://u@h/m").unwrap();
-        assert_eq!(name, "id3");
-        assert_eq!(
-            conds,
-            [
-                ("artist".into(), "Radiohead".into()),
-                ("album".into(), "OK Computer".into())
-            ]
-        );
-        assert_eq!(url, "dav://u@h/m");
+        let q = parse("id3:artist=Radiohead,album=OK Computer@dav://u@h/m").unwrap();
+        let conditions = vec![
+            ("artist".into(), "Radiohead".into()),
+            ("album".into(), "OK Computer".into()),
+        ];
+        let want = Query {
+            name: "id3",
+            conditions,
+            url: "dav://u@h/m",
+        };
+        assert_eq!(q, want);
         assert!(parse("id3@dav://h").is_err());
         assert!(parse("id3:artist@dav://h").is_err());
         assert!(parse("id3:artist=x").is_err());
