@@ -18,6 +18,7 @@ use roam_drivers::{
 };
 
 use crate::lazy_ext::{LazyExtension, LoadExtension};
+use crate::path::join;
 
 /// How long one walk of the source answers for: the listings and stats of one `ls -R`.
 const WALK_FRESH: Duration = Duration::from_millis(500);
@@ -251,10 +252,6 @@ impl Driver for QueryDriver {
             ..Capabilities::READ_ONLY
         }
     }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    format!("{}/{name}", dir.trim_end_matches('/'))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use roam_drivers::Driver;
 
+use crate::path::join;
 use crate::{ChangeState, Error, Kind, Node, Result, Vfs};
 
 /// How often the drain looks again at what is left to deliver.
@@ -292,10 +293,6 @@ fn copy_tree(d: &dyn Driver, from: &str, to: &str, n: &mut Copied) -> Result<()>
         }
     }
     Ok(())
-}
-
-fn join(dir: &str, name: &str) -> String {
-    format!("{}/{name}", dir.trim_end_matches('/'))
 }
 
 fn timed_out(why: String) -> Error {
