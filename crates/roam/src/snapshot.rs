@@ -155,8 +155,8 @@ pub fn take(vfs: &Vfs, virt: &str, dest: &Dest, limit: Duration) -> Result<Copie
 }
 
 /// Copies the directory `virt` (as roam's namespace sees it: listings, and the copies
-/// being written) into `to`: directories and files, with their modes; symlinks and
-/// special files are passed over.
+/// being written) into `to`: directories and files, with their modes, and symlinks with
+/// the server's text of them; special files are passed over.
 fn copy_dir(vfs: &Vfs, virt: &str, to: &Path, n: &mut Copied) -> Result<()> {
     let node = vfs
         .lookup(virt)?
@@ -175,6 +175,13 @@ fn copy_dir(vfs: &Vfs, virt: &str, to: &Path, n: &mut Copied) -> Result<()> {
             Kind::File => {
                 n.bytes += copy_file(vfs, &node, &to.join(&name))?;
                 n.files += 1;
+            }
+            Kind::Symlink => {
+                if let Some((_, text)) = vfs.link_target(&node)? {
+                    let link = to.join(&name);
+                    std::os::unix::fs::symlink(&text, &link)
+                        .with_context(|| format!("creating {}", link.display()))?;
+                }
             }
             _ => {}
         }

@@ -341,3 +341,27 @@ fn a_snapshot_on_a_remote_that_cannot_copy_fails_and_leaves_nothing_suspended() 
     let o = s.roam(&["resume", &dir]);
     assert!(stderr(&o).contains("not suspended"), "{}", stderr(&o));
 }
+
+/// Symlinks are kept in a local snapshot, with the server's text (SFTP keeps links): a
+/// relative one leads to the snapshot's own file.
+#[test]
+fn a_snapshot_keeps_symlinks() {
+    let s = Setup::start("sftp", &[], false);
+    let d = s.dir();
+    std::fs::create_dir(d.join("proj")).unwrap();
+    std::fs::write(d.join("proj/a.txt"), b"a\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", d.join("proj/link")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", d.join("proj/abs")).unwrap();
+    let snap = s.scratch.join("snap");
+    let dir = d.display().to_string();
+    ok(&s.roam(&["snapshot", &format!("{dir}/proj"), snap.to_str().unwrap()]));
+    assert_eq!(
+        std::fs::read_link(snap.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
+    assert_eq!(std::fs::read(snap.join("link")).unwrap(), b"a\n");
+    assert_eq!(
+        std::fs::read_link(snap.join("abs")).unwrap(),
+        Path::new("/etc/hostname")
+    );
+}
