@@ -294,7 +294,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL or query:NAME:FIELD=VALUE@URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL or query:NAME:FIELD=VALUE,...@URL)"
                 )))
             }
         })
