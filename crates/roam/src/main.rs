@@ -238,7 +238,13 @@ fn dispatch(command: Command) -> Result<i32> {
             let vfs = Arc::new(open_vfs(&mounts, Use::Work)?);
             let what = program[0].to_string_lossy().into_owned();
             let live = live::start(vfs.clone(), "run", what);
+            // `roam suspend|resume|snapshot --pid`: roam names, no mount directory. A run
+            // without it still runs.
+            let control = control::listen(vfs.clone(), None, "/")
+                .map_err(|e| tracing::warn!("no control socket (roam suspend --pid): {e:#}"))
+                .ok();
             let code = roam_trap::run(vfs.clone(), &program);
+            drop(control);
             live.stop();
             let code = code?;
             if let Err(e) = vfs.save_stats() {

@@ -255,7 +255,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
     let mut watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
-    let control = crate::control::listen(vfs.clone(), &args.dir, root)?;
+    let control = crate::control::listen(vfs.clone(), Some(&args.dir), root)?;
     // Said once: by the waiting parent when roam went to the background.
     let transport = format!(
         "{}: requests through {}",

@@ -17,10 +17,48 @@ use roam_vfs::{Copied, Kind, Node, Vfs};
 
 use crate::control::{Client, Request};
 
+/// Which serving roam: the `roam mount` holding a path, or the `roam run` of a process.
+#[derive(clap::Args)]
+pub struct Served {
+    /// A `roam mount` directory, or a directory under it; with `--pid`, a roam name as
+    /// the programs of that `roam run` see it (`/dav/host/dir`).
+    path: PathBuf,
+    /// The `roam run` whose roam process is PID, instead of a mount.
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
+}
+
+impl Served {
+    /// The client of the roam meant, with the cache directory in effect.
+    fn client(&self) -> Result<Client> {
+        let cache = crate::config::Config::load()?.cache_dir();
+        match self.pid {
+            Some(pid) => Client::of_pid(&cache, pid),
+            None => Client::find(&cache, &self.path),
+        }
+    }
+
+    /// How the roam meant is told in messages.
+    fn name(&self, c: &Client) -> String {
+        match self.pid {
+            Some(pid) => format!("the roam run of process {pid}"),
+            None => c.mount.display().to_string(),
+        }
+    }
+
+    /// The path the serving roam is asked about: a mount's, resolved; a run's, as given.
+    fn path(&self) -> Result<PathBuf> {
+        match self.pid {
+            Some(_) => Ok(self.path.clone()),
+            None => Ok(self.path.canonicalize()?),
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct SuspendArgs {
-    /// A `roam mount` directory, or a directory under it.
-    path: PathBuf,
+    #[command(flatten)]
+    served: Served,
     /// Longest wait for changes under way to end and for pending uploads to be
     /// delivered; longer fails (and nothing stays suspended).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -29,25 +67,21 @@ pub struct SuspendArgs {
 
 #[derive(clap::Args)]
 pub struct ResumeArgs {
-    /// A `roam mount` directory, or a directory under it.
-    path: PathBuf,
+    #[command(flatten)]
+    served: Served,
 }
 
 #[derive(clap::Args)]
 pub struct SnapshotArgs {
-    /// A `roam mount` directory, or a directory under it: what is copied.
-    path: PathBuf,
+    /// What is copied.
+    #[command(flatten)]
+    served: Served,
     /// A local directory to copy into (made; must be absent or empty), or a new directory
     /// on the mount, on the same remote, which its server copies into (S3, WebDAV).
     dest: PathBuf,
     /// As for `roam suspend`.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     timeout: u64,
-}
-
-/// The client for `path`, with the cache directory in effect.
-fn client(path: &Path) -> Result<Client> {
-    Client::find(&crate::config::Config::load()?.cache_dir(), path)
 }
 
 fn millis(seconds: u64) -> u64 {
@@ -62,24 +96,22 @@ fn refused(e: anyhow::Error) -> Result<i32> {
 }
 
 pub fn suspend(args: SuspendArgs) -> Result<i32> {
-    let mut c = client(&args.path)?;
+    let mut c = args.served.client()?;
+    let name = args.served.name(&c);
     if let Err(e) = c.ask(&Request::Suspend {
         timeout_ms: millis(args.timeout),
     }) {
-        return refused(e.context(format!("suspending {}", c.mount.display())));
+        return refused(e.context(format!("suspending {name}")));
     }
-    eprintln!(
-        "roam: {} suspended: changes wait until `roam resume`",
-        c.mount.display()
-    );
+    eprintln!("roam: {name} suspended: changes wait until `roam resume`");
     Ok(0)
 }
 
 pub fn resume(args: ResumeArgs) -> Result<i32> {
-    let mut c = client(&args.path)?;
+    let mut c = args.served.client()?;
     match c.ask(&Request::Resume) {
         Ok(_) => Ok(0),
-        Err(e) => refused(e.context(format!("resuming {}", c.mount.display()))),
+        Err(e) => refused(e.context(format!("resuming {}", args.served.name(&c)))),
     }
 }
 
@@ -87,10 +119,12 @@ pub fn resume(args: ResumeArgs) -> Result<i32> {
 /// namespace, not the mount, since a change waiting at the suspension holds its directory
 /// locked in the kernel, and a walk through the mount would wait for it.
 pub fn snapshot(args: SnapshotArgs) -> Result<i32> {
-    let mut c = client(&args.path)?;
-    let dest = destination(&args.dest, &c.mount)?;
+    let mut c = args.served.client()?;
+    let mount = args.served.pid.is_none().then_some(c.mount.as_path());
+    let dest = destination(&args.dest, mount)?;
+    let path = &args.served.path;
     let req = Request::Snapshot {
-        path: args.path.canonicalize()?,
+        path: args.served.path()?,
         dest: dest.clone(),
         timeout_ms: millis(args.timeout),
     };
@@ -98,21 +132,28 @@ pub fn snapshot(args: SnapshotArgs) -> Result<i32> {
         Ok(reply) => {
             eprintln!(
                 "roam: snapshot of {} in {}: {} files, {} bytes",
-                args.path.display(),
+                path.display(),
                 dest.display(),
                 reply.files.unwrap_or(0),
                 reply.bytes.unwrap_or(0)
             );
             Ok(0)
         }
-        Err(e) => refused(e.context(format!("snapshot of {}", args.path.display()))),
+        Err(e) => refused(e.context(format!("snapshot of {}", path.display()))),
     }
 }
 
 /// The absolute name of `dest`, its directory resolved. One holding files would mix two
 /// states; one on the mount is for the serving roam to check (its server copies), and is
-/// not looked up here: the kernel would keep its absence for T_read.
-fn destination(dest: &Path, mount: &Path) -> Result<PathBuf> {
+/// not looked up here: the kernel would keep its absence for T_read. For a `roam run`
+/// (no `mount`), `dest` as given: a roam name is the serving roam's to tell.
+fn destination(dest: &Path, mount: Option<&Path>) -> Result<PathBuf> {
+    let Some(mount) = mount else {
+        if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
+            bail!("{}: not empty", dest.display());
+        }
+        return Ok(std::path::absolute(dest)?);
+    };
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -365,3 +365,58 @@ fn a_snapshot_keeps_symlinks() {
         Path::new("/etc/hostname")
     );
 }
+
+/// `roam suspend|resume|snapshot --pid` of a `roam run`: while suspended, the program's
+/// open for appending waits (it does not fail) and reads go on; a snapshot copies the roam
+/// names it asks for, as they stood, with the change T_write held back delivered first.
+#[test]
+fn a_roam_run_is_suspended_resumed_and_copied_by_its_pid() {
+    let s = Setup::new(&[]);
+    let r = format!("/dav/{}", s.served.url.trim_start_matches("dav://"));
+    let flag = |name: &str| s.scratch.join(name).display().to_string();
+    let (ready, go, done) = (flag("ready"), flag("go"), flag("done"));
+    let script = format!(
+        "echo first > {r}/run.txt && touch {ready} && \
+         while [ ! -e {go} ]; do sleep 0.05; done && \
+         echo second >> {r}/run.txt && cat {r}/old.txt && touch {done}"
+    );
+    let mut run = roam_with(&s.cache, &s.served).command();
+    let run = run
+        .args(["--t-write", "10m", "run", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !Path::new(&ready).exists() {
+        assert!(Instant::now() < deadline, "the program did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let snap = s.scratch.join("snap");
+    let o = s.roam(&["snapshot", "--pid", &pid, &r, snap.to_str().unwrap()]);
+    assert!(ok(&o).contains("snapshot of"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(snap.join("run.txt")).unwrap(), b"first\n");
+    assert_eq!(std::fs::read(s.on_server("run.txt")).unwrap(), b"first\n");
+
+    ok(&s.roam(&["suspend", "--pid", &pid, &r]));
+    std::fs::write(&go, b"").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !Path::new(&done).exists(),
+        "an append went through a suspended run"
+    );
+    ok(&s.roam(&["resume", "--pid", &pid, &r]));
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"there before\n");
+    assert_eq!(
+        std::fs::read(s.on_server("run.txt")).unwrap(),
+        b"first\nsecond\n"
+    );
+}
