@@ -73,6 +73,9 @@ pub struct Capabilities {
     /// does (`in_place`). Else `make_special` fails with `ENOTSUP`, which frontends turn
     /// into `EPERM`, as Linux says for a file system without them.
     pub special_files: bool,
+    /// `copy` makes a copy of a file on the server, without its bytes crossing the
+    /// network (S3 `CopyObject`, WebDAV `COPY`, a local file); else `ENOTSUP`.
+    pub server_copy: bool,
 }
 
 impl Capabilities {
@@ -107,6 +110,7 @@ impl Capabilities {
         rename_files: false,
         rename_dirs: false,
         special_files: false,
+        server_copy: false,
     };
 
     /// Range reads that roam-vfs also uses to stream large files.

@@ -602,6 +602,15 @@ pub trait Driver: Send + Sync + Debug {
         Err(read_only(self, "rename files", from))
     }
 
+    /// Copies the file `from` to `to` on the server itself, its bytes never crossing the
+    /// network (S3 `CopyObject`, WebDAV `COPY`, the kernel's copy of a local file), and
+    /// replacing a file at `to`; where [`Capabilities::server_copy`] says so, else
+    /// `ENOTSUP`. `from` missing or `to`'s directory missing is `ENOENT`, a directory at
+    /// either name `EISDIR`.
+    fn copy(&self, from: &str, _to: &str) -> Result<()> {
+        Err(unsupported(self, "copy files on the server", from))
+    }
+
     /// Sets permission bits, where the protocol keeps them.
     fn set_mode(&self, path: &str, _mode: u32) -> Result<()> {
         Err(unsupported(self, "keep permission bits", path))

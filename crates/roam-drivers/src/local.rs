@@ -95,6 +95,7 @@ impl Driver for LocalDriver {
             set_atime: true,
             hard_links: self.in_place,
             special_files: self.in_place,
+            server_copy: true,
             ..Capabilities::writable()
                 .with_ranges()
                 .with_modes_and_times()
@@ -256,6 +257,23 @@ impl Driver for LocalDriver {
                 &e,
             )
         })
+    }
+
+    /// The kernel's copy (`copy_file_range`), with the source's permission bits.
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        let (a, b) = (self.real(from), self.real(to));
+        let how = || format!("copy {} to {}", a.display(), b.display());
+        let md = fs::symlink_metadata(&a).map_err(|e| Error::from_io(how(), &e))?;
+        if md.is_dir() {
+            let e = std::io::Error::from_raw_os_error(libc::EISDIR);
+            return Err(Error::from_io(how(), &e));
+        }
+        if a == b {
+            return Ok(());
+        }
+        fs::copy(&a, &b)
+            .map(drop)
+            .map_err(|e| Error::from_io(how(), &e))
     }
 
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {

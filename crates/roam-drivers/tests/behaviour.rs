@@ -589,6 +589,28 @@ fn files_are_renamed(s: &Service) {
     );
 }
 
+/// `copy` on the server where declared: the bytes at the new name and the old name kept,
+/// also over a file and into a directory; nothing to copy is `ENOENT`, a directory
+/// `EISDIR`; else `ENOTSUP`.
+fn files_are_copied_on_the_server(s: &Service) {
+    s.seed("/a", b"abc");
+    if !s.caps.server_copy {
+        return refused(s.d().copy("/a", "/b"), libc::ENOTSUP, "copy");
+    }
+    s.d().copy("/a", "/b").unwrap();
+    assert_eq!(contents(s.d(), "/b"), b"abc");
+    assert_eq!(contents(s.d(), "/a"), b"abc", "the old name");
+    put(s.d(), "/c", b"older").unwrap();
+    s.d().copy("/a", "/c").unwrap();
+    assert_eq!(contents(s.d(), "/c"), b"abc", "over a file");
+    s.d().mkdir("/d", 0o755).unwrap();
+    s.d().copy("/a", "/d/a").unwrap();
+    assert_eq!(contents(s.d(), "/d/a"), b"abc", "into a directory");
+    assert_eq!(names(s.d(), "/d"), named(&[("a", Kind::File)]));
+    refused(s.d().copy("/nope", "/x"), libc::ENOENT, "copy of nothing");
+    refused(s.d().copy("/d", "/e"), libc::EISDIR, "copy of a directory");
+}
+
 /// `rename` of a directory with what it holds; else `EXDEV` (S3) or `EROFS`.
 fn dirs_are_renamed(s: &Service) {
     s.seed_dir("/d");
@@ -949,6 +971,7 @@ behaviour! {
         write_errors_are_posix,
         files_are_removed,
         files_are_renamed,
+        files_are_copied_on_the_server,
         dirs_are_renamed,
         modes_are_kept_where_declared,
         mtimes_are_set_where_declared,

@@ -200,6 +200,28 @@ enum Handle {
 pub struct Handles {
     table: Mutex<HashMap<u64, Handle>>,
     next: std::sync::atomic::AtomicU64,
+    /// Opens for writing under way, by name: writers from before the core journals their
+    /// change until their handle is in the table (see [`Handles::opening`]).
+    opening: Mutex<HashMap<String, usize>>,
+}
+
+/// An open for writing of a name, under way; dropping it ends it (its handle is in the
+/// table by then, or the open failed).
+pub struct Opening<'a> {
+    handles: &'a Handles,
+    virt: String,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut opening = self.handles.opening.lock().unwrap();
+        if let Some(n) = opening.get_mut(&self.virt) {
+            *n -= 1;
+            if *n == 0 {
+                opening.remove(&self.virt);
+            }
+        }
+    }
 }
 
 impl Handles {
@@ -247,9 +269,28 @@ impl Handles {
     }
 
     /// How many handles other than `except` write `virt`'s journaled copy (open, so the
-    /// change stays journaled after an upload).
+    /// change stays journaled after an upload), and opens for writing of it under way.
     pub fn writers(&self, virt: &str, except: u64) -> usize {
-        self.count_writers(virt, except, false)
+        let opening = self.opening.lock().unwrap().get(virt).copied();
+        self.count_writers(virt, except, false) + opening.unwrap_or(0)
+    }
+
+    /// Counts an open for writing of `virt` as one of its writers until the returned
+    /// value is dropped. The core hands the open the journaled copy before its handle
+    /// exists; an upload in between (a previous writer's release, the background
+    /// delivery) must not take that copy for a whole version and publish it away, or the
+    /// open would find no copy (`ENOENT`) or write one nobody uploads.
+    pub fn opening(&self, virt: &str) -> Opening<'_> {
+        *self
+            .opening
+            .lock()
+            .unwrap()
+            .entry(virt.to_owned())
+            .or_default() += 1;
+        Opening {
+            handles: self,
+            virt: virt.to_owned(),
+        }
     }
 
     /// How many of those hold writes no `flush` has seen: a close must then leave the upload

@@ -276,6 +276,12 @@ impl Roamfs {
         flags: i32,
         mode: u32,
     ) -> Res<(u64, bool, Opened)> {
+        // A writer from now on (past the suspension's gate first, so that a drain does
+        // not wait for an open that waits for it): see `Handles::opening`.
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY
+            || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        let _change = writes.then(|| self.vfs.change());
+        let _opening = writes.then(|| self.handles.opening(&virt));
         // The kernel checked the caller's permissions (`default_permissions`).
         let how = roam_vfs::OpenHow {
             flags,

@@ -30,6 +30,7 @@ mod observe;
 mod open;
 mod partial;
 pub mod path;
+mod query;
 mod source;
 mod speed;
 mod suspend;
@@ -65,7 +66,7 @@ pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use observe::{Direction, RemoteStats, Transfer};
 pub use open::{OpenHow, Opened};
-pub use suspend::Change;
+pub use suspend::{Change, Copied};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
@@ -93,7 +94,8 @@ pub struct VfsConfig {
     pub http: HttpConfig,
     /// TLS choices per `host[:port]` (a CA file, or no verification at all).
     pub tls: Vec<(String, roam_drivers::http::TlsOptions)>,
-    /// Where layer extensions of `ext:NAME:URL` mounts are (none: such mounts are refused).
+    /// Where the extensions of `ext:NAME:URL` and `query:NAME:...@URL` mounts are (none:
+    /// such mounts are refused).
     pub extensions: Option<PathBuf>,
     /// Take over the changes that roam processes which died left in the cache (for the
     /// commands that deliver changes: run, mount, sync; not for status or find).

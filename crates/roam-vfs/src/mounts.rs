@@ -18,9 +18,10 @@
 //! directory in place), `rot13:URL` (names and contents rotated), `zlib:URL` (contents
 //! compressed) and `seal:URL` (contents encrypted and authenticated, key from
 //! `ROAM_SEAL_KEY_FILE`), in seekable frames; `ext:NAME:URL` stacks the
-//! layer extension `NAME` (from the extension directory, run as wasm) the same way, and
+//! layer extension `NAME` (from the extension directory, run as wasm) the same way;
 //! `src:NAME:URL` shows the files under `URL` as the tree the device-source extension
-//! `NAME` makes of them (read-only).
+//! `NAME` makes of them (read-only); `query:NAME:FIELD=VALUE,...@URL` is the live result
+//! of a query extension over `URL` (`query.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ use crate::lazy_ext::LoadExtension;
 use crate::observe::Observer;
 use crate::path::{normalize, strip_dir_prefix};
 use crate::source::SourceDriver;
+use crate::query::QueryDriver;
 use crate::work::MountRecord;
 use crate::{Error, Result};
 
@@ -191,20 +193,40 @@ impl Protocols {
         let (name, lower) = spec
             .split_once(':')
             .ok_or_else(|| bad(format!("expected {form}:NAME:URL")))?;
+        Ok((name, self.extension(name).map_err(bad)?, lower))
+    }
+
+    /// `query:NAME:FIELD=VALUE,...@URL`: the files of `URL` the query extension `NAME`
+    /// says match.
+    fn query(&self, spec: &str) -> Result<Arc<dyn Driver>> {
+        let bad = |why: String| Error::Config(format!("query:{spec}: {why}"));
+        let q = crate::query::parse(spec).map_err(bad)?;
+        let load = self.extension(q.name).map_err(bad)?;
+        let lower = self.driver(q.url)?;
+        Ok(Arc::new(QueryDriver::new(
+            lower,
+            q.name,
+            load,
+            q.conditions,
+        )))
+    }
+
+    /// Loads the extension `name` (wasm) of the extension directory: refused at start
+    /// when missing, compiled at its first use.
+    fn extension(&self, name: &str) -> std::result::Result<LoadExtension, String> {
         let dir = self
             .extensions
             .as_deref()
-            .ok_or_else(|| bad("no extension directory is configured".into()))?;
-        // Refused at start when missing; compiled at the first use.
+            .ok_or("no extension directory is configured")?;
         let tech = roam_ext::Technology::Wasm;
         let path = tech.artifact(dir, name);
         if !path.is_file() {
-            return Err(bad(format!("{} does not exist", path.display())));
+            return Err(format!("{} does not exist", path.display()));
         }
         let (dir, owned) = (dir.to_path_buf(), name.to_owned());
-        let load: LoadExtension =
-            Box::new(move || roam_ext::Extension::load(&dir, &owned, tech, Default::default()));
-        Ok((name, load, lower))
+        Ok(Box::new(move || {
+            roam_ext::Extension::load(&dir, &owned, tech, Default::default())
+        }))
     }
 
     /// The HTTP client for `rest` (`[user@]host[:port]/path` of a URL).
@@ -277,6 +299,9 @@ impl Protocols {
         if let Some(spec) = url.strip_prefix("src:") {
             return self.source(spec);
         }
+        if let Some(spec) = url.strip_prefix("query:") {
+            return self.query(spec);
+        }
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         Ok(match scheme {
             "http" | "https" => Arc::new(HttpDriver::new(self.http_for(rest), url)?),
@@ -290,7 +315,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL or src:NAME:URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, src:NAME:URL or query:NAME:FIELD=VALUE,...@URL)"
                 )))
             }
         })

@@ -374,6 +374,10 @@ impl Driver for Observed {
         self.count(self.inner.rename(from, to))
     }
 
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        self.count(self.inner.copy(from, to))
+    }
+
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
         self.count(self.inner.set_mode(path, mode))
     }

@@ -6,12 +6,18 @@
 //! to the background delivery at once and awaited. Both waits are bounded: a change or an
 //! upload that does not finish in time (a server down) fails the suspension, which is then
 //! undone, so nothing hangs.
+//!
+//! A snapshot into a directory of the same remote is made by its server where the protocol
+//! copies (S3 `CopyObject`, WebDAV `COPY`): [`Vfs::copy_on_server`].
 
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{ChangeState, Error, Result, Vfs};
+use roam_drivers::Driver;
+
+use crate::path::join;
+use crate::{ChangeState, Error, Kind, Node, Result, Vfs};
 
 /// How often the drain looks again at what is left to deliver.
 const DRAIN_POLL: Duration = Duration::from_millis(50);
@@ -212,6 +218,81 @@ impl Vfs {
             })
             .collect()
     }
+}
+
+/// What a copy made on the server holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Copied {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Vfs {
+    /// Copies the tree `from` into `to` (a new directory) on their server, whose files
+    /// never cross the network: both must be names of one remote whose backend copies
+    /// ([`roam_drivers::Capabilities::server_copy`]), else `EXDEV` or `ENOTSUP`.
+    /// Directories and files are copied, symlinks and special files passed over. What is
+    /// copied is what the server holds: made while suspended, after the drain, every whole
+    /// version (a file still open for writing as of its last close).
+    pub fn copy_on_server(&self, from: &str, to: &str) -> Result<Copied> {
+        let (a, b) = match (self.lookup(from)?, self.lookup(to)?) {
+            (Some(Node::Remote(a)), Some(Node::Remote(b)))
+                if std::sync::Arc::ptr_eq(&a.driver, &b.driver) =>
+            {
+                (a, b)
+            }
+            _ => {
+                let why =
+                    format!("{to}: not on the remote of {from} (copies on a server stay on it)");
+                return Err(Error::posix(libc::EXDEV, why));
+            }
+        };
+        if !a.driver.capabilities().server_copy {
+            let why = format!(
+                "{}: its server cannot copy files (a local destination can be had)",
+                a.describe()
+            );
+            return Err(Error::posix(libc::ENOTSUP, why));
+        }
+        if b.path == a.path
+            || b.path
+                .starts_with(&format!("{}/", a.path.trim_end_matches('/')))
+        {
+            return Err(Error::posix(
+                libc::EINVAL,
+                format!("{to}: inside the tree copied"),
+            ));
+        }
+        let mut n = Copied::default();
+        let done = copy_tree(&*a.driver, &a.path, &b.path, &mut n);
+        // Made behind roam's back: what it believed of the name is asked again.
+        self.invalidate(&b.virt);
+        done.map(|()| n)
+    }
+}
+
+/// Copies the directory `from` into the new directory `to`, on `d`'s server.
+fn copy_tree(d: &dyn Driver, from: &str, to: &str, n: &mut Copied) -> Result<()> {
+    let mode = d.stat(from)?.mode.unwrap_or(0o755);
+    d.mkdir(to, mode)?;
+    let listing = d.list(from)?;
+    if !listing.complete {
+        let why = format!("{}: the server listed it only in part", d.describe(from));
+        return Err(Error::posix(libc::EIO, why));
+    }
+    for entry in listing.entries {
+        let (f, t) = (join(from, &entry.name), join(to, &entry.name));
+        match entry.meta.kind {
+            Kind::Dir => copy_tree(d, &f, &t, n)?,
+            Kind::File => {
+                d.copy(&f, &t)?;
+                n.files += 1;
+                n.bytes += entry.meta.size.unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn timed_out(why: String) -> Error {

@@ -1436,7 +1436,7 @@ impl Vfs {
 
     /// Drops what roam believes about `virt`; its parent's listing stays, with the name
     /// marked as changed.
-    fn invalidate(&self, virt: &str) {
+    pub(crate) fn invalidate(&self, virt: &str) {
         self.drop_beliefs(virt, true);
     }
 

@@ -1,9 +1,11 @@
-//! The control channel of a serving roam (`roam mount`): a unix socket per process in
-//! `CACHE/control/PID.sock` (the directory 0700, the socket 0600), one JSON request per
-//! line, one JSON reply per line. Commands that act on a running mount (`roam suspend`,
-//! `resume`, `snapshot`) find the process serving a path by asking each socket `where`.
+//! The control channel of a serving roam (`roam mount`, `roam run`): a unix socket per
+//! process in `CACHE/control/PID.sock` (the directory 0700, the socket 0600), one JSON
+//! request per line, one JSON reply per line. Commands that act on a running mount (`roam
+//! suspend`, `resume`, `snapshot`) find the process serving a path by asking each socket
+//! `where`; a `roam run`'s is named by its PID (`--pid`).
 //!
-//! Requests: `{"op":"where"}` (the mount's directory), `{"op":"suspend","timeout_ms":N}`
+//! Requests: `{"op":"where"}` (the mount's directory; none for a run),
+//! `{"op":"suspend","timeout_ms":N}`
 //! (suspend and drain), `{"op":"resume"}`, and `{"op":"snapshot","path":P,"dest":D,
 //! "timeout_ms":N}` (suspend, copy, resume: made here, so a client that dies leaves
 //! nothing suspended). Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
@@ -18,6 +20,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use roam_drivers::secrets::scrub;
 use roam_vfs::Vfs;
+
+use crate::snapshot::Dest;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -28,7 +32,8 @@ pub enum Request {
         timeout_ms: u64,
     },
     Resume,
-    /// Suspend, copy `path` (under the mount) into the local directory `dest`, resume.
+    /// Suspend, copy `path` (under the mount) into `dest`, resume: a local directory, or
+    /// one on the mount (then made by the server).
     Snapshot {
         path: PathBuf,
         dest: PathBuf,
@@ -67,16 +72,17 @@ impl Drop for Listening {
 }
 
 /// What a serving roam is: its namespace, the directory it is mounted on, and the virtual
-/// name shown there (`/`, or the root of the one remote mounted).
+/// name shown there (`/`, or the root of the one remote mounted); a `roam run` mounts
+/// nothing (its programs use the virtual names themselves).
 struct Served {
     vfs: Arc<Vfs>,
-    mount: PathBuf,
+    mount: Option<PathBuf>,
     root: String,
 }
 
-/// Serves the control requests for the mount of `vfs`'s `root` on `mount` (on threads of
-/// its own).
-pub fn listen(vfs: Arc<Vfs>, mount: &Path, root: &str) -> Result<Listening> {
+/// Serves the control requests for the mount of `vfs`'s `root` on `mount`, or for a
+/// `roam run` (no mount), on threads of its own.
+pub fn listen(vfs: Arc<Vfs>, mount: Option<&Path>, root: &str) -> Result<Listening> {
     let dir = socket_dir(vfs.cache_root());
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -90,7 +96,7 @@ pub fn listen(vfs: Arc<Vfs>, mount: &Path, root: &str) -> Result<Listening> {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     let served = Arc::new(Served {
         vfs,
-        mount: mount.canonicalize()?,
+        mount: mount.map(Path::canonicalize).transpose()?,
         root: root.to_owned(),
     });
     std::thread::Builder::new()
@@ -130,7 +136,7 @@ impl Served {
         match req {
             Request::Where => Reply {
                 ok: true,
-                mount: Some(self.mount.clone()),
+                mount: self.mount.clone(),
                 ..Reply::default()
             },
             Request::Suspend { timeout_ms } => {
@@ -151,6 +157,10 @@ impl Served {
                 let Some(virt) = self.virt(&path) else {
                     return failed(format!("{}: not on this mount", path.display()));
                 };
+                let dest = match self.virt(&dest) {
+                    Some(on_server) => Dest::OnServer(on_server),
+                    None => Dest::Local(dest),
+                };
                 let limit = Duration::from_millis(timeout_ms);
                 match crate::snapshot::take(&self.vfs, &virt, &dest, limit) {
                     Ok(n) => Reply {
@@ -165,9 +175,14 @@ impl Served {
         }
     }
 
-    /// The virtual name of `path`, a path under the mount.
+    /// The virtual name of `path`, a path under the mount; for a `roam run`, `path` if
+    /// it is a roam name.
     fn virt(&self, path: &Path) -> Option<String> {
-        let rel = path.strip_prefix(&self.mount).ok()?;
+        let Some(mount) = &self.mount else {
+            let virt = roam_vfs::path::normalize(&path.to_string_lossy());
+            return matches!(self.vfs.lookup(&virt), Ok(Some(_))).then_some(virt);
+        };
+        let rel = path.strip_prefix(mount).ok()?;
         let joined = format!("{}/{}", self.root, rel.to_string_lossy());
         Some(roam_vfs::path::normalize(&joined))
     }
@@ -191,7 +206,7 @@ fn failed(why: String) -> Reply {
 /// A connection to the roam serving a path.
 pub struct Client {
     conn: BufReader<UnixStream>,
-    /// The directory that roam's mount is on.
+    /// The directory that roam's mount is on (empty for a `roam run`).
     pub mount: PathBuf,
 }
 
@@ -230,6 +245,19 @@ impl Client {
                 cache.display()
             )
         })
+    }
+
+    /// The `roam run` (or mount) of process `pid` serving with the cache `cache`.
+    pub fn of_pid(cache: &Path, pid: u32) -> Result<Client> {
+        let socket = socket_dir(cache).join(format!("{pid}.sock"));
+        let mut c = Client::connect(&socket).with_context(|| {
+            format!(
+                "process {pid}: no roam serves with the cache directory {}",
+                cache.display()
+            )
+        })?;
+        c.mount = c.ask(&Request::Where)?.mount.unwrap_or_default();
+        Ok(c)
     }
 
     fn connect(socket: &Path) -> Result<Client> {

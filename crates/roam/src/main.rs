@@ -95,7 +95,8 @@ struct Cli {
 pub(crate) const MOUNT_HELP: &str =
     "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
 ftp://, ftps://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, \
-file+cache:///PATH, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, src:NAME:URL, or NAME:PATH of a [remote.NAME]";
+file+cache:///PATH, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, \
+src:NAME:URL, query:NAME:FIELD=VALUE,...@URL, or NAME:PATH of a [remote.NAME]";
 
 #[derive(Subcommand)]
 enum Command {
@@ -237,7 +238,13 @@ fn dispatch(command: Command) -> Result<i32> {
             let vfs = Arc::new(open_vfs(&mounts, Use::Work)?);
             let what = program[0].to_string_lossy().into_owned();
             let live = live::start(vfs.clone(), "run", what);
+            // `roam suspend|resume|snapshot --pid`: roam names, no mount directory. A run
+            // without it still runs.
+            let control = control::listen(vfs.clone(), None, "/")
+                .map_err(|e| tracing::warn!("no control socket (roam suspend --pid): {e:#}"))
+                .ok();
             let code = roam_trap::run(vfs.clone(), &program);
+            drop(control);
             live.stop();
             let code = code?;
             if let Err(e) = vfs.save_stats() {
@@ -287,7 +294,13 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Snapshot(args) => snapshot::snapshot(args),
         Command::Doctor { url: None } => doctor::doctor(),
         Command::Doctor { url: Some(url) } => doctor::doctor_url(&url),
-        Command::Find(args) => find::run(&open_vfs(&[], Use::Look)?, &Config::load()?, args),
+        Command::Find(args) => {
+            // A live search ends on a signal, taken by sigtimedwait: blocked before any
+            // thread exists.
+            let signals = args.watching().then(mount::block_signals);
+            let vfs = open_vfs(&[], Use::Look)?;
+            find::run(&vfs, &Config::load()?, args, signals.as_ref())
+        }
         Command::Config { action } => {
             match action.unwrap_or(ConfigAction::Show) {
                 ConfigAction::Show => print!("{}", config::show::effective(&Config::load()?)?),

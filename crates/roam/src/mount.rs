@@ -255,7 +255,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
     let mut watcher = unmount_watcher(&args.dir)?;
     let mounted = roam_fuse::mount(fs, &args.dir, &opts)
         .with_context(|| format!("mounting on {}", args.dir.display()))?;
-    let control = crate::control::listen(vfs.clone(), &args.dir, root)?;
+    let control = crate::control::listen(vfs.clone(), Some(&args.dir), root)?;
     // Said once: by the waiting parent when roam went to the background.
     let transport = format!(
         "{}: requests through {}",
@@ -310,7 +310,9 @@ fn unmount_watcher(dir: &Path) -> Result<std::process::ChildStdin> {
     Ok(child.stdin.take().expect("piped"))
 }
 
-fn block_signals() -> libc::sigset_t {
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and the threads it starts after),
+/// for [`wait_signal`].
+pub(crate) fn block_signals() -> libc::sigset_t {
     // SAFETY: plain signal-mask calls on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -324,7 +326,7 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Whether one of the blocked signals arrived within `timeout`.
-fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> bool {
+pub(crate) fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> bool {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as _,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,

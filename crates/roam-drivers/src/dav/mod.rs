@@ -48,6 +48,7 @@ enum Method {
     Mkcol,
     Delete,
     Move,
+    Copy,
     Lock,
     Unlock,
 }
@@ -60,6 +61,7 @@ impl Method {
             Method::Mkcol => "MKCOL",
             Method::Delete => "DELETE",
             Method::Move => "MOVE",
+            Method::Copy => "COPY",
             Method::Lock => "LOCK",
             Method::Unlock => "UNLOCK",
         }
@@ -438,9 +440,13 @@ impl DavDriver {
 }
 
 impl Driver for DavDriver {
-    /// WebDAV keeps names and bytes: no modes, no times (the server's), no links.
+    /// WebDAV keeps names and bytes: no modes, no times (the server's), no links; files
+    /// are copied on the server (`COPY`).
     fn capabilities(&self) -> Capabilities {
-        Capabilities::writable().with_ranges()
+        Capabilities {
+            server_copy: true,
+            ..Capabilities::writable().with_ranges()
+        }
     }
 
     fn describe(&self, path: &str) -> String {
@@ -601,6 +607,29 @@ impl Driver for DavDriver {
         } else {
             self.move_to(&url, &self.base().url(to))
         }
+    }
+
+    /// `COPY` of one file (`Depth: 0`), over a file at `to`.
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        self.check(Method::Copy, from)?;
+        self.check(Method::Copy, to)?;
+        let url = self.base().url(from);
+        if self.stat(from)?.kind == Kind::Dir {
+            return Err(fail(
+                ErrorKind::IsADirectory,
+                Method::Copy,
+                &url,
+                "is a directory",
+            ));
+        }
+        if from == to {
+            return Ok(());
+        }
+        self.check_target(Kind::File, from, to)?;
+        let to = self.base().url(to);
+        let headers = [("destination", &to[..]), ("overwrite", "T"), ("depth", "0")];
+        self.send(Method::Copy, &url, &headers, SendBody::none())
+            .map(drop)
     }
 }
 

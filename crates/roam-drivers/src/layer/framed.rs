@@ -466,8 +466,12 @@ impl<C: Codec> Driver for Framed<C> {
         }
     }
 
+    /// Nor copies on the server: not passed down (a copy would share the file's key).
     fn capabilities(&self) -> Capabilities {
-        super::opaque(self.lower.capabilities())
+        Capabilities {
+            server_copy: false,
+            ..super::opaque(self.lower.capabilities())
+        }
     }
 
     /// Reads the layout, then the stored frames covering the range in one request,

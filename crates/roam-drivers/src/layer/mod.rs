@@ -337,6 +337,11 @@ impl<T: Transform> Driver for Stacked<T> {
         self.lower.rename(&self.down(from)?, &self.down(to)?)
     }
 
+    /// The stored bytes copied as they are: a layer's contents do not depend on names.
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        self.lower.copy(&self.down(from)?, &self.down(to)?)
+    }
+
     fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
         self.lower.set_mode(&self.down(path)?, mode)
     }

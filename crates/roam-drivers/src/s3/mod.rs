@@ -329,7 +329,7 @@ impl S3Driver {
     }
 
     /// Copies the object at `from` to `to`, on the server.
-    fn copy(&self, from: &str, to: &str) -> Result<()> {
+    fn copy_object(&self, from: &str, to: &str) -> Result<()> {
         let source = self.client.endpoint.copy_source(&self.key(from));
         let key = self.key(to);
         let req = Req::new(Method::Put, &key).header("x-amz-copy-source", source);
@@ -363,10 +363,11 @@ fn conditional<'a>(req: Req<'a>, validator: Option<&Validator>) -> Req<'a> {
 
 impl Driver for S3Driver {
     /// Objects under keys: no modes, times or links; a directory is a key prefix, which
-    /// cannot be renamed in one request (`EXDEV`: `mv` copies).
+    /// cannot be renamed in one request (`EXDEV`: `mv` copies); files copied on the server.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             rename_dirs: false,
+            server_copy: true,
             ..Capabilities::writable().with_ranges()
         }
     }
@@ -576,8 +577,28 @@ impl Driver for S3Driver {
             return Err(self.fail(ErrorKind::CrossDevice, Method::Put, from, why));
         }
         self.check_file_target(Method::Put, to)?;
-        self.copy(from, to)?;
+        self.copy_object(from, to)?;
         self.delete(from, &self.key(from))
+    }
+
+    /// `CopyObject`: one request, up to 5 GiB (a larger object would need a multipart
+    /// copy: `ENOTSUP`).
+    fn copy(&self, from: &str, to: &str) -> Result<()> {
+        self.check(Method::Put, from)?;
+        self.check(Method::Put, to)?;
+        let meta = self.stat(from)?;
+        if meta.kind == Kind::Dir {
+            return Err(self.fail(ErrorKind::IsADirectory, Method::Put, from, "is a directory"));
+        }
+        if meta.size.unwrap_or(0) > MAX_COPY {
+            let why = "larger than one CopyObject copies";
+            return Err(self.fail(ErrorKind::Unsupported, Method::Put, from, why));
+        }
+        if from == to {
+            return Ok(());
+        }
+        self.check_file_target(Method::Put, to)?;
+        self.copy_object(from, to)
     }
 }
 
