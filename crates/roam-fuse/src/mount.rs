@@ -187,39 +187,11 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
                 let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
             }
         })?;
-    let session = session.spawn()?;
-    widen_read_ahead(dir);
     Ok(Mounted {
-        session,
+        session: session.spawn()?,
         helper,
         transport,
     })
-}
-
-/// How far ahead of a program reading a file in order the kernel asks for the next bytes
-/// (`read_ahead_kb` of the mount's backing device). The kernel's 128 KiB made each `READ`
-/// request 128 KiB with one more in flight: a 1 GiB `cat` of a remote file was 8,192 round
-/// trips in a row, each waking two of roam's threads (docs/BENCHMARKS.md). With 4 MiB the
-/// requests are 1 MiB (the kernel's limit per request) and several are in flight at once.
-const READ_AHEAD_KB: u32 = 4096;
-
-/// Sets [`READ_AHEAD_KB`] for the mount at `dir`, before any program opens a file there
-/// (an open file keeps the read-ahead it began with). Only root may: elsewhere the
-/// kernel's default stays.
-fn widen_read_ahead(dir: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let dev = match std::fs::metadata(dir) {
-        Ok(md) => md.dev(),
-        Err(e) => return tracing::debug!("{}: {e}", dir.display()),
-    };
-    let knob = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
-        libc::major(dev),
-        libc::minor(dev)
-    );
-    if let Err(e) = std::fs::write(&knob, READ_AHEAD_KB.to_string()) {
-        tracing::debug!("{knob}: {e}: the kernel's read-ahead stays");
-    }
 }
 
 /// fusermount3's `-o` for `opts`.
