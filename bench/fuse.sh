@@ -9,21 +9,28 @@
 #    cache, a second read), backend-cached (a new mount over roam's warm disk cache);
 #    beside curl to /dev/null and to a file, and cat of the file in ext4's page cache;
 # 4. 4 KiB reads at random offsets of an S3 object (SIZE_MB, moto from roam-fixtures, as
-#    the tests use) for RAND_SECS through `roam mount` and `rclone mount`: reads/s.
+#    the tests use) for RAND_SECS through `roam mount` and `rclone mount`: reads/s;
+# 5. the Andrew-like phases (copy, list, scan, make -j2, delete of a FILES-file C tree)
+#    through `roam mount` of each of ANDREW_PROTOS (the tests' servers), on both
+#    transports, and through sshfs of the same SFTP server.
 # Each roam row also runs with its requests through FUSE over io_uring (`-uring` rows,
 # ROAM_FUSE_URING=1; /dev/fuse where the kernel does not allow it: see `roam doctor`).
 # Prints markdown tables: median seconds of RUNS and the ratio to the native row; the rows
 # of a tar table are interleaved run by run, so load on a shared machine hits them alike.
 #
 # Usage: bench/fuse.sh        Environment: RUNS=5, SIZE_MB=256, ROAM=target/release/roam,
-#                                          PARTS="tar large s3" (the tables to run),
-#                                          RAND_SECS=20, FIXTURES=target/release/roam-fixtures
+#                                          PARTS="tar large s3 andrew" (the tables),
+#                                          RAND_SECS=20, FIXTURES=target/release/roam-fixtures,
+#                                          FILES=300, ANDREW_PROTOS="dav sftp s3 ftp"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 SIZE_MB=${SIZE_MB:-256}
-PARTS=${PARTS:-tar large s3}
+PARTS=${PARTS:-tar large s3 andrew}
 RAND_SECS=${RAND_SECS:-20}
+FILES=${FILES:-300}
+ANDREW_PROTOS=${ANDREW_PROTOS:-dav sftp s3 ftp}
+FIXTURES=${FIXTURES:-target/release/roam-fixtures}
 . bench/lib.sh
 roam_binary
 command -v rclone >/dev/null || { echo "rclone is required (Debian: rclone)" >&2; exit 1; }
@@ -114,17 +121,67 @@ print(f"{n / (time.monotonic() - start):.1f}")
 PY
 }
 
+fixtures_binary() {
+    [ -x "$FIXTURES" ] || cargo build --release -q -p roam-testkit --bin roam-fixtures >&2
+}
+
+# andrew_on DIR: the Andrew-like phases from the C tree into DIR/a (lib.sh's ANDREW_PHASES).
+andrew_on() { sh -c "$ANDREW_PHASES" sh "$work/ctree" "$1/a" 2>>"$work/andrew.err" | tail -1; }
+
+# The Andrew table: each protocol through roam mount, and SFTP through sshfs too.
+andrew_table() {
+    [[ $PARTS == *andrew* ]] || return 0
+    local fixture_pid p var url env rows=$work/andrew
+    fixtures_binary
+    c_tree "$work/ctree" "$FILES"
+    mkdir -p "$work/fa"
+    chmod 755 "$work" "$work/fa" # the servers' workers (nobody) reach their trees
+    # shellcheck disable=SC2086 # the protocols are words
+    start_fixtures "$FIXTURES" "$work/fa" $ANDREW_PROTOS
+    : > "$rows"
+    for p in $ANDREW_PROTOS; do
+        var=$(echo "$p" | tr a-z A-Z)
+        url=${var}_URL env=${var}_ENV
+        for uring in 0 1; do
+            export ROAM_CACHE_DIR=$work/cache-andrew-$p-$uring
+            # shellcheck disable=SC2086 # ENV is space-separated assignments
+            env ${!env} ROAM_FUSE_URING=$uring "$ROAM" mount "$mnt" "${!url}"
+            wait_mounted
+            echo "roam-$p$([ $uring = 0 ] || echo -uring) $(andrew_on "$mnt")" >> "$rows"
+            fusermount3 -u "$mnt"
+            wait_unmounted
+        done
+    done
+    if [[ " $ANDREW_PROTOS " == *" sftp "* ]]; then
+        sshfs -o "IdentityFile=$SFTP_KEY,UserKnownHostsFile=$SFTP_KNOWN_HOSTS,port=$SFTP_PORT" \
+            "root@127.0.0.1:$SFTP_PATH" "$mnt"
+        wait_mounted
+        echo "sshfs $(andrew_on "$mnt")" >> "$rows"
+        fusermount3 -u "$mnt"
+        wait_unmounted
+    fi
+    kill "$fixture_pid"
+    wait "$fixture_pid" || true
+    echo "### Andrew-like through the mount ($FILES files; seconds, one run)"
+    echo
+    echo "| mount | copy | list | scan | make -j2 | delete | total | phases |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    awk '{printf "| %s | %s | %s | %s | %s | %s | %.3f | %s |\n", $1, $2, $3, $4, $5, $6, $2+$3+$4+$5+$6, $7}' "$rows"
+    echo
+}
+
 # The S3 table: one object of SIZE_MB in moto, read at random through each mount.
 s3_random_reads() {
     [[ $PARTS == *s3* ]] || return 0
-    local fixtures=${FIXTURES:-target/release/roam-fixtures} fixture_pid
-    [ -x "$fixtures" ] || cargo build --release -q -p roam-testkit --bin roam-fixtures >&2
+    local fixture_pid
+    fixtures_binary
     mkdir -p "$work/fx/srv/s3"
     head -c "${SIZE_MB}M" /dev/urandom > "$work/fx/srv/s3/big.bin"
-    start_fixtures "$fixtures" "$work/fx" s3
+    start_fixtures "$FIXTURES" "$work/fx" s3
     local roam rclone
+    export ROAM_CACHE_DIR=$work/cache-s3
     # shellcheck disable=SC2086 # S3_ENV is space-separated assignments
-    env $S3_ENV ROAM_CACHE_DIR="$work/cache-s3" "$ROAM" mount "$mnt" "$S3_URL"
+    env $S3_ENV "$ROAM" mount "$mnt" "$S3_URL"
     wait_mounted
     roam=$(reads_per_sec "$mnt/big.bin")
     fusermount3 -u "$mnt"
@@ -180,6 +237,7 @@ tar_table "tar extraction: local directory vs null layers over it" local roam-nu
 tar_table "tar extraction: a directory in tmpfs vs the null layer over it (the layer alone, no disk)" ram roam-null-ram roam-null-ram-uring
 fi
 s3_random_reads
+andrew_table
 [[ $PARTS == *large* ]] || exit 0
 
 # Large file.
