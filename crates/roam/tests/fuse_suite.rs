@@ -808,6 +808,10 @@ fn cached_listing(roam: Roam) {
     let b = common::Backend::new("file+cache");
     fs::create_dir(b.backend("d")).unwrap();
     fs::write(b.backend("d/a"), "a").unwrap();
+    // Changed an hour ago: a directory changed a moment before was listed anew each time.
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let dir = fs::File::open(b.backend("d")).unwrap();
+    dir.set_modified(hour_ago).unwrap();
     let conf = roam.cache.join("t_read.toml");
     fs::write(&conf, "[cache]\nt_read = 1\n").unwrap();
     let roam = roam
