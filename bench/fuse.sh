@@ -43,8 +43,11 @@ mount -t tmpfs -o size=1g tmpfs "$work/ram"
 mkdir "$work/ram/local"
 export ROAM_CONFIG=$work/none.toml
 
+# The servers of roam-fixtures (start_fixtures), while a table uses them.
+fixture_pid=
 cleanup() {
     fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+    [ -z "$fixture_pid" ] || kill "$fixture_pid" 2>/dev/null || true
     stop_nginx "$work"
     umount "$work/ram" 2>/dev/null || true
     rm -rf "$work"
@@ -131,7 +134,7 @@ andrew_on() { sh -c "$ANDREW_PHASES" sh "$work/ctree" "$1/a" 2>>"$work/andrew.er
 # The Andrew table: each protocol through roam mount, and SFTP through sshfs too.
 andrew_table() {
     [[ $PARTS == *andrew* ]] || return 0
-    local fixture_pid p var url env rows=$work/andrew
+    local p var url env rows=$work/andrew
     fixtures_binary
     c_tree "$work/ctree" "$FILES"
     mkdir -p "$work/fa"
@@ -162,6 +165,7 @@ andrew_table() {
     fi
     kill "$fixture_pid"
     wait "$fixture_pid" || true
+    fixture_pid=
     echo "### Andrew-like through the mount ($FILES files; seconds, one run)"
     echo
     echo "| mount | copy | list | scan | make -j2 | delete | total | phases |"
@@ -173,7 +177,6 @@ andrew_table() {
 # The S3 table: one object of SIZE_MB in moto, read at random through each mount.
 s3_random_reads() {
     [[ $PARTS == *s3* ]] || return 0
-    local fixture_pid
     fixtures_binary
     mkdir -p "$work/fx/srv/s3"
     head -c "${SIZE_MB}M" /dev/urandom > "$work/fx/srv/s3/big.bin"
@@ -196,6 +199,7 @@ s3_random_reads() {
     wait_unmounted
     kill "$fixture_pid"
     wait "$fixture_pid" || true
+    fixture_pid=
     echo "### 4 KiB random reads of a $SIZE_MB MiB S3 object (moto on loopback; $RAND_SECS s each, cold)"
     echo
     echo "| mount | reads/s |"
