@@ -50,6 +50,17 @@ pub(crate) fn fopen_flags(keep: bool, how: Opened, open_flags: i32) -> FopenFlag
     flags
 }
 
+/// The open flags of a directory: the kernel keeps its listing in its page cache
+/// (`FOPEN_CACHE_DIR`), and keeps the one it has where roam's listing is still the same
+/// (a new listing of roam's, after T_read or a change, replaces it). A change made through
+/// the mount drops the kernel's copy itself.
+pub(crate) fn dir_flags(keep: bool) -> FopenFlags {
+    match keep {
+        true => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+        false => FopenFlags::FOPEN_CACHE_DIR,
+    }
+}
+
 /// The open flags of a file the kernel reads and writes itself: the page cache is the
 /// backing file's, so there is none to keep or write past (and the kernel fails an open
 /// that asks to keep it with `EIO`).
@@ -392,15 +403,16 @@ impl Filesystem for Served {
         reply: ReplyData,
     ) {
         self.counts.add(Op::Read);
-        // A range still on its way waits for the server: not on a channel thread.
+        // A range still on its way waits for the server: not on a channel thread. One that
+        // came already (a stream ahead of its reader) is read here, without a handoff.
         let Some(f) = self.fs.handles.file(fh.0) else {
             return reply.error(Errno::EBADF);
         };
-        self.serve(f.how == Opened::Stream, move |fs| {
-            match fs.read(&f, offset, size) {
-                Ok(data) => reply.data(&data),
-                Err(e) => reply.error(e),
-            }
+        let waits =
+            f.how == Opened::Stream && self.fs.vfs.range_missing(&f.virt, offset, size.into());
+        self.serve(waits, move |fs| match fs.read(&f, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
         });
     }
 
@@ -497,7 +509,7 @@ impl Filesystem for Served {
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.counts.add(Op::Opendir);
         self.serve(self.ino_blocks(ino), move |fs| match fs.opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, keep)) => reply.opened(FileHandle(fh), dir_flags(keep)),
             Err(e) => reply.error(e),
         });
     }

@@ -173,8 +173,9 @@ impl Roamfs {
         }
     }
 
-    /// Snapshots the entries of a directory for `readdir`.
-    pub(crate) fn opendir(&self, ino: u64) -> Res<u64> {
+    /// Snapshots the entries of a directory for `readdir`; says whether the kernel may keep
+    /// the listing it cached of `ino` (the same entries as this one).
+    pub(crate) fn opendir(&self, ino: u64) -> Res<(u64, bool)> {
         let virt = self.virt_of(ino)?;
         let mut local_dir = None;
         let names: Vec<(String, FileType)> = match self.place(&virt)? {
@@ -201,7 +202,12 @@ impl Roamfs {
             let local = local_dir.as_ref().map(|d| d.join(&name));
             entries.push((self.ino_found(&child, local.as_deref()), kind, name));
         }
-        Ok(self.handles.add_dir(OpenDir { virt, entries }))
+        let keep = self
+            .inodes
+            .lock()
+            .unwrap()
+            .cache_version(ino, listing_version(&entries));
+        Ok((self.handles.add_dir(OpenDir { virt, entries }), keep))
     }
 
     /// `readdir` with each entry's attributes (`ls -l` in one request): `add` takes each
@@ -362,6 +368,17 @@ impl Roamfs {
         }
         Ok(st)
     }
+}
+
+/// A listing as a [`crate::inodes::Version`]: a hash of its entries in order (numbers,
+/// kinds, names, so the offsets `readdir` gives are those of the same entries).
+fn listing_version(entries: &[(u64, FileType, String)]) -> crate::inodes::Version {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (ino, kind, name) in entries {
+        (ino, kind, name).hash(&mut h);
+    }
+    (h.finish(), None)
 }
 
 fn local_entries(dir: &Path) -> Res<Vec<(String, FileType)>> {

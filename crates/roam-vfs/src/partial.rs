@@ -192,15 +192,7 @@ impl Vfs {
         }
         // A reader moving through bytes already here pulls the stream's window along, so the
         // stream never stops and restarts (which would halve its speed).
-        if let Some((pos, limit)) = st.stream {
-            if end + WINDOW > limit {
-                if pos >= limit {
-                    st.progress = Instant::now();
-                }
-                st.stream = Some((pos, end + WINDOW));
-                p.cond.notify_all();
-            }
-        }
+        pull_window(&p, &mut st, end + WINDOW);
         missing
     }
 
@@ -224,14 +216,10 @@ impl Vfs {
             if let Some((pos, limit)) = st.stream {
                 if off >= pos.saturating_sub(CHUNK) && off <= pos + WINDOW {
                     // The stream will get there: let it run far enough, and wait.
-                    if pos >= limit {
-                        // Paused for want of a reader: from now on it owes us bytes.
-                        st.progress = Instant::now();
-                    } else if st.progress.elapsed() > self.patience {
+                    if pos < limit && st.progress.elapsed() > self.patience {
                         return Err(stalled(&p, self.patience));
                     }
-                    st.stream = Some((pos, limit.max(end + WINDOW)));
-                    p.cond.notify_all();
+                    pull_window(&p, &mut st, end + WINDOW);
                     st = p.cond.wait_timeout(st, Duration::from_secs(1)).unwrap().0;
                     continue;
                 }
@@ -378,6 +366,26 @@ impl Partial {
         }
         st.have = Ranges::default();
         crate::cache::free_bytes_of(&self.file, self.size);
+    }
+}
+
+/// Lets the stream run on to `want`. Only a stream paused at its limit is woken (a running
+/// one sees the new limit when it gets there): waking the condition's waiters at every
+/// read made the readers waiting for the stream wake each other in turn, round and round,
+/// and starve the stream itself of the CPU (a 1 GiB `cat` through FUSE at a third of
+/// curl's speed, docs/BENCHMARKS.md).
+fn pull_window(p: &Partial, st: &mut State, want: u64) {
+    let Some((pos, limit)) = st.stream else {
+        return;
+    };
+    if want <= limit {
+        return;
+    }
+    st.stream = Some((pos, want));
+    if pos >= limit {
+        // Paused for want of a reader: from now on it owes us bytes.
+        st.progress = Instant::now();
+        p.cond.notify_all();
     }
 }
 

@@ -170,6 +170,11 @@ mod uring {
     }
 
     #[test]
+    fn a_cached_listing_shows_a_file_made_elsewhere_after_t_read() {
+        cached_listing(uring());
+    }
+
+    #[test]
     fn the_mount_says_which_transport_it_took() {
         let m = FuseMount::start(uring(), Some("mem:"), &[]);
         assert_eq!(ok(&m.sh("echo x > /w/f && cat /w/f", &[])), "x\n");
@@ -788,6 +793,60 @@ fn a_null_layer_of_a_user_without_privileges_is_served_through_requests() {
         "{}",
         m.log_text()
     );
+}
+
+/// Listings stay in the kernel's page cache (`FOPEN_CACHE_DIR`) while roam's listing is
+/// the same: five `ls` of a directory cost fewer `READDIR` requests than five; a file made
+/// on the server behind roam's back shows once T_read has passed, and one made through
+/// the mount at once.
+#[test]
+fn a_cached_listing_shows_a_file_made_elsewhere_after_t_read() {
+    cached_listing(Roam::new());
+}
+
+fn cached_listing(roam: Roam) {
+    let b = common::Backend::new("file+cache");
+    fs::create_dir(b.backend("d")).unwrap();
+    fs::write(b.backend("d/a"), "a").unwrap();
+    // Changed an hour ago: a directory changed a moment before was listed anew each time.
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let dir = fs::File::open(b.backend("d")).unwrap();
+    dir.set_modified(hour_ago).unwrap();
+    let conf = roam.cache.join("t_read.toml");
+    fs::write(&conf, "[cache]\nt_read = 1\n").unwrap();
+    let roam = roam
+        .env("ROAM_CONFIG", &conf)
+        .env("RUST_LOG", "roam_fuse=debug");
+    let mut m = FuseMount::start(roam, Some(&b.url), &[]);
+    let ls = "for i in 1 2 3 4 5; do ls /w/d | tr '\\n' ' '; echo; done | sort | uniq -c";
+    assert_eq!(ok(&m.sh(ls, &[])).trim(), "5 a");
+    fs::write(b.backend("d/late"), "late").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(ok(&m.sh("ls /w/d", &[])), "a\nlate\n");
+    assert_eq!(
+        ok(&m.sh("touch /w/d/mine && ls /w/d", &[])),
+        "a\nlate\nmine\n"
+    );
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
+    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+    let log = m.log_text();
+    let counts = log
+        .lines()
+        .find(|l| l.contains("requests:"))
+        .unwrap_or_else(|| panic!("no request counts: {log}"));
+    let listed: u64 = ["READDIR", "READDIRPLUS"]
+        .iter()
+        .filter_map(|op| {
+            let at = counts.find(&format!(" {op} "))?;
+            counts[at + op.len() + 2..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(listed > 0 && listed < 7, "{counts}");
 }
 
 /// The kernel remembers a missing name as absent only for T_read: a file made in the

@@ -11,7 +11,7 @@ use fuser::{Errno, FileAttr, FopenFlags, TimeOrNow};
 
 use super::abi::{names, Body, Header};
 use crate::counts::{Counts, Op};
-use crate::ops::{fopen_flags, passed};
+use crate::ops::{dir_flags, fopen_flags, passed};
 use crate::write::SetAttr;
 use crate::{Res, Roamfs};
 
@@ -210,7 +210,8 @@ fn answer(fs: &Roamfs, counts: &Counts, h: &Header, input: &[u8], out: &mut Body
         }
         OPENDIR => {
             counts.add(Op::Opendir);
-            out.open_out(fs.opendir(ino)?, 0, 0);
+            let (fh, keep) = fs.opendir(ino)?;
+            out.open_out(fh, dir_flags(keep).bits(), 0);
         }
         READDIR => {
             counts.add(Op::Readdir);
