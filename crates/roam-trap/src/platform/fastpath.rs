@@ -34,6 +34,7 @@ const GADGET_CODE: [u8; 3] = [0x0f, 0x05, 0xc3];
 const MAGIC: &[u8; 8] = b"roamview";
 const VERSION: u32 = 1;
 const OFF_CWD_REMOTE: u64 = 12;
+#[cfg(test)]
 const HEADER: usize = 24;
 
 /// The view page for a program whose cwd is (or may be) one of roam's directories when
