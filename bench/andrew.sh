@@ -9,13 +9,16 @@
 # Configurations:
 #   native              the phases on a local directory
 #   roam (local)        the same under `roam run`: what roam costs a program that uses no remote file
-#                       (on Linux 6.6+ its calls reach roam as seccomp user notifications)
+#                       (on Linux 6.6+ its calls reach roam as seccomp user notifications; calls
+#                       on local names made through the preloaded fast path never reach it)
+#   roam (local, no fast path)  the same with ROAM_FASTPATH=0: every call on a name reaches roam
 #   roam (local, stops) the same with ROAM_NOTIFY=0: every call a ptrace stop
 #   roam --fuse (local) the other platform: no ptrace; the namespace mounted through FUSE in
 #                       a user and mount namespace of the program's own
 #   strace -f / proot   the anchors, same local directory
 #   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
 #                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
+#   roam file+cache, no fast path  the same with ROAM_FASTPATH=0
 #   roam file+cache, stops      the same with ROAM_NOTIFY=0
 #   roam --fuse file+cache      the same through `roam run --fuse`
 set -euo pipefail
@@ -37,13 +40,15 @@ run() { # NAME, then the command prefix words
         || echo "NOTE: $name failed (see $work/err.log)" >&2
 }
 
-configs=("native" "roam (local)" "roam (local, stops)" "roam --fuse (local)" "strace -f" "proot"
-    "roam file+cache" "roam file+cache, stops" "roam --fuse file+cache")
+configs=("native" "roam (local)" "roam (local, no fast path)" "roam (local, stops)" "roam --fuse (local)"
+    "strace -f" "proot" "roam file+cache" "roam file+cache, no fast path" "roam file+cache, stops"
+    "roam --fuse file+cache")
 export ROAM_CACHE_DIR=$work/cache ROAM_CONFIG=$work/none.toml
 for r in $(seq "$RUNS"); do
     echo "[andrew.sh] run $r/$RUNS" >&2
     DEST=$work/dst run native env
     DEST=$work/dst run "roam (local)" "$ROAM" run --
+    DEST=$work/dst run "roam (local, no fast path)" env ROAM_FASTPATH=0 "$ROAM" run --
     DEST=$work/dst run "roam (local, stops)" env ROAM_NOTIFY=0 "$ROAM" run --
     # The other platform: no ptrace, the namespace mounted through FUSE in a user and mount
     # namespace of the program's own (where the machine allows unprivileged ones).
@@ -51,6 +56,8 @@ for r in $(seq "$RUNS"); do
     command -v strace >/dev/null && DEST=$work/dst run "strace -f" strace -f -o /dev/null
     command -v proot >/dev/null && DEST=$work/dst run proot proot
     DEST=/w/dst run "roam file+cache" "$ROAM" run -m "/w=file+cache://$work/mnt" --
+    rm -rf "$work/mnt"/* "$work/cache"
+    DEST=/w/dst run "roam file+cache, no fast path" env ROAM_FASTPATH=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
     rm -rf "$work/mnt"/* "$work/cache"
     DEST=/w/dst run "roam file+cache, stops" env ROAM_NOTIFY=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
     rm -rf "$work/mnt"/* "$work/cache"

@@ -15,9 +15,12 @@
 #   ROAM_CMD="$ROAM run --"    command prefix for the roam configuration (shell words);
 #                 setting it skips the build
 #
-# Configurations, interleaved run by run so drift hits all alike: native, roam run,
-# roam run with ptrace stops (ROAM_NOTIFY=0), roam run --fuse, strace -f, strace -f --seccomp-bpf -e trace=%file, proot. A configuration whose tool is
-# missing or fails a smoke test is skipped with a note. Raw figures and the report are also
+# Configurations, interleaved run by run so drift hits all alike: native, roam run (with
+# its fast path: the preloaded library makes calls on local names natively), roam run
+# without it (ROAM_FASTPATH=0), roam run with ptrace stops (ROAM_NOTIFY=0), roam run
+# --fuse, strace -f, strace -f --seccomp-bpf -e trace=%file, proot; then the benchmark
+# built statically (no library can be preloaded into it), natively and under roam run. A
+# configuration whose tool is missing or fails a smoke test is skipped with a note. Raw figures and the report are also
 # saved in bench/out/.
 set -euo pipefail
 
@@ -54,6 +57,12 @@ mkdir -p bench/out
 bin=bench/out/syscalls
 cc -O2 -Wall -o "$bin" bench/syscalls.c
 bin=$root/$bin
+static_bin=
+if cc -O2 -Wall -static -o bench/out/syscalls-static bench/syscalls.c 2>/dev/null; then
+    static_bin=$root/bench/out/syscalls-static
+else
+    note "skipped the static rows: cc -static failed (no static libc?)"
+fi
 
 # ---- data files ----
 small=$tmp/small
@@ -65,8 +74,9 @@ head -c $((BIG_MB * 1048576)) /dev/urandom >"$big"
 # ---- configurations ----
 names=()    # table label per configuration
 prefixes=() # command prefix per configuration, as a NUL-free string of shell words for eval
+bins=()     # the benchmark binary per configuration
 
-add_config() { # label, prefix (shell words, already quoted)
+add_config() { # label, prefix (shell words, already quoted), binary (default: the dynamic one)
     local label=$1 prefix=$2 out
     local -a cmd
     eval "cmd=($prefix)"
@@ -78,6 +88,7 @@ add_config() { # label, prefix (shell words, already quoted)
     fi
     names+=("$label")
     prefixes+=("$prefix")
+    bins+=("${3:-$bin}")
 }
 
 add_config native ""
@@ -100,6 +111,7 @@ else
     fi
     if [[ -x $ROAM ]]; then
         add_config "roam run" "$(printf '%q' "$(realpath "$ROAM")") run --"
+        add_config "roam run, no fast path" "env ROAM_FASTPATH=0 $(printf '%q' "$(realpath "$ROAM")") run --"
         # The calls as ptrace stops rather than notifications to roam's listener (the
         # default on Linux 6.6+), as `roam attach` and older kernels use.
         add_config "roam run, stops" "env ROAM_NOTIFY=0 $(printf '%q' "$(realpath "$ROAM")") run --"
@@ -123,6 +135,15 @@ else
     note "skipped 'proot': proot not installed"
 fi
 
+if [[ -n $static_bin ]]; then
+    add_config "native, static" "" "$static_bin"
+    if [[ -n ${ROAM_CMD:-} ]]; then
+        add_config "roam run, static" "$ROAM_CMD" "$static_bin"
+    elif [[ -x $ROAM ]]; then
+        add_config "roam run, static" "$(printf '%q' "$(realpath "$ROAM")") run --" "$static_bin"
+    fi
+fi
+
 [[ ${names[0]-} == native ]] || die "native configuration failed its smoke test"
 nconf=${#names[@]}
 
@@ -137,7 +158,7 @@ for ((r = 1; r <= RUNS; r++)); do
         eval "cmd=(${prefixes[c]})"
         out=$tmp/out.$c.$r
         rc=0
-        (cd "$tmp" && taskset -c "$CPU" "${cmd[@]}" "$bin" --iters "$ITERS" --batches "$BATCHES" \
+        (cd "$tmp" && taskset -c "$CPU" "${cmd[@]}" "${bins[c]}" --iters "$ITERS" --batches "$BATCHES" \
             --file "$small" --big "$big" >"$out" 2>"$out.err" </dev/null) || rc=$?
         if ((rc != 0)); then
             failed[c]=1

@@ -5,6 +5,7 @@
 
 pub mod kernel;
 pub mod platform;
+mod preload;
 mod tracer;
 
 use std::ffi::{CString, OsStr, OsString};
@@ -42,12 +43,22 @@ pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
             .ok_or_else(|| TrapError::Setup("no program given".into()))?,
     )?;
     let argv = to_cstrings(argv.iter().cloned())?;
-    let envp = to_cstrings(std::env::vars_os().map(|(k, v)| {
-        let mut kv = k;
-        kv.push("=");
-        kv.push(v);
-        kv
-    }))?;
+    // The library's LD_PRELOAD takes the place of the program's (which it includes).
+    let preload = preload::enabled()
+        .then(|| preload::env(vfs.cache_root(), std::env::var_os("LD_PRELOAD")))
+        .flatten();
+    let fastpath = preload.is_some();
+    let mut envp = to_cstrings(
+        std::env::vars_os()
+            .filter(|(k, _)| !fastpath || k != "LD_PRELOAD")
+            .map(|(k, v)| {
+                let mut kv = k;
+                kv.push("=");
+                kv.push(v);
+                kv
+            }),
+    )?;
+    envp.extend(preload);
     let program = CString::new(program.into_os_string().into_vec())
         .map_err(|_| TrapError::Setup("program name contains NUL".into()))?;
     let notify = uses_listener();
@@ -56,7 +67,7 @@ pub fn run(vfs: Arc<Vfs>, argv: &[OsString]) -> Result<i32, TrapError> {
     // Block the signals the tracer reads from a signalfd before any thread exists, so every
     // thread inherits the mask; the child unblocks them before exec.
     tracer::tracer_signals().thread_block()?;
-    let kernel = Arc::new(kernel::Kernel::new(vfs));
+    let kernel = Arc::new(kernel::Kernel::new(vfs, fastpath));
     let (child, listener) = platform::launch::spawn(&program, &argv, &envp, &filter, notify)?;
     let tracer = tracer::Tracer::new(kernel, child, listener)?;
     tracer::route_signals(child)?;
@@ -134,7 +145,7 @@ pub fn attach(
     // No listener: a filter with one cannot be spread over threads with TSYNC.
     let filter = roam_filter(false);
     tracer::tracer_signals().thread_block()?;
-    let kernel = Arc::new(kernel::Kernel::new(vfs));
+    let kernel = Arc::new(kernel::Kernel::new(vfs, false));
     let mut tids = a::seize_tree(root).map_err(|e| TrapError::Setup(e.to_string()))?;
     let mut done = std::collections::BTreeSet::new();
     let mut regions = Vec::new();

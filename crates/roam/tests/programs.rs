@@ -12,6 +12,10 @@
 //! Scripts name the served tree `{}` (its local copy natively; under roam, that copy or
 //! the served tree mounted at `/roam-www`) and a fresh local scratch directory `{out}`.
 //! A death by signal N compares as exit code 128+N, which is what `roam run` exits with.
+//!
+//! Runs use roam's fast path (the preloaded library, on by default); the path-heavy cases
+//! also run without it, and `ROAM_FASTPATH=0 cargo test --test programs` runs every case
+//! without it.
 
 mod common;
 
@@ -125,6 +129,11 @@ fn native(script: &str) {
 /// else (exit code, stdout or stderr), the difference. On the remote tree, roam's own
 /// `roam: ` lines on stderr are left out.
 fn compare(tree: Tree, script: &str) -> (Shown, Option<String>) {
+    compare_with(Roam::new(), tree, script)
+}
+
+/// [`compare`] with `roam` configured by the caller.
+fn compare_with(roam: Roam, tree: Tree, script: &str) -> (Shown, Option<String>) {
     let fx = fx();
     let local = fx.www.to_str().unwrap().to_owned();
     let mount = format!("{MOUNT}={}", fx.server.url());
@@ -146,7 +155,7 @@ fn compare(tree: Tree, script: &str) -> (Shown, Option<String>) {
         .unwrap();
     let want = Shown::new(&o, &local, &out.path);
     let out = Scratch::new("out");
-    let o = Roam::new().sh(run_args, &expand(base, &out.path));
+    let o = roam.sh(run_args, &expand(base, &out.path));
     let mut got = Shown::new(&o, base, &out.path);
     if let Tree::Remote = tree {
         got.stderr = got
@@ -444,6 +453,30 @@ fn make_j2_builds_remote_sources_into_a_local_directory() {
          && { make -q -f {}/src/Makefile SRC={}/src; echo \"up to date: $?\"; } && ls",
     );
     assert!(out.contains("gamma(2) = 36\nup to date: 0\n"), "{out}");
+}
+
+#[test]
+fn path_heavy_cases_are_the_same_without_the_fast_path() {
+    // What gcc, make, tar and find ask most is what the fast path makes natively.
+    let scripts = [
+        "cp -r {}/src {out}/src && cd {out}/src && make -s -j2 && ./prog && make -s clean && ls",
+        "cd {out} && make -s -j2 -f {}/src/Makefile SRC={}/src && ./prog",
+        "find {}/dir {}/proj {}/src -type f -print0 | sort -z | xargs -0 md5sum",
+        "cd {}/dir && ls sub && realpath sub/../sub/deep.txt && cat sub/deep.txt",
+        "cd {out} && tar -C {} -cf t.tar dir proj && tar -tf t.tar | sort",
+    ];
+    let mut diffs = vec![];
+    for script in scripts {
+        for tree in BOTH {
+            let (native, diff) = compare_with(Roam::new().env("ROAM_FASTPATH", "0"), tree, script);
+            assert!(
+                native.code == 0 && !native.stdout.is_empty(),
+                "{script}: {native:?}"
+            );
+            diffs.extend(diff);
+        }
+    }
+    assert_no_differences(diffs);
 }
 
 #[test]

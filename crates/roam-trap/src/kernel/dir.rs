@@ -13,7 +13,7 @@ pub(super) fn chdir(k: &Kernel, job: &Job) -> Served {
         return Ok(Decision::Continue);
     };
     let dir = k.vfs().dir_path(node).map_err(|e| (node.clone(), e))?;
-    k.resolver.roam_dir_handed_out();
+    k.resolver.roam_dir_handed_out(job.tid);
     Ok(rewrite_to(arg, &dir))
 }
 

@@ -172,9 +172,10 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    pub fn new(vfs: Arc<Vfs>) -> Kernel {
+    /// `fastpath`: whether programs get the fast path's view (`platform::fastpath`).
+    pub fn new(vfs: Arc<Vfs>, fastpath: bool) -> Kernel {
         Kernel {
-            resolver: Resolver::new(vfs),
+            resolver: Resolver::new(vfs, fastpath),
             report: Reporter::default(),
             tracees: Default::default(),
             granted: Default::default(),
@@ -209,6 +210,11 @@ impl Kernel {
             .entry(tid)
             .or_default()
             .insert(virt.to_owned());
+    }
+
+    /// The fast path's view for the program `tid` has just exec'd, if programs get one.
+    pub fn fastpath_view(&self, tid: Pid) -> Option<Vec<u8>> {
+        self.resolver.fastpath_view(tid)
     }
 
     /// The tracer tells of every thread that appears or ends.

@@ -89,7 +89,7 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         roam_vfs::Opened::Partial(copy) => watched(arg, &copy, flags, node),
         roam_vfs::Opened::Local(p) | roam_vfs::Opened::Copy(p) => {
             if p.is_dir() {
-                k.resolver.roam_dir_handed_out();
+                k.resolver.roam_dir_handed_out(job.tid);
             }
             rewrite_to(arg, &p)
         }

@@ -14,7 +14,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use nix::unistd::Pid;
-use roam_vfs::path::{join, looks_like_url, normalize, split_name, url_to_virtual};
+
+use crate::platform::fastpath;
+use roam_vfs::path::{
+    join, looks_like_url, normalize, split_name, strip_dir_prefix, url_to_virtual,
+};
 use roam_vfs::{Node, Vfs};
 
 /// What one name argument means.
@@ -71,10 +75,12 @@ pub struct Resolver {
     dirs_out: std::sync::atomic::AtomicBool,
     /// Absolute local names lately found to need nothing of roam.
     native: super::native_names::NativeNames,
+    /// Whether programs get the fast path's view (`platform::fastpath`).
+    fastpath: bool,
 }
 
 impl Resolver {
-    pub fn new(vfs: Arc<Vfs>) -> Resolver {
+    pub fn new(vfs: Arc<Vfs>, fastpath: bool) -> Resolver {
         let mut quick: Vec<Vec<u8>> = vfs.prefixes().into_iter().map(String::into_bytes).collect();
         quick.push(vfs.cache_root().to_string_lossy().into_owned().into_bytes());
         quick.push(b"/proc/".to_vec());
@@ -84,13 +90,40 @@ impl Resolver {
             quick,
             dirs_out: Default::default(),
             native: Default::default(),
+            fastpath,
         }
     }
 
-    /// A tracee was given a skeleton directory (chdir into roam, open of a roam directory).
-    pub fn roam_dir_handed_out(&self) {
+    /// Tracee `tid` was given a skeleton directory (chdir into roam, open of a roam
+    /// directory, which `fchdir` makes the cwd unseen by roam).
+    pub fn roam_dir_handed_out(&self, tid: Pid) {
         self.dirs_out
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        if self.fastpath {
+            fastpath::cwd_may_be_roam(tid);
+        }
+    }
+
+    /// The fast path's view for the program `tid` has just exec'd, if programs get one.
+    pub fn fastpath_view(&self, tid: Pid) -> Option<Vec<u8>> {
+        if !self.fastpath {
+            return None;
+        }
+        fastpath::view_page(&self.quick, self.cwd_may_be_roam(tid))
+    }
+
+    /// Whether a relative name of `tid` may be roam's: its cwd is one of roam's
+    /// directories, or a prefix roam serves lies below it (unknown: yes).
+    fn cwd_may_be_roam(&self, tid: Pid) -> bool {
+        let Some(cwd) = link_target(&format!("/proc/{tid}/cwd")) else {
+            return true;
+        };
+        let under = |q: &Vec<u8>| {
+            std::str::from_utf8(q).map_or(true, |q| strip_dir_prefix(q, &cwd).is_some())
+        };
+        self.vfs.unmap(&cwd).is_some()
+            || self.may_be_roam(cwd.as_bytes())
+            || self.quick.iter().any(under)
     }
 
     /// A tracee is adding or removing names: a local name found native before may now

@@ -2,6 +2,7 @@
 //! seccomp-BPF filter. The kernel module decides what each caught call *means*.
 
 pub mod attach;
+pub mod fastpath;
 pub mod handoff;
 pub mod inject;
 pub mod launch;

@@ -78,11 +78,12 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// `tid` stopped at its exec event: maps a region into its new program. Returns a
-    /// signal that arrived meanwhile, to deliver as it resumes. Leaves it stopped.
-    pub fn exec(&mut self, tid: Pid) -> Result<i32, CallError> {
+    /// `tid` stopped at its exec event: maps a region into its new program, and the fast
+    /// path's pages with `view` if given (see `platform::fastpath`). Returns a signal that
+    /// arrived meanwhile, to deliver as it resumes. Leaves it stopped.
+    pub fn exec(&mut self, tid: Pid, view: Option<&[u8]>) -> Result<i32, CallError> {
         self.leave(tid);
-        let (base, held) = map_region(tid)?;
+        let (base, held) = map_region(tid, view)?;
         self.join_new(tid, Space::new(base));
         Ok(held)
     }
@@ -160,8 +161,9 @@ fn shares_memory(a: Pid, b: Pid) -> bool {
     r == 0
 }
 
-/// Maps a region into the new program of `tid`, stopped at its exec event.
-fn map_region(tid: Pid) -> Result<(u64, i32), CallError> {
+/// Maps a region (and the fast path's pages with `view`) into the new program of `tid`,
+/// stopped at its exec event.
+fn map_region(tid: Pid, view: Option<&[u8]>) -> Result<(u64, i32), CallError> {
     let mut seen = Seen::default();
     // On to the exec's exit stop: registers set at the event stop would be overwritten by
     // the exec's return value.
@@ -171,6 +173,11 @@ fn map_region(tid: Pid) -> Result<(u64, i32), CallError> {
     let mut base = saved;
     base.rip = syscall_insn(tid, &saved)?;
     let addr = map_from(tid, &base, &mut seen);
+    if let Some(view) = view.filter(|_| addr.is_ok()) {
+        if let Err(e) = super::fastpath::map(tid, &base, &mut seen, view) {
+            tracing::debug!(%tid, "fast path: {e}");
+        }
+    }
     ptrace::setregs(tid, saved).map_err(sys(tid, "PTRACE_SETREGS"))?;
     Ok((addr?, seen.held))
 }

@@ -4,6 +4,14 @@
 //!
 //! Calls of a foreign ABI (i386 via `int 0x80`, x32) are always trapped: their numbers mean
 //! other calls, so the tracer must see them to notice, instead of misreading them.
+//!
+//! A call roam would trap is let through when it comes from the fast path's gadget page
+//! (`platform::fastpath`): the preloaded library makes the calls it has decided are local
+//! there. The test of the instruction pointer is made only on the way to a trap, so calls
+//! allowed whatever their arguments stay ones the kernel's verdict cache can skip the filter
+//! for.
+
+use super::fastpath::{GADGET, PAGE};
 
 /// `struct sock_filter` of classic BPF.
 pub type Insn = libc::sock_filter;
@@ -13,6 +21,8 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `offsetof(struct seccomp_data, nr)` and `offsetof(struct seccomp_data, arch)`.
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
+/// `offsetof(struct seccomp_data, instruction_pointer)`: low word, then high word.
+const OFF_IP: u32 = 8;
 const OFF_ARGS: u32 = 16;
 
 const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
@@ -61,9 +71,9 @@ fn build(traced: &[i64], gated: &[(i64, usize)], trap: u32) -> Vec<Insn> {
     let mut b = Builder::default();
     b.stmt(BPF_LD_W_ABS, OFF_ARCH);
     // Native arch: go on; otherwise trace.
-    b.jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, Next, Trace);
+    b.jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, Next, Foreign);
     b.stmt(BPF_LD_W_ABS, OFF_NR);
-    b.jump(BPF_JGE_K, X32_SYSCALL_BIT, Trace, Next);
+    b.jump(BPF_JGE_K, X32_SYSCALL_BIT, Foreign, Next);
     // Gated calls first: they include read(2), the most frequent call, whose filter run
     // (it depends on an argument, so the kernel cannot cache its verdict) stays short.
     for &(nr, arg) in gated {
@@ -81,7 +91,17 @@ fn build(traced: &[i64], gated: &[(i64, usize)], trap: u32) -> Vec<Insn> {
     b.at(Allow);
     b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     b.at(Trace);
+    // From the gadget page (the instruction pointer is just past its `syscall`): allowed.
+    let (page, page_hi) = (GADGET as u32, (GADGET >> 32) as u32);
+    b.stmt(BPF_LD_W_ABS, OFF_IP + 4);
+    b.jump(BPF_JEQ_K, page_hi, Next, Foreign);
+    b.stmt(BPF_LD_W_ABS, OFF_IP);
+    b.jump(BPF_JGE_K, page + PAGE, Foreign, Next);
+    b.jump(BPF_JGE_K, page, Gadget, Foreign);
+    b.at(Foreign);
     b.stmt(BPF_RET_K, trap);
+    b.at(Gadget);
+    b.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     b.finish()
 }
 
@@ -91,7 +111,12 @@ enum Label {
     Next,
     Skip(usize),
     Allow,
+    /// A call roam must see, unless it comes from the gadget page.
     Trace,
+    /// A call roam must see.
+    Foreign,
+    /// A call from the gadget page.
+    Gadget,
 }
 
 /// A classic-BPF program with forward jumps to labels, resolved at the end (every jump of a
@@ -191,6 +216,11 @@ mod tests {
     }
 
     fn run_with_args(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        run_at(prog, arch, nr, args, 0x40_1000)
+    }
+
+    /// Runs the filter for a call made with the instruction pointer at `ip`.
+    fn run_at(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6], ip: u64) -> u32 {
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let i = prog[pc];
@@ -199,6 +229,8 @@ mod tests {
                     acc = match i.k {
                         OFF_ARCH => arch,
                         OFF_NR => nr,
+                        OFF_IP => ip as u32,
+                        k if k == OFF_IP + 4 => (ip >> 32) as u32,
                         k => {
                             let a = args[((k - OFF_ARGS) / 8) as usize];
                             if (k - OFF_ARGS).is_multiple_of(8) {
@@ -216,6 +248,31 @@ mod tests {
             }
             pc += 1;
         }
+    }
+
+    #[test]
+    fn only_the_gadget_page_makes_trapped_calls_natively() {
+        let prog = notify_only(&[4, 257], &[(0, 0)]);
+        let x86 = AUDIT_ARCH_X86_64;
+        let notif = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let at = |nr: u32, ip: u64| run_at(&prog, x86, nr, [WATCHED_FD_BASE as u64; 6], ip);
+        // The instruction pointer is just past the gadget's `syscall`.
+        assert_eq!(at(257, GADGET + 2), allow, "openat from the gadget");
+        assert_eq!(
+            at(4, GADGET + PAGE as u64 - 1),
+            allow,
+            "last byte of the page"
+        );
+        assert_eq!(at(0, GADGET + 2), allow, "a watched read from the gadget");
+        assert_eq!(at(257, GADGET - 1), notif, "just below the page");
+        assert_eq!(at(257, GADGET + PAGE as u64), notif, "just above the page");
+        assert_eq!(at(257, GADGET + (1 << 32) + 2), notif, "another high word");
+        assert_eq!(at(257, GADGET & 0xffff_ffff), notif, "another high word");
+        assert_eq!(at(257, 0x7f12_3456_7000), notif, "libc's own site");
+        assert_eq!(at(1, 0x7f12_3456_7000), allow, "untraced calls anywhere");
+        let i386 = run_at(&prog, 0x4000_0003, 5, [0; 6], GADGET + 2);
+        assert_eq!(i386, notif, "a foreign call is trapped even from the page");
     }
 
     #[test]

@@ -526,7 +526,8 @@ impl Tracer {
             }
             libc::PTRACE_EVENT_EXEC => {
                 // A new program: a scratch region for the names roam rewrites in it.
-                let held = match self.scratch.exec(pid) {
+                let view = self.kernel.fastpath_view(pid);
+                let held = match self.scratch.exec(pid, view.as_deref()) {
                     Ok(held) => held,
                     Err(e) => {
                         tracing::debug!(%pid, "scratch region: {e}");
