@@ -1,5 +1,7 @@
 //! The fast path's preloaded library (`preload/fastpath.c`, built by `build.rs` and
-//! embedded): written once into roam's private cache directory and added to the
+//! embedded): written once into a directory of this user's that every user may read
+//! (a program that drops to another user still loads it; its bytes are no secret), else
+//! into roam's private cache directory, and added to the
 //! `LD_PRELOAD` of the first program, which its children inherit. Static programs never
 //! load it; setuid programs ignore it; programs that clear their environment run without
 //! it. All of them are served through roam's filter, as without the library.
@@ -43,9 +45,16 @@ pub fn env(cache_root: &Path, user: Option<OsString>) -> Option<CString> {
 /// its bytes) and returns its path.
 fn install(cache_root: &Path) -> Result<PathBuf, TrapError> {
     let setup = |e: std::io::Error| TrapError::Setup(e.to_string());
-    let dir = cache_root.join("lib");
-    std::fs::create_dir_all(&dir).map_err(setup)?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(setup)?;
+    let dir = match readable_dir() {
+        Some(dir) => dir,
+        None => {
+            let dir = cache_root.join("lib");
+            std::fs::create_dir_all(&dir).map_err(setup)?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(setup)?;
+            dir
+        }
+    };
     let path = dir.join(format!("fastpath-{:016x}.so", fnv1a(LIBRARY)));
     if std::fs::read(&path).is_ok_and(|b| b == LIBRARY) {
         return Ok(path);
@@ -53,8 +62,21 @@ fn install(cache_root: &Path) -> Result<PathBuf, TrapError> {
     // Whole or not at all, even with several roams starting at once.
     let tmp = dir.join(format!(".fastpath-{}.so", std::process::id()));
     std::fs::write(&tmp, LIBRARY).map_err(setup)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(setup)?;
     std::fs::rename(&tmp, &path).map_err(setup)?;
     Ok(path)
+}
+
+/// `roam-UID-lib` in the system's temporary directory: made 0755, and used only if it is
+/// this user's and no one else may write to it (else someone could put a library there).
+fn readable_dir() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("roam-{uid}-lib"));
+    let _ = std::fs::DirBuilder::new().mode(0o755).create(&dir);
+    let md = std::fs::symlink_metadata(&dir).ok()?;
+    (md.is_dir() && md.uid() == uid && md.mode() & 0o022 == 0).then_some(dir)
 }
 
 /// FNV-1a: a stable hash, so that every roam of one build names the library alike.
@@ -73,14 +95,16 @@ mod tests {
         let root = std::env::temp_dir().join(format!("roam-preload-{}", std::process::id()));
         let ours = env(&root, None).unwrap().into_string().unwrap();
         let lib = ours.strip_prefix("LD_PRELOAD=").unwrap().to_owned();
-        assert!(lib.starts_with(root.join("lib").to_str().unwrap()), "{lib}");
         assert_eq!(std::fs::read(&lib).unwrap(), LIBRARY);
+        // Readable by a program that dropped to another user.
+        let mode = std::fs::metadata(&lib).unwrap().permissions().mode();
+        assert_eq!(mode & 0o444, 0o444, "{lib}: {mode:o}");
         let both = env(&root, Some("/opt/mine.so".into())).unwrap();
         assert_eq!(
             both.to_str().unwrap(),
             format!("LD_PRELOAD=/opt/mine.so:{lib}")
         );
-        std::fs::remove_dir_all(root).unwrap();
+        let _ = std::fs::remove_dir_all(root);
     }
 
     #[test]

@@ -43,8 +43,8 @@ use crate::ext_layer::ExtLayer;
 use crate::lazy_ext::LoadExtension;
 use crate::observe::Observer;
 use crate::path::{normalize, strip_dir_prefix};
-use crate::source::SourceDriver;
 use crate::query::QueryDriver;
+use crate::source::SourceDriver;
 use crate::work::MountRecord;
 use crate::{Error, Result};
 

@@ -235,3 +235,13 @@ sys.stdout.write(seen.pop().decode())
     );
     assert!(out.contains(&format!("{www}/hello.txt: stat=46")), "{out}");
 }
+
+/// A program that drops to another user still loads the library (it is readable by every
+/// user: its bytes are no secret), so ld.so has nothing to say on stderr.
+#[test]
+fn a_program_that_drops_to_another_user_loads_the_library_silently() {
+    let script = "setpriv --reuid=65534 --regid=65534 --clear-groups cat /etc/hostname >/dev/null && echo ran";
+    let o = run(true, script);
+    assert_eq!(stdout(&o), "ran\n", "{}", stderr(&o));
+    assert!(!stderr(&o).contains("preloaded"), "{}", stderr(&o));
+}

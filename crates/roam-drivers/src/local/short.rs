@@ -94,7 +94,12 @@ fn join(base: &Path, rest: &[u8]) -> PathBuf {
 
 /// The link in `dir` whose target is `target`, made (or remade) when missing or wrong.
 fn link_to(dir: &Path, target: &Path) -> std::io::Result<PathBuf> {
-    let name = format!("{:016x}", fnv1a(target.as_os_str().as_bytes()));
+    // std's hasher has fixed keys: every roam of one build names a link alike (a name
+    // that differs elsewhere only makes a second link).
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    target.hash(&mut h);
+    let name = format!("{:016x}", h.finish());
     let link = dir.join(&name);
     if std::fs::read_link(&link).is_ok_and(|t| t == target) {
         return Ok(link);
@@ -124,13 +129,6 @@ fn links_dir() -> std::io::Result<PathBuf> {
         )));
     }
     Ok(dir.clone())
-}
-
-/// FNV-1a: a stable 64-bit hash (the same in every roam process), enough to name links.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]
