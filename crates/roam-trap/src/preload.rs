@@ -15,9 +15,10 @@ use crate::TrapError;
 
 static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libroam_fastpath.so"));
 
-/// Whether programs get the fast path: unless `ROAM_FASTPATH=0`.
+/// Whether programs get the fast path: unless `ROAM_FASTPATH=0`, or roam was built without
+/// the library (for musl: see `build.rs`).
 pub fn enabled() -> bool {
-    std::env::var_os("ROAM_FASTPATH").is_none_or(|v| v != "0")
+    !LIBRARY.is_empty() && std::env::var_os("ROAM_FASTPATH").is_none_or(|v| v != "0")
 }
 
 /// The program's `LD_PRELOAD` with the library after the libraries it names already (`user`),
