@@ -243,3 +243,27 @@ fn a_hostile_tree_through_roam_mount_is_eio_and_the_mount_lives() {
     let why = "tree refused: extension `faults` (wasm): returned an invalid result: put \"escaped\" in the directory \"..\"";
     assert!(log.contains(line) && log.contains(why), "{log}");
 }
+
+/// The server dies after the listing: a photo's read fails (never a short file given as
+/// the photo, at the first read or the next), and within the timeouts.
+#[test]
+fn a_photo_read_after_its_server_died_fails_and_is_not_kept_in_part() {
+    let b = camera();
+    let pid_file = b.backend("").parent().unwrap().join("run/nginx.pid");
+    let script = format!(
+        "ls /cam/2024-07-14 >/dev/null && kill -TERM $(cat {}) && sleep 1; \
+         for i in 1 2; do cat /cam/2024-07-14/DCIM_IMG_0003.jpg > /dev/null 2>&1; echo \"read $?\"; done",
+        pid_file.display()
+    );
+    let start = std::time::Instant::now();
+    let o = roam().sh(&["-m", &format!("/cam=src:camera:{}", b.url)], &script);
+    let took = start.elapsed();
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 2, "{out}{}", stderr(&o));
+    assert!(
+        out.lines().all(|l| l != "read 0"),
+        "a read of a dead server's photo succeeded: {out}{}",
+        stderr(&o)
+    );
+    assert!(took.as_secs() < 60, "took {took:?}: {}", stderr(&o));
+}
