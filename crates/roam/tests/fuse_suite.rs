@@ -755,14 +755,8 @@ fn null_layer_passthrough(roam: Roam) {
         "3000005\nmore\nsame\n"
     );
     assert_eq!(fs::metadata(dir.join("r")).unwrap().len(), 3_000_005);
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
-    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
-    let log = m.log_text();
-    let counts = log
-        .lines()
-        .find(|l| l.contains("requests:"))
-        .unwrap_or_else(|| panic!("no request counts: {log}"));
+    let counts = request_counts_at_exit(&mut m);
+    let counts = counts.as_str();
     assert!(
         counts.contains("OPEN") && !counts.contains("READ ") && !counts.contains("WRITE"),
         "{counts}"
@@ -827,14 +821,8 @@ fn cached_listing(roam: Roam) {
         ok(&m.sh("touch /w/d/mine && ls /w/d", &[])),
         "a\nlate\nmine\n"
     );
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
-    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
-    let log = m.log_text();
-    let counts = log
-        .lines()
-        .find(|l| l.contains("requests:"))
-        .unwrap_or_else(|| panic!("no request counts: {log}"));
+    let counts = request_counts_at_exit(&mut m);
+    let counts = counts.as_str();
     let listed: u64 = ["READDIR", "READDIRPLUS"]
         .iter()
         .filter_map(|op| {
@@ -983,5 +971,17 @@ mod fail_at_the_door {
             assert!(err.contains("530") || err.contains("401"), "{err}");
             assert!(!err.contains(PASSWORD), "{err}");
         }
+    }
+}
+
+/// Stops the mount (SIGTERM) and returns the line of FUSE request counts it logs at exit.
+fn request_counts_at_exit(m: &mut FuseMount) -> String {
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
+    m.wait_exit(Duration::from_secs(5)).expect("roam ended");
+    let log = m.log_text();
+    match log.lines().find(|l| l.contains("requests:")) {
+        Some(line) => line.to_owned(),
+        None => panic!("no request counts: {log}"),
     }
 }
