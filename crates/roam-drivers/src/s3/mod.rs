@@ -58,8 +58,11 @@ use crate::{
     Known, Leftover, Listing, Meta, Result, Upload, Validator,
 };
 
-/// The largest object one `CopyObject` can copy.
+/// The largest object one `CopyObject` can copy; larger ones are copied in parts.
 const MAX_COPY: u64 = 5 << 30;
+
+/// The parts of a multipart copy (S3 allows 5 MiB to 5 GiB): few requests.
+const COPY_PART: u64 = 512 << 20;
 
 /// A bucket, or a prefix of one, as a directory tree.
 #[derive(Debug)]
@@ -69,6 +72,10 @@ pub struct S3Driver {
     sources: Vec<(String, String)>,
     /// The keys of the mount start with this: empty, or `prefix/`.
     prefix: String,
+    /// Objects larger than this are copied in parts of `copy_part` bytes ([`MAX_COPY`]
+    /// and [`COPY_PART`]; smaller in tests).
+    copy_whole: u64,
+    copy_part: u64,
 }
 
 impl S3Driver {
@@ -100,6 +107,8 @@ impl S3Driver {
             sources: config.sources(),
             client: Client::new(client, endpoint, keys, region),
             prefix,
+            copy_whole: MAX_COPY,
+            copy_part: COPY_PART,
         })
     }
 
@@ -328,10 +337,15 @@ impl S3Driver {
         })
     }
 
-    /// Copies the object at `from` to `to`, on the server.
-    fn copy_object(&self, from: &str, to: &str) -> Result<()> {
+    /// Copies the object at `from`, of `size` bytes, to `to` on the server: one
+    /// `CopyObject`, or a multipart upload of copied ranges (`UploadPartCopy`) beyond
+    /// what one `CopyObject` may copy.
+    fn copy_object(&self, from: &str, to: &str, size: u64) -> Result<()> {
         let source = self.client.endpoint.copy_source(&self.key(from));
         let key = self.key(to);
+        if size > self.copy_whole {
+            return upload::copy_in_parts(&self.client, (&source, &key, size), self.copy_part);
+        }
         let req = Req::new(Method::Put, &key).header("x-amz-copy-source", source);
         self.client.send(&req)?.document().map(drop)
     }
@@ -572,17 +586,16 @@ impl Driver for S3Driver {
         if from == to {
             return Ok(());
         }
-        if meta.kind == Kind::Dir || meta.size.unwrap_or(0) > MAX_COPY {
+        if meta.kind == Kind::Dir {
             let why = "S3 cannot rename this in place (copy it, then delete it)";
             return Err(self.fail(ErrorKind::CrossDevice, Method::Put, from, why));
         }
         self.check_file_target(Method::Put, to)?;
-        self.copy_object(from, to)?;
+        self.copy_object(from, to, meta.size.unwrap_or(0))?;
         self.delete(from, &self.key(from))
     }
 
-    /// `CopyObject`: one request, up to 5 GiB (a larger object would need a multipart
-    /// copy: `ENOTSUP`).
+    /// `CopyObject`, or a multipart copy beyond 5 GiB.
     fn copy(&self, from: &str, to: &str) -> Result<()> {
         self.check(Method::Put, from)?;
         self.check(Method::Put, to)?;
@@ -590,15 +603,11 @@ impl Driver for S3Driver {
         if meta.kind == Kind::Dir {
             return Err(self.fail(ErrorKind::IsADirectory, Method::Put, from, "is a directory"));
         }
-        if meta.size.unwrap_or(0) > MAX_COPY {
-            let why = "larger than one CopyObject copies";
-            return Err(self.fail(ErrorKind::Unsupported, Method::Put, from, why));
-        }
         if from == to {
             return Ok(());
         }
         self.check_file_target(Method::Put, to)?;
-        self.copy_object(from, to)
+        self.copy_object(from, to, meta.size.unwrap_or(0))
     }
 }
 
@@ -620,6 +629,39 @@ mod tests {
             &config,
             bucket_and_prefix,
         )
+    }
+
+    /// Objects past what one `CopyObject` copies are copied and renamed in parts, on a
+    /// real server (moto; the limits lowered so that a 12 MiB object takes three parts).
+    #[test]
+    fn large_objects_are_copied_in_parts() {
+        use roam_testkit::s3::{create_bucket, moto, multipart_uploads, put_object};
+        let scratch = roam_testkit::Scratch::new("s3-copy-parts");
+        let server = moto(&scratch.join("run"));
+        create_bucket(&server, "bkt");
+        let data: Vec<u8> = (0..12 << 20).map(|i: u32| (i % 251) as u8).collect();
+        put_object(&server, "bkt", "big", &data);
+        let config = S3Config {
+            endpoint: Some(server.url()),
+            access_key: Some("AK".into()),
+            secret_key: Some("SECRET".into()),
+            path_style: true,
+            ..S3Config::default()
+        };
+        let client = HttpClient::new(&HttpConfig::default());
+        let mut d = S3Driver::new(client, &config, "bkt").unwrap();
+        (d.copy_whole, d.copy_part) = (5 << 20, 5 << 20);
+        let read = |path: &str| {
+            let mut body = Vec::new();
+            d.fetch(path, &mut body, None).unwrap();
+            body
+        };
+        d.copy("/big", "/copy").unwrap();
+        assert!(read("/copy") == data, "the copy differs");
+        d.rename("/copy", "/moved").unwrap();
+        assert!(read("/moved") == data, "the renamed copy differs");
+        assert_eq!(d.stat("/copy").unwrap_err().kind, ErrorKind::NotFound);
+        assert!(multipart_uploads(&server, "bkt").is_empty());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Writing an object: one `PUT` up to [`MULTIPART_THRESHOLD`], a multipart upload beyond
 //! (initiate, parts of [`PART_SIZE`], complete; abort on any failure). Either way readers
-//! see the old object or the new one, never a part: S3 publishes an object whole.
+//! see the old object or the new one, never a part: S3 publishes an object whole. A copy
+//! on the server too large for one `CopyObject` is such a multipart upload, of ranges of
+//! the source (`UploadPartCopy`).
 //!
 //! A precondition ([`Precondition`]) goes with the request that publishes the object, the
 //! `PUT` or the `CompleteMultipartUpload`, as `If-Match: ETAG` or `If-None-Match: *`: S3
@@ -102,6 +104,39 @@ pub(super) fn upload(
         abort(client, key, &id);
     }
     stored.map(|()| None)
+}
+
+/// Copies the `len` bytes of `source` (an `x-amz-copy-source`) to `key` on the server,
+/// as a multipart upload whose parts are ranges of the source (`UploadPartCopy`) of at
+/// least `part` bytes: for objects larger than one `CopyObject` may copy. Aborted on any
+/// failure.
+pub(super) fn copy_in_parts(
+    client: &Client,
+    (source, key, len): (&str, &str, u64),
+    part: u64,
+) -> Result<()> {
+    let part = part.max(len.div_ceil(MAX_PARTS));
+    let id = initiate(client, key)?;
+    let copied = (0..len.div_ceil(part))
+        .map(|i| {
+            let (start, end) = (i * part, ((i + 1) * part).min(len) - 1);
+            let number = (i + 1).to_string();
+            let req = Req::new(Method::Put, key)
+                .query("partNumber", &number)
+                .query("uploadId", &id)
+                .header("x-amz-copy-source", source.to_owned())
+                .header("x-amz-copy-source-range", format!("bytes={start}-{end}"));
+            let reply = client.send(&req)?;
+            let url = reply.url().to_owned();
+            xml::copied_part_etag(&reply.document()?)
+                .map_err(|why| Error::new(ErrorKind::Io, format!("PUT {url}: {why}")))
+        })
+        .collect::<Result<Vec<String>>>()
+        .and_then(|etags| complete(client, key, &id, &etags, &Precondition::None));
+    if copied.is_err() {
+        abort(client, key, &id);
+    }
+    copied
 }
 
 /// Checks `pre` against the object's ETag now, for servers that ignore `If-Match` on

@@ -124,6 +124,18 @@ pub(super) fn upload_id(xml: &str) -> Result<String, String> {
         .ok_or_else(|| "no UploadId in the reply".to_owned())
 }
 
+/// The `ETag` of an `UploadPartCopy` reply (`CopyPartResult`).
+pub(super) fn copied_part_etag(xml: &str) -> Result<String, String> {
+    let mut etag = None;
+    walk(xml, |path, text| {
+        if let ["CopyPartResult", "ETag"] = path {
+            etag = text;
+        }
+    })?;
+    etag.filter(|e| !e.is_empty())
+        .ok_or_else(|| "no ETag for the copied part".to_owned())
+}
+
 /// The body of `CompleteMultipartUpload`: the parts in order, with their ETags.
 pub(super) fn complete_upload(etags: &[String]) -> String {
     let mut xml = String::from("<CompleteMultipartUpload>");
