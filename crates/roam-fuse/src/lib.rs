@@ -183,9 +183,27 @@ fn url_alias(virt: &str) -> Option<&'static str> {
 /// The errno of a roam-vfs failure; the user hears of failures worth telling.
 fn vfs_errno(e: roam_vfs::Error) -> Errno {
     if e.worth_telling() {
-        tracing::warn!("{e}");
+        tell(&e.to_string());
     }
     Errno::from_i32(e.errno())
+}
+
+/// A failure told is not told again for this long: the kernel and programs ask again
+/// (`ls` looks a name up, lists it, stats it), and one line per cause is what helps.
+const RETELL_AFTER: Duration = Duration::from_secs(60);
+
+/// Warns of `message` unless it was told within [`RETELL_AFTER`].
+fn tell(message: &str) {
+    static TOLD: Mutex<Vec<(String, std::time::Instant)>> = Mutex::new(Vec::new());
+    let now = std::time::Instant::now();
+    let mut told = TOLD.lock().unwrap();
+    told.retain(|(_, at)| now.duration_since(*at) < RETELL_AFTER);
+    if told.iter().any(|(m, _)| m == message) {
+        return;
+    }
+    told.push((message.to_owned(), now));
+    drop(told);
+    tracing::warn!("{message}");
 }
 
 /// The errno of a local I/O failure (a copy in the cache, a file served in place).

@@ -6,7 +6,8 @@
 //! The tree is made once per state of the source: each listing of its root walks the files
 //! under `URL` again (the vfs lists at most once per T_read), and the extension is asked
 //! again only when a file appeared, vanished or changed. A tree the extension fails to make or lies
-//! about is `EIO`, with one warning naming the extension and what it did.
+//! about is `EIO`, with an error naming the extension and what it did (the frontend tells it
+//! once).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -101,7 +102,7 @@ impl SourceDriver {
                 (Err(self.fail(ErrorKind::Io, "/", why)), true)
             }
             Err(e) => {
-                tracing::warn!("{}: tree refused: {e}", self.describe("/"));
+                // Told by the frontend with the call it fails, once.
                 let why = format!("tree refused: {e}");
                 (Err(self.fail(ErrorKind::Io, "/", why)), false)
             }
