@@ -66,7 +66,7 @@ pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use observe::{Direction, RemoteStats, Transfer};
 pub use open::{OpenHow, Opened};
-pub use suspend::{Change, Copied};
+pub use suspend::{Change, Copied, Holder};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
@@ -138,6 +138,8 @@ pub struct Vfs {
     later: delivery::Later,
     /// The gate changes pass, closed while the namespace is suspended (`suspend.rs`).
     gate: suspend::Gate,
+    /// Holds what the gate cannot see while suspended (`suspend.rs`).
+    holder: Mutex<Option<Arc<dyn suspend::Holder>>>,
     /// Asked when an upload meets a remote change.
     resolver: Box<dyn ConflictResolver>,
     /// An extension that picks eviction victims instead of plain LRU (none: LRU).
@@ -221,6 +223,7 @@ impl Vfs {
             t_write: cfg.t_write,
             later: delivery::Later::default(),
             gate: suspend::Gate::default(),
+            holder: Mutex::new(None),
             resolver: Box::new(KeepBoth),
             policy: None,
             archives: None,

@@ -7,6 +7,10 @@
 //! upload that does not finish in time (a server down) fails the suspension, which is then
 //! undone, so nothing hangs.
 //!
+//! A frontend whose programs change files without asking roam (under `roam run`, a
+//! `write` through a descriptor already open on a copy goes straight to the cache) holds
+//! them itself while suspended: a [`Holder`], asked once the gate is closed.
+//!
 //! A snapshot into a directory of the same remote is made by its server where the protocol
 //! copies (S3 `CopyObject`, WebDAV `COPY`): [`Vfs::copy_on_server`].
 
@@ -39,6 +43,16 @@ thread_local! {
     /// Changes this thread is inside: one that calls another passes again without
     /// waiting (waiting there would hold up the suspension it waits for).
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// What a frontend does to hold the changes the gate cannot see (writes to copies already
+/// open), for as long as the namespace is suspended.
+pub trait Holder: Send + Sync {
+    /// Holds every program that could change a file, within `limit`; `Err` says why not
+    /// (nothing is then held).
+    fn hold(&self, limit: Duration) -> std::result::Result<(), String>;
+    /// Lets them go on.
+    fn release(&self);
 }
 
 /// A change past the gate; dropping it lets a waiting suspension go on.
@@ -149,8 +163,16 @@ impl Vfs {
                 "changes under way did not end within {limit:?}"
             )));
         }
+        let holder = self.holder.lock().unwrap().clone();
+        if let Some(holder) = &holder {
+            if let Err(why) = holder.hold(limit) {
+                self.gate.open();
+                return Err(timed_out(format!("programs could not be held: {why}")));
+            }
+        }
         let drained = self.drain(limit);
         if drained.is_err() {
+            self.release_held();
             self.gate.open();
         }
         drained
@@ -158,7 +180,21 @@ impl Vfs {
 
     /// Lets the changes waiting at the gate go on; `false` if nothing was suspended.
     pub fn resume(&self) -> bool {
+        if self.gate.is_closed() {
+            self.release_held();
+        }
         self.gate.open()
+    }
+
+    /// Names the frontend's [`Holder`], asked at every suspension.
+    pub fn set_holder(&self, holder: std::sync::Arc<dyn Holder>) {
+        *self.holder.lock().unwrap() = Some(holder);
+    }
+
+    fn release_held(&self) {
+        if let Some(holder) = self.holder.lock().unwrap().clone() {
+            holder.release();
+        }
     }
 
     /// Whether changes wait at the gate.

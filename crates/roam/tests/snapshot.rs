@@ -420,3 +420,112 @@ fn a_roam_run_is_suspended_resumed_and_copied_by_its_pid() {
         b"first\nsecond\n"
     );
 }
+
+/// A `roam run` whose programs write through descriptors they hold open (writes roam
+/// does not hear of: they go to its copies) is held while suspended: two processes each
+/// append line i to one file, then to another, throughout, and to a local file too. While
+/// suspended none of them goes on (the local file stays as it is), a snapshot finds each
+/// pair at one instant, and nothing they wrote is lost.
+#[test]
+fn a_roam_run_writing_through_open_descriptors_is_held_for_its_snapshot() {
+    let s = Setup::new(&[]);
+    let r = format!("/dav/{}", s.served.url.trim_start_matches("dav://"));
+    let flag = |name: &str| s.scratch.join(name).display().to_string();
+    let (ready, stop, progress) = (flag("ready"), flag("stop"), flag("progress"));
+    let script = format!(
+        r#"
+import os
+def pair(x, y, ready):
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    a, b = os.open("{r}/" + x, flags, 0o644), os.open("{r}/" + y, flags, 0o644)
+    p = os.open("{progress}." + x, flags, 0o644)
+    i = 0
+    while not os.path.exists("{stop}"):
+        os.write(a, b"%d\n" % i)
+        os.write(b, b"%d\n" % i)
+        os.write(p, b"%d\n" % i)
+        i += 1
+        if i == 200 and ready:
+            open("{ready}", "w").close()
+    os.close(a)
+    os.close(b)
+    return i
+child = os.fork()
+if child == 0:
+    n = pair("c.log", "d.log", False)
+    print(n, flush=True)
+    os._exit(0)
+n = pair("a.log", "b.log", True)
+os.waitpid(child, 0)
+print(n, flush=True)
+"#
+    );
+    let mut run = roam_with(&s.cache, &s.served).command();
+    let run = run
+        .args(["run", "--", "python3", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !Path::new(&ready).exists() {
+        assert!(Instant::now() < deadline, "the program did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let progress = |x: &str| lines(Path::new(&format!("{progress}.{x}"))).len();
+
+    // Suspended: neither process writes a line, not even to its local file.
+    ok(&s.roam(&["suspend", "--pid", &pid, &r]));
+    let held = (progress("a.log"), progress("c.log"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        (progress("a.log"), progress("c.log")),
+        held,
+        "a program wrote while suspended"
+    );
+    ok(&s.roam(&["resume", "--pid", &pid, &r]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress("a.log") == held.0 || progress("c.log") == held.1 {
+        assert!(Instant::now() < deadline, "the programs did not go on");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let snap = s.scratch.join("snap");
+    let o = s.roam(&["snapshot", "--pid", &pid, &r, snap.to_str().unwrap()]);
+    assert!(ok(&o).contains("snapshot of"), "{}", stderr(&o));
+    std::fs::write(&stop, b"").unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut counts: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 2, "{:?}", out.stdout);
+
+    let numbered = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>();
+    for (x, y) in [("a.log", "b.log"), ("c.log", "d.log")] {
+        let (a, b) = (lines(&snap.join(x)), lines(&snap.join(y)));
+        assert!(
+            a.len() == b.len() || a.len() == b.len() + 1,
+            "{x} {} lines, {y} {}: not one instant",
+            a.len(),
+            b.len()
+        );
+        assert_eq!(a, numbered(a.len()), "{x} in the snapshot");
+        assert_eq!(b, numbered(b.len()), "{y} in the snapshot");
+    }
+    // Everything reached the server when the programs closed their files.
+    let mut on_server: Vec<usize> = ["a.log", "c.log"]
+        .iter()
+        .map(|f| lines(&s.on_server(f)).len())
+        .collect();
+    on_server.sort_unstable();
+    counts.sort_unstable();
+    assert_eq!(on_server, counts);
+    for (x, y) in [("a.log", "b.log"), ("c.log", "d.log")] {
+        let a = lines(&s.on_server(x));
+        assert_eq!(a, numbered(a.len()), "{x} on the server");
+        assert_eq!(lines(&s.on_server(y)), a, "{y} on the server");
+    }
+}

@@ -217,6 +217,22 @@ impl Kernel {
         self.resolver.fastpath_view(tid)
     }
 
+    /// Every thread roam traces now.
+    pub(crate) fn tracee_list(&self) -> Vec<Pid> {
+        self.tracees.lock().unwrap().iter().copied().collect()
+    }
+
+    /// Passes roam-vfs's gate (waits while it is suspended) for a change served on this
+    /// thread.
+    pub(crate) fn change(&self) -> roam_vfs::Change<'_> {
+        self.vfs().change()
+    }
+
+    /// Names what holds the tracees while roam-vfs is suspended.
+    pub(crate) fn hold_with(&self, holder: std::sync::Arc<dyn roam_vfs::Holder>) {
+        self.vfs().set_holder(holder);
+    }
+
     /// The tracer tells of every thread that appears or ends.
     pub fn tracee_started(&self, tid: Pid) {
         self.tracees.lock().unwrap().insert(tid);

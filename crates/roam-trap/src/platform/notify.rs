@@ -106,6 +106,14 @@ impl Listener {
         }))
     }
 
+    /// Whether the thread still waits for an answer to `n` (it was not interrupted out of
+    /// its wait, nor killed, meanwhile).
+    pub fn is_current(&self, n: &Notice) -> bool {
+        let mut id = n.id;
+        self.ioctl(libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id)
+            .is_ok()
+    }
+
     /// Lets the call run as the program made it. Always true (for chaining with senders
     /// that can fail).
     pub fn run_as_is(&self, n: &Notice) -> bool {

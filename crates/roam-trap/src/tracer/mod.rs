@@ -22,9 +22,11 @@ use crate::platform::notify::{Listener, Notice};
 use crate::platform::scratch::Scratch;
 use crate::platform::{memory, proxy, ptrace};
 use crate::TrapError;
+use freeze::{Freezer, Hold};
 use handover::reply_afar;
 use takeover::{listen, Outlets, Takeover, Takeovers};
 
+mod freeze;
 mod handover;
 mod interrupt;
 mod takeover;
@@ -134,6 +136,9 @@ pub struct Tracer {
     jobs_for_afar: Sender<Work>,
     /// Where each thread's rewritten names go.
     scratch: Scratch,
+    /// What roam-vfs asks while suspended, and the threads held for it (`freeze.rs`).
+    freezer: Arc<Freezer>,
+    hold: Hold,
 }
 
 /// Work for the worker threads: a call stopped in the tracer, a notified one, or one of a
@@ -206,6 +211,8 @@ impl Tracer {
             .name("roam-deliver".into())
             .spawn(move || deliverer.deliver_later())
             .map_err(|e| TrapError::Setup(format!("cannot start the delivery thread: {e}")))?;
+        let freezer = Arc::new(Freezer::new(wake.clone()));
+        kernel.hold_with(freezer.clone());
         let handoff_filter = crate::platform::seccomp::notify_only(
             &crate::kernel::table::traced_numbers(),
             &crate::kernel::table::gated_numbers(),
@@ -234,6 +241,8 @@ impl Tracer {
             handed_early: HashSet::new(),
             handed_processes: HashSet::new(),
             scratch: Scratch::default(),
+            freezer,
+            hold: Hold::default(),
         })
     }
 
@@ -246,15 +255,12 @@ impl Tracer {
     /// Serves every tracee until none is left; returns the first program's exit status.
     pub fn run(mut self) -> Result<i32, TrapError> {
         loop {
+            self.look_at_hold();
             let status = match self.poll() {
                 Polled::Status(s) => s,
                 Polled::Worked => continue,
-                // Nothing for a moment: sleep. With no job out and no listener only a tracee
-                // can have news, so one blocking waitpid will do; otherwise also watch the
-                // workers and the listener.
-                Polled::Idle if self.in_flight == 0 && !self.takeovers.listening => {
-                    waitpid(None::<Pid>, Some(WaitPidFlag::__WALL))
-                }
+                // Nothing for a moment: sleep, watching tracees, the workers, the
+                // listener and roam-vfs's suspensions.
                 Polled::Idle => {
                     self.sleep()?;
                     continue;
@@ -367,6 +373,12 @@ impl Tracer {
     fn on_status(&mut self, status: WaitStatus) {
         let pid = status.pid();
         self.on_stop(status);
+        // A thread to hold that stopped for another reason: ask again.
+        if let Some(pid) = pid.filter(|p| self.hold.awaits(*p)) {
+            if let Err(e) = nix::sys::ptrace::interrupt(pid) {
+                tracing::debug!(%pid, "hold: interrupt again: {e}");
+            }
+        }
         // A thread a debugger waits for (see `handover`): any ptrace stop clears a pending
         // interrupt, so after a stop other than the one that hands it over, ask again.
         if let Some(pid) = pid.filter(|p| self.handovers.contains_key(p)) {
@@ -417,6 +429,7 @@ impl Tracer {
             self.apply(debugger, sp, Decision::Continue, 0);
         }
         self.overrides.remove(&pid);
+        self.hold.forget(pid);
         self.scratch.ended(pid);
         if self.kernel.tracee_ended(pid) {
             // A writer that exits without close(2) leaves its change to be delivered now;
@@ -487,7 +500,7 @@ impl Tracer {
             }
             libc::PTRACE_EVENT_SECCOMP => self.on_syscall(pid),
             libc::PTRACE_EVENT_STOP
-                if self.handovers.contains_key(&pid)
+                if (self.handovers.contains_key(&pid) || self.hold.awaits(pid))
                     && (self.fd_moves.contains_key(&pid) || self.overrides.contains_key(&pid)) =>
             {
                 // Inside roam's own steps of a call (an fd being moved, a result to finish
@@ -501,6 +514,7 @@ impl Tracer {
             }
             libc::PTRACE_EVENT_STOP if is_stopping(sig) => {
                 // Group-stop: stay stopped (job control) but keep hearing about the tracee.
+                self.hold.forget(pid);
                 if let Err(e) = ptrace::listen(pid) {
                     tracing::debug!(%pid, "listen: {e}");
                 }
@@ -512,6 +526,8 @@ impl Tracer {
                     tracing::debug!(%pid, "resume to entry: {e}");
                 }
             }
+            // Held while roam-vfs is suspended: resumed when it resumes.
+            libc::PTRACE_EVENT_STOP if self.hold.keep(pid) => {}
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 if let Ok(child) = nix::sys::ptrace::getevent(pid) {
                     let child = Pid::from_raw(child as i32);
@@ -519,6 +535,7 @@ impl Tracer {
                         // A number a handed-over thread had, now roam's tracee's.
                         self.takeovers.afar.lock().unwrap().remove(&child);
                         self.kernel.tracee_started(child);
+                        self.hold.born(child);
                         self.scratch.started(pid, child);
                     }
                 }
@@ -750,7 +767,14 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
                 let _ = to.wake.write(1);
                 sent
             }
-            Work::Notice(n, job) => to.answer_or_make(kernel, &n, kernel.serve(&job)),
+            Work::Notice(n, job) => {
+                // Past roam-vfs's gate first: a thread a suspension held meanwhile
+                // (`freeze.rs`) left its wait and will make the call again, so this one is
+                // served only if it still stands.
+                let _change = kernel.change();
+                let listener = to.listener.as_ref().expect("notices come from a listener");
+                !listener.is_current(&n) || to.answer_or_make(kernel, &n, kernel.serve(&job))
+            }
             Work::Afar(n, job, listener) => reply_afar(kernel, &listener, &n, kernel.serve(&job)),
         };
         if !going_on {
