@@ -35,6 +35,11 @@ pub struct Options {
     pub direct: bool,
     /// Mount read-only: the kernel fails every change with EROFS before roam sees it.
     pub read_only: bool,
+    /// Answer `getxattr` (roam's `user.roam.*` fingerprints). Off, the kernel is told at
+    /// the first request that there are none (`ENOSYS`) and asks no more; on, it asks for
+    /// `security.capability` before the first write to each inode (measured on 6.18: one
+    /// request more per file written; mergerfs documents one per write on older kernels).
+    pub xattrs: bool,
     /// Take requests through io_uring where the kernel allows it ([`crate::uring`]),
     /// else through `/dev/fuse`.
     pub uring: bool,
@@ -153,6 +158,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         counts,
         uring_ready: rings.is_some(),
         uring_granted: granted.clone(),
+        xattrs: opts.xattrs,
     };
     // SAFETY: geteuid cannot fail.
     let (session, helper) = if opts.direct || unsafe { libc::geteuid() } == 0 {

@@ -133,6 +133,8 @@ pub struct Served {
     pub uring_ready: bool,
     /// The kernel agreed to FUSE over io_uring at `init`.
     pub uring_granted: Arc<AtomicBool>,
+    /// Extended attributes are answered ([`crate::Options::xattrs`]).
+    pub xattrs: bool,
 }
 
 impl Served {
@@ -569,23 +571,32 @@ impl Filesystem for Served {
         reply.ok();
     }
 
-    /// No extended attributes. ENOSYS (not ENODATA) makes the kernel stop asking, which
-    /// it otherwise does before every write (for `security.capability`).
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
+    /// roam's own attributes (`user.roam.sha256` ...) when mounted with them; else
+    /// ENOSYS (not ENODATA), which makes the kernel stop asking: it otherwise asks before
+    /// the first write to each inode (for `security.capability`).
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.counts.add(Op::Getxattr);
-        reply.error(Errno::ENOSYS);
+        if !self.xattrs {
+            return reply.error(Errno::ENOSYS);
+        }
+        let name = name.to_owned();
+        // A fingerprint may read the whole file.
+        self.serve(true, move |fs| match fs.roam_xattr(ino.0, &name) {
+            Ok(value) if size == 0 => reply.size(value.len() as u32),
+            Ok(value) if value.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(value) => reply.data(&value),
+            Err(e) => reply.error(e),
+        });
     }
 
+    /// roam's attributes are asked for by name, never listed (each may cost a read of the
+    /// whole file).
     fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
         self.counts.add(Op::Listxattr);
-        reply.error(Errno::ENOSYS);
+        match self.xattrs {
+            true => reply.size(0),
+            false => reply.error(Errno::ENOSYS),
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -150,6 +150,19 @@ impl Roamfs {
         }
     }
 
+    /// The value of roam's extended attribute `name` of `ino` (`ENODATA` for any other,
+    /// and for files served in place).
+    pub(crate) fn roam_xattr(&self, ino: u64, name: &std::ffi::OsStr) -> Res<Vec<u8>> {
+        let virt = self.virt_of(ino)?;
+        let (Place::Remote(node), Some(name)) = (self.place(&virt)?, name.to_str()) else {
+            return Err(Errno::ENODATA);
+        };
+        match self.vfs.roam_xattr(&node, name) {
+            Some(value) => value.map_err(vfs_errno),
+            None => Err(Errno::ENODATA),
+        }
+    }
+
     pub(crate) fn readlink(&self, ino: u64) -> Res<Vec<u8>> {
         let virt = self.virt_of(ino)?;
         match self.place(&virt)? {

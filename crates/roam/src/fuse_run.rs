@@ -42,6 +42,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         allow_other: false,
         direct: true,
         read_only: false,
+        xattrs: false,
         uring: crate::mount::uring_wanted(),
     };
     let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)

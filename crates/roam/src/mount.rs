@@ -53,6 +53,11 @@ pub struct MountArgs {
     /// Serve the files read-only: every change fails with EROFS (nothing is uploaded).
     #[arg(long)]
     read_only: bool,
+    /// Answer `getxattr` for roam's fingerprints (`user.roam.md5`, `user.roam.sha256`).
+    /// Costs a request per file written: the kernel then asks for `security.capability`
+    /// before an inode's first write.
+    #[arg(long)]
+    xattrs: bool,
 }
 
 #[derive(clap::Args)]
@@ -249,6 +254,7 @@ fn serve(args: &MountArgs) -> Result<i32> {
         allow_other: args.allow_other,
         direct: false,
         read_only: args.read_only,
+        xattrs: args.xattrs,
         uring: uring_wanted(),
     };
     // Started first, so no moment exists when a killed roam would leave its mount behind.

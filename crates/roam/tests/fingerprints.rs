@@ -3,11 +3,13 @@
 //! computed by the `digest` extension (wasm) from the bytes of a real nginx WebDAV server;
 //! equal to `md5sum`/`sha256sum` of the same bytes, kept per version (asked twice, the file
 //! is read once), new after the file changes, and through a `seal:` layer the plaintext's.
+//! Through `roam mount --xattrs` too (without it, none: the kernel is told at once).
 
 mod common;
 
 use std::process::{Command, Output};
 
+use common::fuse::FuseMount;
 use common::{stderr, stdout, Backend, Roam};
 use roam_testkit::{noise, write_file, Scratch};
 
@@ -134,5 +136,47 @@ fn through_a_seal_layer_the_fingerprint_is_the_plaintexts() {
         sum("sha256sum", &b.backend("f")),
         out.trim(),
         "the server holds ciphertext"
+    );
+}
+
+#[test]
+fn getxattr_through_roam_mount_with_xattrs() {
+    let b = backend();
+    let m = FuseMount::start(roam(), Some(&b.url), &["--xattrs"]);
+    let script = format!(
+        "set -e; {m} /w/small.txt /w/big; {s} /w/five; getfattr -d /w/five; echo listed",
+        m = getxattr("md5"),
+        s = getxattr("sha256"),
+    );
+    let out = ok(m.sh(&script, &[]));
+    let want = format!(
+        "{}\n{}\n{}\nlisted\n",
+        sum("md5sum", &b.backend("small.txt")),
+        sum("md5sum", &b.backend("big")),
+        sum("sha256sum", &b.backend("five"))
+    );
+    assert_eq!(out, want);
+    // Another attribute is not there; a write still works (the kernel asks first).
+    let o = m.sh(
+        "python3 -c 'import os; os.getxattr(\"/w/five\", \"user.other\")' 2>&1; \
+         echo more >> /w/small.txt && tail -c 5 /w/small.txt",
+        &[],
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("No data available") && out.ends_with("more\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn roam_mount_without_xattrs_has_none() {
+    let b = backend();
+    let m = FuseMount::start(roam(), Some(&b.url), &[]);
+    let o = m.sh(&format!("{} /w/five 2>&1", getxattr("sha256")), &[]);
+    assert!(
+        stdout(&o).contains("Operation not supported"),
+        "{}",
+        stdout(&o)
     );
 }
