@@ -222,12 +222,6 @@ impl Kernel {
         self.tracees.lock().unwrap().iter().copied().collect()
     }
 
-    /// Passes roam-vfs's gate (waits while it is suspended) for a change served on this
-    /// thread.
-    pub(crate) fn change(&self) -> roam_vfs::Change<'_> {
-        self.vfs().change()
-    }
-
     /// Names what holds the tracees while roam-vfs is suspended.
     pub(crate) fn hold_with(&self, holder: std::sync::Arc<dyn roam_vfs::Holder>) {
         self.vfs().set_holder(holder);

@@ -113,6 +113,7 @@ fn install(
     };
     // For every thread (TSYNC; with a listener, a failure must be ESRCH, not a thread id).
     let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+        | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
         | libc::SECCOMP_FILTER_FLAG_TSYNC
         | libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH
         | super::seccomp::SPEC_ALLOW;

@@ -188,8 +188,11 @@ pub unsafe fn install(prog: &[Insn], no_new_privs: bool, listener: bool) -> libc
         len: prog.len() as u16,
         filter: prog.as_ptr() as *mut Insn,
     };
+    // A thread whose call roam has read waits for it killably (see `notify`).
     let flags = if listener {
-        SPEC_ALLOW | libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+        SPEC_ALLOW
+            | libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+            | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
     } else {
         SPEC_ALLOW
     };

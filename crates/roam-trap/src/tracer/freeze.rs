@@ -4,8 +4,9 @@
 //! it; so once the gate is closed the tracer interrupts every thread it traces
 //! (`PTRACE_INTERRUPT`, invisible to the program's parent, unlike `SIGSTOP`) and leaves
 //! each at its interrupt stop until the suspension ends. A thread already stopped in
-//! roam's hands (at a call a worker serves) counts as held: if its call goes on, the
-//! interrupt still pending stops it before it runs its own code again.
+//! roam's hands (at a call a worker serves, or waiting for the answer to a notified call)
+//! counts as held: when its call is answered, the interrupt still pending stops it before
+//! it runs its own code again.
 //!
 //! Not held: privileged programs roam runs untraced, and processes handed over to a
 //! debugger (roam no longer traces them).
@@ -151,10 +152,17 @@ impl Tracer {
         }
     }
 
-    /// Whether `tid` is stopped at a call roam is serving (a worker's, or a privileged
-    /// program's in its place): it runs none of its own code until roam resumes it.
+    /// Whether `tid` is stopped at a call roam is serving (a worker's, a notified one
+    /// roam has read, or a privileged program's in its place): it runs none of its own
+    /// code until roam answers it.
     fn stopped_in_roam(&self, tid: Pid) -> bool {
-        self.waiting.contains_key(&tid) || self.proxies.values().any(|&t| t == tid)
+        self.waiting.contains_key(&tid)
+            || self.proxies.values().any(|&t| t == tid)
+            || self
+                .takeovers
+                .listener
+                .as_ref()
+                .is_some_and(|l| l.holds(tid))
     }
 }
 

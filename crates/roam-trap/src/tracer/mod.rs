@@ -187,6 +187,7 @@ impl Tracer {
         let mut takeovers = Takeovers::default();
         if let Some(listener) = listener {
             takeovers.listening = true;
+            takeovers.listener = Some(listener.clone());
             // Every call roam sees is a notification (see `roam_filter`).
             let table = crate::kernel::table::traced_numbers().into_iter();
             let gated = crate::kernel::table::gated_numbers()
@@ -767,14 +768,7 @@ fn worker(kernel: &Kernel, jobs: &Mutex<Receiver<Work>>, to: &Outlets) {
                 let _ = to.wake.write(1);
                 sent
             }
-            Work::Notice(n, job) => {
-                // Past roam-vfs's gate first: a thread a suspension held meanwhile
-                // (`freeze.rs`) left its wait and will make the call again, so this one is
-                // served only if it still stands.
-                let _change = kernel.change();
-                let listener = to.listener.as_ref().expect("notices come from a listener");
-                !listener.is_current(&n) || to.answer_or_make(kernel, &n, kernel.serve(&job))
-            }
+            Work::Notice(n, job) => to.answer_or_make(kernel, &n, kernel.serve(&job)),
             Work::Afar(n, job, listener) => reply_afar(kernel, &listener, &n, kernel.serve(&job)),
         };
         if !going_on {

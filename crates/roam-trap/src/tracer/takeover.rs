@@ -2,8 +2,8 @@
 //! `platform::notify` and `roam_filter`):
 //! the listener thread answers what needs nothing of the thread, workers answer what needs
 //! the network, and a call that needs the thread (a roam name whose path must be
-//! rewritten) is left unanswered: the tracer interrupts the thread out of its wait and
-//! serves the restarted call at its syscall-entry stop.
+//! rewritten) goes to the tracer, which interrupts the thread, lets it out of its wait
+//! with a restart, and serves the call made again at its syscall-entry stop.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::Sender;
@@ -21,7 +21,7 @@ use crate::platform::{memory, ptrace};
 /// A notified call left to the tracer, with the decision a worker already made for it
 /// (applied at the entry stop if the call found there is the same one).
 pub(super) struct Takeover {
-    pub(super) tid: Pid,
+    pub(super) notice: Notice,
     pub(super) made: Option<(i64, [u64; 6], Decision)>,
 }
 
@@ -48,19 +48,27 @@ pub(super) struct Takeovers {
     pub(super) listening: bool,
     /// Threads handed over to a debugger: the listener serves their calls from afar.
     pub(super) afar: Arc<Mutex<HashSet<Pid>>>,
+    /// The listener, to let interrupted threads out of their wait.
+    pub(super) listener: Option<Arc<Listener>>,
 }
 
 impl Tracer {
-    /// The listener left a call to the tracer: interrupt the thread's wait.
+    /// The listener left a call to the tracer: interrupt the thread, then let it out of
+    /// its wait (killable only: the interrupt alone does not end it) with a restart, so
+    /// that it stops on its way back and makes the call again.
     pub(super) fn take_over(&mut self, t: Takeover) {
-        match nix::sys::ptrace::interrupt(t.tid) {
+        let tid = t.notice.tid;
+        match nix::sys::ptrace::interrupt(tid) {
             Ok(()) => {
-                self.takeovers.interrupted.insert(t.tid);
+                self.takeovers.interrupted.insert(tid);
                 if let Some(made) = t.made {
-                    self.takeovers.made.insert(t.tid, made);
+                    self.takeovers.made.insert(tid, made);
+                }
+                if let Some(listener) = &self.takeovers.listener {
+                    listener.restart(&t.notice);
                 }
             }
-            Err(e) => tracing::debug!(tid = %t.tid, "interrupt: {e}"),
+            Err(e) => tracing::debug!(%tid, "interrupt: {e}"),
         }
     }
 
@@ -114,7 +122,8 @@ impl Outlets {
             d => d,
         };
         let made = decision.map(|d| (n.call.nr, n.call.args, d));
-        if self.takeovers.send(Takeover { tid: n.tid, made }).is_err() {
+        let notice = n.clone();
+        if self.takeovers.send(Takeover { notice, made }).is_err() {
             return false;
         }
         let _ = self.wake.write(1);
