@@ -181,9 +181,19 @@ fn a_change_whose_writer_never_closed_it_is_kept_after_kill_9() {
     let m = Mount::new("file+cache");
     let roam = Roam::new();
     let (cache, config) = (roam.cache.join("c"), roam.cache.join("none.toml"));
-    let script = "exec 3>/w/k; echo half >&3; sleep 60";
-    let mut run = start_run(&cache, &config, &m.url, script);
+    // Killed once its write is made, not only its open (a flag outside roam's names).
+    let written = roam.cache.join("written");
+    let script = format!(
+        "exec 3>/w/k; echo half >&3; : > {}; sleep 60",
+        written.display()
+    );
+    let mut run = start_run(&cache, &config, &m.url, &script);
     await_status(&cache, &config, "/w/k  (being written");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !written.exists() {
+        assert!(Instant::now() < deadline, "the program never wrote");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     run.kill().unwrap(); // SIGKILL: no close, no flush
     run.wait().unwrap();
     let status = stdout(&roam_cli(&cache, &config, &["status"]));
