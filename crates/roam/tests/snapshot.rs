@@ -75,6 +75,25 @@ impl Setup {
     fn dir(&self) -> &Path {
         &self.mount.dir
     }
+
+    /// `roam ARGS...` (a `roam run`) in the background, once its program made `ready`;
+    /// with the roam process's id, for `--pid`.
+    fn start_run(&self, args: &[&str], ready: &str) -> (Child, String) {
+        let run = roam_with(&self.cache, &self.served)
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = run.id().to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !Path::new(ready).exists() {
+            assert!(Instant::now() < deadline, "the program did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (run, pid)
+    }
 }
 
 fn roam_with(cache: &Path, served: &Served) -> Roam {
@@ -380,19 +399,10 @@ fn a_roam_run_is_suspended_resumed_and_copied_by_its_pid() {
          while [ ! -e {go} ]; do sleep 0.05; done && \
          echo second >> {r}/run.txt && cat {r}/old.txt && touch {done}"
     );
-    let mut run = roam_with(&s.cache, &s.served).command();
-    let run = run
-        .args(["--t-write", "10m", "run", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = run.id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !Path::new(&ready).exists() {
-        assert!(Instant::now() < deadline, "the program did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (run, pid) = s.start_run(
+        &["--t-write", "10m", "run", "--", "sh", "-c", &script],
+        &ready,
+    );
 
     let snap = s.scratch.join("snap");
     let o = s.roam(&["snapshot", "--pid", &pid, &r, snap.to_str().unwrap()]);
@@ -460,19 +470,7 @@ os.waitpid(child, 0)
 print(n, flush=True)
 "#
     );
-    let mut run = roam_with(&s.cache, &s.served).command();
-    let run = run
-        .args(["run", "--", "python3", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = run.id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !Path::new(&ready).exists() {
-        assert!(Instant::now() < deadline, "the program did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (run, pid) = s.start_run(&["run", "--", "python3", "-c", &script], &ready);
     let progress = |x: &str| lines(Path::new(&format!("{progress}.{x}"))).len();
 
     // Suspended: neither process writes a line, not even to its local file.
