@@ -17,6 +17,7 @@ mod cache;
 mod consistency;
 mod delivery;
 mod error;
+mod ext_codec;
 mod ext_layer;
 mod fingerprint;
 mod guard;
