@@ -13,7 +13,7 @@
 //!   (benchmarks and the fault table only).
 //!
 //! The per-kind front ends ([`query`], [`policy`], [`layer`], [`codec`], [`resolve`],
-//! [`archive`], [`digest`], [`source`])
+//! [`archive`], [`digest`], [`source`], [`readahead`])
 //! converse with an extension and validate what it answers. This crate is a leaf: it knows
 //! nothing of roam's namespace.
 
@@ -35,6 +35,7 @@ pub mod digest;
 pub mod layer;
 pub mod policy;
 pub mod query;
+pub mod readahead;
 pub mod resolve;
 pub mod source;
 

@@ -435,6 +435,9 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
     if let Some(policy) = cfg.eviction_policy()? {
         vfs.set_eviction_policy(policy);
     }
+    if let Some(policy) = cfg.readahead_policy()? {
+        vfs.set_readahead_policy(policy);
+    }
     if let Some(resolvers) = cfg.resolvers()? {
         vfs.set_resolver(Box::new(resolvers));
     }
