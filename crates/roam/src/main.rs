@@ -96,7 +96,7 @@ pub(crate) const MOUNT_HELP: &str =
     "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
 ftp://, ftps://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, \
 file+cache:///PATH, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, \
-src:NAME:URL, query:NAME:FIELD=VALUE,...@URL, or NAME:PATH of a [remote.NAME]";
+codec:NAME:URL, src:NAME:URL, query:NAME:FIELD=VALUE,...@URL, or NAME:PATH of a [remote.NAME]";
 
 #[derive(Subcommand)]
 enum Command {
