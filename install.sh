@@ -27,7 +27,7 @@ install -d "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-f
 "$roam" completions fish >"$prefix/share/fish/vendor_completions.d/roam.fish"
 
 # The example extensions (archive: zip/tar as directories; id3, id3merge, merge3, rot13,
-# hotlist, camera) run as WebAssembly.
+# hotlist, camera, zlib, seal, stride) run as WebAssembly.
 scripts/install-extensions.sh
 echo "installed $roam, its man pages and completions"
 case ":$PATH:" in

@@ -15,8 +15,8 @@ mod wire;
 pub mod guest;
 
 pub use msg::{
-    Candidate, Chunk, Edit, Files, LayerOp, Member, MemberKind, Range, Reply, Request, SourceEntry,
-    SourceFile, Span, SpanData,
+    Candidate, Chunk, Edit, Files, FrameOp, LayerOp, Member, MemberKind, Range, Reply, Request,
+    SourceEntry, SourceFile, Span, SpanData,
 };
 pub use wire::DecodeError;
 

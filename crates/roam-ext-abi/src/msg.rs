@@ -74,6 +74,17 @@ pub enum LayerOp {
     EncodeName = 3,
 }
 
+/// What a frame codec (a stream graft that changes length) is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameOp {
+    /// Which codec it is (answer [`Reply::Codec`]); the other fields are empty.
+    Describe = 0,
+    /// Plaintext frame `n` → its stored bytes.
+    Encode = 1,
+    /// Stored frame `n` → exactly `len` plaintext bytes.
+    Decode = 2,
+}
+
 /// What an archive member is, as an archive extension lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberKind {
@@ -203,6 +214,28 @@ pub enum Request {
         state: Vec<u8>,
         spans: Vec<SpanData>,
     },
+    /// Encode or decode frame `n` (`last`: the file's last frame) of the framed file whose
+    /// 48-byte header is `header`; `len` is the frame's plaintext length. `key` is the
+    /// file's own key (derived by roam from its master key and the header's file id) for a
+    /// codec that asked for one, else empty.
+    Frame {
+        op: FrameOp,
+        header: Vec<u8>,
+        n: u32,
+        last: bool,
+        len: u32,
+        key: Vec<u8>,
+        data: Vec<u8>,
+    },
+    /// Which ranges of a remote file to fetch ahead (a read-ahead policy; answer
+    /// [`Reply::Need`] with file 0, possibly empty): the file's `size`, the core's fetch
+    /// granularity `chunk`, and the program's last reads of it (`history`, oldest first).
+    Readahead {
+        args: Vec<String>,
+        size: u64,
+        chunk: u32,
+        history: Vec<Range>,
+    },
 }
 
 /// What an extension answers.
@@ -235,6 +268,14 @@ pub enum Reply {
         entries: Vec<SourceEntry>,
         state: Vec<u8>,
         need: Vec<Span>,
+    },
+    /// What a frame codec is: its number in a framed file's header (files are read only by
+    /// a codec of the number that wrote them), how many frames an empty file has (0, or 1
+    /// for a codec that authenticates the end), and whether it needs a per-file key.
+    Codec {
+        id: u8,
+        min_frames: u32,
+        key: bool,
     },
 }
 
@@ -278,6 +319,23 @@ impl LayerOp {
         .into_iter()
         .find(|op| *op as u8 == v)
         .ok_or(DecodeError("unknown layer op"))
+    }
+}
+
+impl FrameOp {
+    fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        [Self::Describe, Self::Encode, Self::Decode]
+            .into_iter()
+            .find(|op| *op as u8 == v)
+            .ok_or(DecodeError("unknown frame op"))
+    }
+}
+
+fn decode_bool(r: &mut Reader) -> Result<bool, DecodeError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError("not a boolean")),
     }
 }
 
@@ -483,6 +541,36 @@ impl Request {
                     w.bytes(&s.data);
                 }
             }
+            Request::Frame {
+                op,
+                header,
+                n,
+                last,
+                len,
+                key,
+                data,
+            } => {
+                w.u8(9);
+                w.u8(*op as u8);
+                w.bytes(header);
+                w.u32(*n);
+                w.u8(u8::from(*last));
+                w.u32(*len);
+                w.bytes(key);
+                w.bytes(data);
+            }
+            Request::Readahead {
+                args,
+                size,
+                chunk,
+                history,
+            } => {
+                w.u8(10);
+                encode_strs(&mut w, args);
+                w.u64(*size);
+                w.u32(*chunk);
+                encode_ranges(&mut w, history);
+            }
         }
         w.0
     }
@@ -573,6 +661,21 @@ impl Request {
                     spans,
                 }
             }
+            9 => Request::Frame {
+                op: FrameOp::from_u8(r.u8()?)?,
+                header: r.bytes()?,
+                n: r.u32()?,
+                last: decode_bool(&mut r)?,
+                len: r.u32()?,
+                key: r.bytes()?,
+                data: r.bytes()?,
+            },
+            10 => Request::Readahead {
+                args: decode_strs(&mut r)?,
+                size: r.u64()?,
+                chunk: r.u32()?,
+                history: decode_ranges(&mut r)?,
+            },
             _ => return Err(DecodeError("unknown request kind")),
         };
         r.finish()?;
@@ -640,6 +743,16 @@ impl Reply {
                 w.bytes(state);
                 encode_spans(&mut w, need);
             }
+            Reply::Codec {
+                id,
+                min_frames,
+                key,
+            } => {
+                w.u8(9);
+                w.u8(*id);
+                w.u32(*min_frames);
+                w.u8(u8::from(*key));
+            }
         }
         w.0
     }
@@ -648,11 +761,7 @@ impl Reply {
         let mut r = Reader::new(buf);
         let reply = match r.u8()? {
             0 => Reply::Need(decode_ranges(&mut r)?),
-            1 => match r.u8()? {
-                0 => Reply::Match(false),
-                1 => Reply::Match(true),
-                _ => return Err(DecodeError("match is not a boolean")),
-            },
+            1 => Reply::Match(decode_bool(&mut r)?),
             2 => {
                 let n = r.count(20)?;
                 let edits = (0..n)
@@ -695,6 +804,11 @@ impl Reply {
                     need: decode_spans(&mut r)?,
                 }
             }
+            9 => Reply::Codec {
+                id: r.u8()?,
+                min_frames: r.u32()?,
+                key: decode_bool(&mut r)?,
+            },
             _ => return Err(DecodeError("unknown reply kind")),
         };
         r.finish()?;
@@ -775,6 +889,25 @@ mod tests {
                     data: vec![0xff, 0xd8],
                 }],
             },
+            Request::Frame {
+                op: FrameOp::Decode,
+                header: vec![1; 48],
+                n: 3,
+                last: true,
+                len: 65536,
+                key: vec![2; 32],
+                data: vec![3; 17],
+            },
+            Request::Readahead {
+                args: vec!["ahead=4".into()],
+                size: 1 << 30,
+                chunk: 1 << 20,
+                history: vec![Range {
+                    file: 0,
+                    off: 4 << 20,
+                    len: 65536,
+                }],
+            },
         ];
         for req in reqs {
             assert_eq!(Request::decode(&req.encode()).unwrap(), req);
@@ -828,6 +961,11 @@ mod tests {
                     off: 0,
                     len: 4096,
                 }],
+            },
+            Reply::Codec {
+                id: 1,
+                min_frames: 0,
+                key: true,
             },
         ];
         for reply in replies {

@@ -12,8 +12,8 @@
 //! - [`Technology::Native`]: an in-process call of a shared library; no isolation at all
 //!   (benchmarks and the fault table only).
 //!
-//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`resolve`], [`archive`],
-//! [`digest`])
+//! The per-kind front ends ([`query`], [`policy`], [`layer`], [`codec`], [`resolve`],
+//! [`archive`], [`digest`], [`source`], [`readahead`])
 //! converse with an extension and validate what it answers. This crate is a leaf: it knows
 //! nothing of roam's namespace.
 
@@ -30,10 +30,12 @@ mod wasm;
 mod worker;
 
 pub mod archive;
+pub mod codec;
 pub mod digest;
 pub mod layer;
 pub mod policy;
 pub mod query;
+pub mod readahead;
 pub mod resolve;
 pub mod source;
 

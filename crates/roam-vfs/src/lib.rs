@@ -17,6 +17,7 @@ mod cache;
 mod consistency;
 mod delivery;
 mod error;
+mod ext_codec;
 mod ext_layer;
 mod fingerprint;
 mod guard;
@@ -31,6 +32,7 @@ mod open;
 mod partial;
 pub mod path;
 mod query;
+mod readahead;
 mod source;
 mod speed;
 mod suspend;
@@ -66,6 +68,7 @@ pub use merge::ExtResolvers;
 pub use mounts::{Node, Remote, IMPLICIT_SCHEMES};
 pub use observe::{Direction, RemoteStats, Transfer};
 pub use open::{OpenHow, Opened};
+pub use readahead::{ReadAheadPolicy, DEADLINE as READAHEAD_DEADLINE};
 pub use suspend::{Change, Copied, Holder};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
 pub use work::{pending_changes, ChangeState, PendingChange};
@@ -150,6 +153,8 @@ pub struct Vfs {
     fingerprints: Option<fingerprint::Fingerprints>,
     /// The access-control policy extension (none: every name may be used).
     guard: Option<guard::Guard>,
+    /// The read-ahead policy extension (none: nothing fetched ahead but streams).
+    readahead: Option<readahead::ReadAhead>,
 }
 
 /// Metadata learnt from the servers, with the time it was learnt.
@@ -229,6 +234,7 @@ impl Vfs {
             archives: None,
             fingerprints: None,
             guard: None,
+            readahead: None,
         })
     }
 

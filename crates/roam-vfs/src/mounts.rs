@@ -18,7 +18,8 @@
 //! directory in place), `rot13:URL` (names and contents rotated), `zlib:URL` (contents
 //! compressed) and `seal:URL` (contents encrypted and authenticated, key from
 //! `ROAM_SEAL_KEY_FILE`), in seekable frames; `ext:NAME:URL` stacks the
-//! layer extension `NAME` (from the extension directory, run as wasm) the same way;
+//! layer extension `NAME` (from the extension directory, run as wasm) the same way, and
+//! `codec:NAME:URL` frames contents with the frame-codec extension `NAME` (`ext_codec.rs`);
 //! `src:NAME:URL` shows the files under `URL` as the tree the device-source extension
 //! `NAME` makes of them (read-only); `query:NAME:FIELD=VALUE,...@URL` is the live result
 //! of a query extension over `URL` (`query.rs`).
@@ -32,13 +33,15 @@ use roam_drivers::dav::DavDriver;
 use roam_drivers::ftp::{FtpConfig, FtpDriver};
 use roam_drivers::http::{HttpClient, HttpConfig, HttpDriver, TlsOptions};
 use roam_drivers::layer::framed::Framed;
-use roam_drivers::layer::{null::Null, rot13::Rot13, seal::Seal, zlib::Zlib, Stacked};
+use roam_drivers::layer::seal::{Seal, KEY_ENV};
+use roam_drivers::layer::{null::Null, rot13::Rot13, zlib::Zlib, Stacked};
 use roam_drivers::local::LocalDriver;
 use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::Driver;
 
+use crate::ext_codec::ExtCodec;
 use crate::ext_layer::ExtLayer;
 use crate::lazy_ext::LoadExtension;
 use crate::observe::Observer;
@@ -177,6 +180,20 @@ impl Protocols {
         Ok(Arc::new(Stacked::new(layer, self.driver(lower)?)))
     }
 
+    /// `codec:NAME:URL`: the contents of the mount `URL` in seekable frames, each encoded
+    /// by the frame-codec extension `NAME`; a codec that wants a key gets each file's own,
+    /// from the master key of `ROAM_SEAL_KEY_FILE` (read now when it is set: a bad key
+    /// file is refused at start).
+    fn codec_layer(&self, spec: &str) -> Result<Arc<dyn Driver>> {
+        let (name, load, lower) = self.extension_over("codec", spec)?;
+        let master = match std::env::var_os(KEY_ENV) {
+            Some(_) => Some(Seal::from_env().map_err(Error::Config)?),
+            None => None,
+        };
+        let codec = ExtCodec::new(name, load, master);
+        Ok(Arc::new(Framed::new(codec, self.driver(lower)?)))
+    }
+
     /// `src:NAME:URL`: the tree the device-source extension `NAME` makes of the mount `URL`.
     fn source(&self, spec: &str) -> Result<Arc<dyn Driver>> {
         let (name, load, lower) = self.extension_over("src", spec)?;
@@ -296,6 +313,9 @@ impl Protocols {
         if let Some(spec) = url.strip_prefix("ext:") {
             return self.ext_layer(spec);
         }
+        if let Some(spec) = url.strip_prefix("codec:") {
+            return self.codec_layer(spec);
+        }
         if let Some(spec) = url.strip_prefix("src:") {
             return self.source(spec);
         }
@@ -315,7 +335,7 @@ impl Protocols {
             "file" | "" if rest.starts_with('/') => Arc::new(LocalDriver::new(normalize(rest))),
             _ => {
                 return Err(Error::Config(format!(
-                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, src:NAME:URL or query:NAME:FIELD=VALUE,...@URL)"
+                    "unsupported mount target {url:?} (use http://, https://, dav://, davs://, ftp://, ftps://, sftp://, chirp://, s3://, file://, file+cache://, an absolute path, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, codec:NAME:URL, src:NAME:URL or query:NAME:FIELD=VALUE,...@URL)"
                 )))
             }
         })

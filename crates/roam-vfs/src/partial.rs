@@ -4,7 +4,9 @@
 //! - a read far from the others (`tail`, a database page) fetches just its chunk;
 //! - reads that follow each other start one streaming request that stays a bounded window
 //!   ahead of the reader (so `cat` runs at the speed of a plain download, while `head -c`
-//!   transfers one chunk).
+//!   transfers one chunk);
+//! - with a read-ahead policy (`readahead.rs`), a read that fetches also fetches, in the
+//!   background, the ranges the policy expects next (a strided reader's next records).
 //!
 //! A partial copy is private to the process that fills it (`work/ID/part/`): no other
 //! process can know which of its bytes are there. When every byte is here it is published
@@ -15,7 +17,7 @@
 //! than the low-speed limit (`speed.rs`: a server dripping bytes). Either way the read fails
 //! with the transfer's errno (ETIMEDOUT, EHOSTUNREACH, ENOSPC when the cache disk is full ...).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -28,6 +30,7 @@ use roam_drivers::{Kind, Meta};
 
 use crate::cache::unix_secs;
 use crate::locks::NameGuard;
+use crate::readahead::HISTORY;
 use crate::speed::{LowSpeed, Pace};
 use crate::{Error, Info, Node, Remote, Result, Vfs};
 
@@ -82,6 +85,11 @@ struct State {
     progress: Instant,
     /// Chunk fetches under way (they write the copy outside this lock).
     fetching: u32,
+    /// The last reads programs asked for (`[start, end)`, oldest first), for the
+    /// read-ahead policy.
+    history: VecDeque<(u64, u64)>,
+    /// Ranges being fetched ahead of reads (`[start, end)`): a read inside one waits.
+    ahead: Vec<(u64, u64)>,
 }
 
 impl State {
@@ -167,6 +175,8 @@ impl Vfs {
                 failed: None,
                 progress: Instant::now(),
                 fetching: 0,
+                history: VecDeque::with_capacity(HISTORY),
+                ahead: Vec::new(),
             }),
             cond: Condvar::new(),
             fetched: AtomicU64::new(0),
@@ -183,6 +193,15 @@ impl Vfs {
         };
         let end = off.saturating_add(len).min(p.size);
         let mut st = p.state.lock().unwrap();
+        // A frontend may ask about one read twice (the tracer does, at the call and
+        // when serving it): one entry.
+        let read = (off.min(end), end);
+        if st.history.back() != Some(&read) {
+            if st.history.len() == HISTORY {
+                st.history.pop_front();
+            }
+            st.history.push_back(read);
+        }
         let missing = !st.have.covers(off.min(end), end);
         if !missing && st.have.covers(0, p.size) {
             // Every byte came (a stream ahead of its reader): a cached copy from now on.
@@ -212,6 +231,11 @@ impl Vfs {
                 drop(st);
                 self.complete_if_whole(&p);
                 return Ok(());
+            }
+            if st.ahead.iter().any(|&(s, e)| s <= off && end <= e) {
+                // Fetched ahead of this read: wait for it (a failure leaves the range).
+                st = p.cond.wait_timeout(st, Duration::from_secs(1)).unwrap().0;
+                continue;
             }
             if let Some((pos, limit)) = st.stream {
                 if off >= pos.saturating_sub(CHUNK) && off <= pos + WINDOW {
@@ -244,13 +268,19 @@ impl Vfs {
                 std::thread::spawn(move || stream(&streamed, start));
                 continue;
             }
-            // Anywhere else (first read, tail, random access): fetch its chunks.
+            // Anywhere else (first read, tail, random access): fetch its chunks, and what
+            // the read-ahead policy expects next.
             st.fetching += 1;
+            let history: Vec<(u64, u64)> = st.history.iter().map(|&(s, e)| (s, e - s)).collect();
             drop(st);
             let (a, b) = (
                 off - off % CHUNK,
                 end.div_ceil(CHUNK).saturating_mul(CHUNK).min(p.size),
             );
+            let ahead = self.advise_readahead(virt, p.size, CHUNK, &history);
+            if !ahead.is_empty() {
+                fetch_ahead(&p, &mut p.state.lock().unwrap(), &ahead, (a, b));
+            }
             let got = fetch_chunk(&p, a, b);
             st = p.state.lock().unwrap();
             st.fetching -= 1;
@@ -386,6 +416,32 @@ fn pull_window(p: &Partial, st: &mut State, want: u64) {
         // Paused for want of a reader: from now on it owes us bytes.
         st.progress = Instant::now();
         p.cond.notify_all();
+    }
+}
+
+/// Starts a background fetch of each range `(offset, length)` of `ahead` that is neither
+/// here, nor being fetched ahead, nor inside `own` (the chunk the read fetches itself).
+/// A failure only drops the range: the read that wants it then fetches it.
+fn fetch_ahead(p: &Arc<Partial>, st: &mut State, ahead: &[(u64, u64)], own: (u64, u64)) {
+    for &(off, len) in ahead {
+        let end = off + len;
+        let inside = |&(s, e): &(u64, u64)| s <= off && end <= e;
+        if st.have.covers(off, end) || inside(&own) || st.ahead.iter().any(inside) {
+            continue;
+        }
+        st.ahead.push((off, end));
+        st.fetching += 1;
+        let p = p.clone();
+        std::thread::spawn(move || {
+            let got = fetch_chunk(&p, off, end);
+            let mut st = p.state.lock().unwrap();
+            st.fetching -= 1;
+            st.ahead.retain(|&r| r != (off, end));
+            if let Ok(n) = got {
+                st.have.insert(off, off + n);
+            }
+            p.cond.notify_all();
+        });
     }
 }
 

@@ -85,6 +85,12 @@ pub struct CacheSection {
     /// Its arguments.
     #[serde(default)]
     pub policy_args: Vec<String>,
+    /// An extension of the read-ahead kind that picks ranges of large files to fetch ahead
+    /// of reads (run as wasm).
+    pub readahead: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub readahead_args: Vec<String>,
 }
 
 /// The access policy's extension loader and its `FIELD=VALUE` arguments.
@@ -394,6 +400,23 @@ impl Config {
         Ok(Some(roam_vfs::EvictionPolicy {
             ext,
             args: self.cache.policy_args.clone(),
+        }))
+    }
+
+    /// The read-ahead policy `[cache] readahead` names, loaded with its short deadline.
+    pub fn readahead_policy(&self) -> Result<Option<roam_vfs::ReadAheadPolicy>> {
+        let Some(name) = &self.cache.readahead else {
+            return Ok(None);
+        };
+        let limits = roam_ext::Limits {
+            timeout: roam_vfs::READAHEAD_DEADLINE,
+            ..Default::default()
+        };
+        let tech = roam_ext::Technology::Wasm;
+        let ext = self.load_extension(&self.extensions_dir(), name, tech, limits)?;
+        Ok(Some(roam_vfs::ReadAheadPolicy {
+            ext,
+            args: self.cache.readahead_args.clone(),
         }))
     }
 }

@@ -96,7 +96,7 @@ pub(crate) const MOUNT_HELP: &str =
     "Mount URL at LOCAL (repeatable). URL: http://, https://, dav://, davs://, \
 ftp://, ftps://, sftp://, chirp://, s3://BUCKET[/PREFIX], file:///PATH or /PATH, \
 file+cache:///PATH, mem:, null:URL, rot13:URL, zlib:URL, seal:URL, ext:NAME:URL, \
-src:NAME:URL, query:NAME:FIELD=VALUE,...@URL, or NAME:PATH of a [remote.NAME]";
+codec:NAME:URL, src:NAME:URL, query:NAME:FIELD=VALUE,...@URL, or NAME:PATH of a [remote.NAME]";
 
 #[derive(Subcommand)]
 enum Command {
@@ -434,6 +434,9 @@ fn open_vfs(flags: &[String], usage: Use) -> Result<Vfs> {
         .with_context(|| format!("opening the cache at {}", vcfg.cache_dir.display()))?;
     if let Some(policy) = cfg.eviction_policy()? {
         vfs.set_eviction_policy(policy);
+    }
+    if let Some(policy) = cfg.readahead_policy()? {
+        vfs.set_readahead_policy(policy);
     }
     if let Some(resolvers) = cfg.resolvers()? {
         vfs.set_resolver(Box::new(resolvers));

@@ -78,7 +78,8 @@ fn examples_installed_by_the_script_work_from_a_fresh_home() {
         .expect("running scripts/install-extensions.sh");
     assert!(o.status.success(), "{}", stderr(&o));
     for name in [
-        "archive", "id3", "id3merge", "merge3", "rot13", "hotlist", "camera",
+        "archive", "id3", "id3merge", "merge3", "rot13", "hotlist", "camera", "zlib", "seal",
+        "stride",
     ] {
         let file = config.join(format!("roam/extensions/{name}.wasm"));
         assert!(file.is_file(), "{} missing", file.display());

@@ -6,9 +6,11 @@
 //! an unmapped address); `leak_fd` (open /dev/null, forget it); `close_fd` (u32 fd the host
 //! holds); `loop` (spin forever); `exec` (run /bin/sh); `write_file` (path: create it);
 //! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
-//! request gets a well-formed but invalid answer (see [`lie`]).
+//! request gets a well-formed but invalid answer (see [`lie`]), but frames: as a frame codec
+//! it stores frames as they are and lies only decoding a frame that begins `short` (one byte
+//! short) or `junk` (a reply that does not decode), so files of both can be written.
 
-use roam_ext_abi::{Edit, LayerOp, Range, Reply, Request, SourceEntry, SourceFile, Span};
+use roam_ext_abi::{Edit, FrameOp, LayerOp, Range, Reply, Request, SourceEntry, SourceFile, Span};
 use std::hint::black_box;
 
 roam_ext_abi::export!(raw handle);
@@ -16,6 +18,11 @@ roam_ext_abi::export!(raw handle);
 fn handle(input: &[u8]) -> Vec<u8> {
     match Request::decode(input) {
         Ok(Request::Compute { op, .. }) if op == "malformed" => b"\xffnot a reply".to_vec(),
+        Ok(Request::Frame {
+            op: FrameOp::Decode,
+            data,
+            ..
+        }) if data.starts_with(b"junk") => b"\xffnot a reply".to_vec(),
         Ok(Request::Compute { op, data }) => probe(&op, &data).encode(),
         Ok(other) => lie(other).encode(),
         Err(e) => Reply::Fail(e.to_string()).encode(),
@@ -65,6 +72,38 @@ fn lie(req: Request) -> Reply {
         // One byte short of MD5 and SHA-256, or a state past the core's bound.
         Request::Digest { .. } => Reply::Bytes(vec![0; 47]),
         Request::SourceList { files, .. } => source_lie(&files),
+        Request::Frame { op, data, .. } => frame(op, data),
+        Request::Readahead { args, size, .. } => readahead_lie(&args, size),
+    }
+}
+
+/// As a frame codec (number 9): frames stored as they are; decoding a frame that begins
+/// `short` answers a byte less.
+fn frame(op: FrameOp, mut data: Vec<u8>) -> Reply {
+    match op {
+        FrameOp::Describe => Reply::Codec {
+            id: 9,
+            min_frames: 0,
+            key: false,
+        },
+        FrameOp::Decode if data.starts_with(b"short") => {
+            data.pop();
+            Reply::Bytes(data)
+        }
+        _ => Reply::Bytes(data),
+    }
+}
+
+/// A read-ahead policy's lie, picked by its argument: `lie=huge` (16 ranges of 4 GiB),
+/// `lie=slow` (never answers); otherwise a range past the end of the file.
+fn readahead_lie(args: &[String], size: u64) -> Reply {
+    let range = |off, len| Range { file: 0, off, len };
+    match args.first().map(String::as_str) {
+        Some("lie=huge") => Reply::Need(vec![range(0, u32::MAX); 16]),
+        Some("lie=slow") => loop {
+            std::hint::spin_loop();
+        },
+        _ => Reply::Need(vec![range(size, 4096)]),
     }
 }
 

@@ -41,14 +41,23 @@ const PROBE: u64 = 4096;
 /// Files whose headers a listing reads at once (one request each).
 const LIST_PARALLEL: usize = 8;
 
-/// How one layer encodes a frame.
-pub trait Codec: Send + Sync + std::fmt::Debug + 'static {
-    /// The codec's number in the header: a file is read only by the codec that wrote it.
-    const ID: u8;
+/// What a codec's files look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Format {
+    /// The codec's number in the header: a file is read only by a codec of the number that
+    /// wrote it (1 zlib, 2 seal; an extension codec says its own).
+    pub id: u8,
     /// Frames an empty file has: an authenticating codec stores one (empty) frame, so
     /// that no file can lose all of its frames unnoticed.
-    const MIN_FRAMES: u32;
-    /// The layer's scheme, for messages (`zlib`, `seal`).
+    pub min_frames: u32,
+}
+
+/// How one layer encodes a frame.
+pub trait Codec: Send + Sync + std::fmt::Debug + 'static {
+    /// Its number and frames of an empty file (an extension codec learns them from the
+    /// extension, at its first use: so this may fail).
+    fn format(&self) -> std::result::Result<Format, String>;
+    /// The layer's scheme, for messages (`zlib`, `seal`, `codec:NAME`).
     fn scheme(&self) -> &str;
     /// Frame `n` of the file `head` describes.
     fn encode(
@@ -100,19 +109,20 @@ impl Header {
         }
     }
 
-    fn parse(bytes: &[u8], id: u8, min_frames: u32) -> std::result::Result<Header, String> {
+    fn parse(bytes: &[u8], f: Format) -> std::result::Result<Header, String> {
         let bytes: [u8; HEADER] = bytes
             .get(..HEADER)
             .and_then(|b| b.try_into().ok())
             .ok_or("shorter than a header")?;
-        if &bytes[..8] != MAGIC || bytes[8] != id {
+        if &bytes[..8] != MAGIC || bytes[8] != f.id {
             return Err("not written by this layer (no header of its kind)".into());
         }
         let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
         let frame = u32_at(12);
         let plain = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
         let frames = u32_at(40);
-        if frame == 0 || frame > 16 << 20 || frames_for(plain, frame, min_frames) != Some(frames) {
+        if frame == 0 || frame > 16 << 20 || frames_for(plain, frame, f.min_frames) != Some(frames)
+        {
             return Err("a header that does not add up".into());
         }
         Ok(Header {
@@ -182,11 +192,15 @@ impl<C: Codec> Framed<C> {
         Error::new(ErrorKind::Io, format!("{}: {why}", self.describe(path)))
     }
 
+    fn format(&self, path: &str) -> Result<Format> {
+        self.c.format().map_err(|e| self.corrupt(path, e))
+    }
+
     /// Reads the header and index of `path` (one request, two for a large index).
     fn layout(&self, path: &str) -> Result<Layout> {
         let mut buf = Vec::new();
         self.lower.read_range(path, 0, PROBE, &mut buf)?;
-        let head = Header::parse(&buf, C::ID, C::MIN_FRAMES).map_err(|e| self.corrupt(path, e))?;
+        let head = Header::parse(&buf, self.format(path)?).map_err(|e| self.corrupt(path, e))?;
         let end = Layout::index_end(&head);
         if (buf.len() as u64) < end {
             let have = buf.len() as u64;
@@ -249,12 +263,13 @@ impl<C: Codec> Framed<C> {
     /// and the spool, rewound.
     fn encode(&self, path: &str, src: &mut dyn Read, len: u64) -> Result<(Vec<u8>, File)> {
         let io = |e: std::io::Error| Error::from_io(self.describe(path), &e);
-        let frames = frames_for(len, FRAME, C::MIN_FRAMES)
+        let format = self.format(path)?;
+        let frames = frames_for(len, FRAME, format.min_frames)
             .ok_or_else(|| self.corrupt(path, "too large for this layer"))?;
         let mut file_id = [0; 16];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut file_id)
             .map_err(|_| self.corrupt(path, "no random bytes for a file id"))?;
-        let head = Header::new(C::ID, len, frames, file_id);
+        let head = Header::new(format.id, len, frames, file_id);
         let mut spool = spool().map_err(io)?;
         let mut index = head.bytes.to_vec();
         let mut plain = Vec::with_capacity(FRAME as usize);
@@ -347,7 +362,7 @@ impl<'a, C: Codec> Decoder<'a, C> {
             if self.buf.len() < HEADER {
                 return Ok(());
             }
-            let head = Header::parse(&self.buf, C::ID, C::MIN_FRAMES)
+            let head = Header::parse(&self.buf, self.layer.format(self.path)?)
                 .map_err(|e| self.layer.corrupt(self.path, e))?;
             let end = Layout::index_end(&head) as usize;
             if self.buf.len() < end {

@@ -13,7 +13,7 @@ use std::path::Path;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 use ring::hkdf::{Salt, HKDF_SHA256};
 
-use super::framed::{Codec, Header};
+use super::framed::{Codec, Format, Header};
 
 /// The environment variable naming the key file.
 pub const KEY_ENV: &str = "ROAM_SEAL_KEY_FILE";
@@ -60,12 +60,30 @@ impl Seal {
         })
     }
 
-    fn file_key(&self, head: &Header) -> LessSafeKey {
+    /// The key of the file `head` describes (HKDF-SHA256, the file id as salt): what the
+    /// native layer seals with, and what an extension codec that wants a key is handed.
+    pub fn file_key(&self, head: &Header) -> [u8; 32] {
         let prk = Salt::new(HKDF_SHA256, head.file_id()).extract(&self.master);
-        let okm = prk
-            .expand(&[INFO], &CHACHA20_POLY1305)
+        let mut key = [0; 32];
+        prk.expand(&[INFO], KeyLen)
+            .and_then(|okm| okm.fill(&mut key))
             .expect("a 32-byte key is within HKDF's length");
-        LessSafeKey::new(UnboundKey::from(okm))
+        key
+    }
+
+    fn aead(&self, head: &Header) -> LessSafeKey {
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &self.file_key(head))
+            .expect("a 32-byte ChaCha20-Poly1305 key");
+        LessSafeKey::new(key)
+    }
+}
+
+/// HKDF's output length: a ChaCha20-Poly1305 key.
+struct KeyLen;
+
+impl ring::hkdf::KeyType for KeyLen {
+    fn len(&self) -> usize {
+        32
     }
 }
 
@@ -84,8 +102,12 @@ fn nonce(n: u32, last: bool) -> Nonce {
 }
 
 impl Codec for Seal {
-    const ID: u8 = 2;
-    const MIN_FRAMES: u32 = 1;
+    fn format(&self) -> Result<Format, String> {
+        Ok(Format {
+            id: 2,
+            min_frames: 1,
+        })
+    }
 
     fn scheme(&self) -> &str {
         "seal"
@@ -93,7 +115,7 @@ impl Codec for Seal {
 
     fn encode(&self, head: &Header, n: u32, last: bool, plain: &[u8]) -> Result<Vec<u8>, String> {
         let mut out = plain.to_vec();
-        self.file_key(head)
+        self.aead(head)
             .seal_in_place_append_tag(nonce(n, last), Aad::from(&head.bytes), &mut out)
             .map_err(|_| "sealing failed".to_owned())?;
         Ok(out)
@@ -109,7 +131,7 @@ impl Codec for Seal {
     ) -> Result<Vec<u8>, String> {
         let mut buf = stored.to_vec();
         let plain = self
-            .file_key(head)
+            .aead(head)
             .open_in_place(nonce(n, last), Aad::from(&head.bytes), &mut buf)
             .map_err(|_| "does not authenticate (changed, moved, or another key)".to_owned())?;
         if plain.len() != len {

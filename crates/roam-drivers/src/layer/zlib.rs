@@ -2,15 +2,19 @@
 //! Adler-32 checksum, so a damaged frame is an error rather than other bytes); names
 //! unchanged. Framing, ranges and sizes: [`super::framed`].
 
-use super::framed::{Codec, Header};
+use super::framed::{Codec, Format, Header};
 
 /// DEFLATE at level 6 (zlib's default: most of level 9's ratio at a fraction of its time).
 #[derive(Debug)]
 pub struct Zlib;
 
 impl Codec for Zlib {
-    const ID: u8 = 1;
-    const MIN_FRAMES: u32 = 0;
+    fn format(&self) -> Result<Format, String> {
+        Ok(Format {
+            id: 1,
+            min_frames: 0,
+        })
+    }
 
     fn scheme(&self) -> &str {
         "zlib"

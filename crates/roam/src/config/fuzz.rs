@@ -43,7 +43,9 @@ fn file() -> impl Strategy<Value = String> {
                 Just("max_size"),
                 Just("t_write"),
                 Just("policy"),
-                Just("policy_args")
+                Just("policy_args"),
+                Just("readahead"),
+                Just("readahead_args")
             ],
             value(),
         ),

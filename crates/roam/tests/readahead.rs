@@ -1,0 +1,114 @@
+//! A read-ahead policy as a black-box graft (`[cache] readahead`), on nginx WebDAV under
+//! `roam run`: a program reading 64 KiB every 4 MiB of a 64 MiB file (16 reads) makes one
+//! 1 MiB GET per read without a policy; with the `stride` extension most reads are served
+//! from ranges fetched ahead (64 KiB GETs started by earlier reads), with the same bytes.
+//! A hostile policy (ranges past the end, 64 GiB asked for, one that never answers) changes
+//! nothing but one warning: the same GETs as without a policy, the same bytes, and a slow
+//! one delays one read by its deadline at most.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::{stderr, Backend, Roam};
+use roam_testkit::{noise, write_file, Scratch};
+
+const MIB: usize = 1 << 20;
+const SIZE: usize = 64 * MIB;
+const STRIDE: usize = 4 * MIB;
+const READ: usize = 64 << 10;
+
+struct Setup {
+    b: Backend,
+    data: Vec<u8>,
+    scratch: Scratch,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let data = noise(SIZE, 11);
+        let b = Backend::serving("dav", |srv| write_file(&srv.join("big"), &data, 0o644));
+        Setup {
+            b,
+            data,
+            scratch: Scratch::new("readahead"),
+        }
+    }
+
+    /// The strided reader under `roam run` with `config` as roam.toml (a fresh cache):
+    /// its output, the sizes of the GETs of `big` it caused, and how long it took.
+    fn read(&self, config: &str) -> (Output, Vec<usize>, Duration) {
+        let toml = self.scratch.join("roam.toml");
+        write_file(&toml, config.as_bytes(), 0o644);
+        let out = self.scratch.join("out");
+        let script = format!(
+            "python3 -c 'import os; fd = os.open(\"/w/big\", os.O_RDONLY); \
+             open(\"{}\", \"wb\").write(b\"\".join(os.pread(fd, {READ}, i * {STRIDE}) for i in range({})))'",
+            out.display(),
+            SIZE / STRIDE
+        );
+        let roam = Roam::new()
+            .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+            .env("ROAM_CONFIG", &toml);
+        let before = self.b.access_log().len();
+        let began = Instant::now();
+        let o = self.b.sh_with(roam, &script);
+        let took = began.elapsed();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let want: Vec<u8> = (0..SIZE / STRIDE)
+            .flat_map(|i| self.data[i * STRIDE..i * STRIDE + READ].to_vec())
+            .collect();
+        assert!(std::fs::read(&out).unwrap() == want, "bytes differ");
+        (o, gets(&self.b.access_log()[before..]), took)
+    }
+}
+
+/// The bytes nginx sent for each GET of `/big` in `log`.
+fn gets(log: &str) -> Vec<usize> {
+    log.lines()
+        .filter(|l| l.contains("\"GET /big "))
+        .map(|l| {
+            let after = l.split('"').nth(2).unwrap_or_default();
+            after.split_whitespace().nth(1).unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+fn warnings(o: &Output) -> usize {
+    stderr(o).matches("read-ahead policy is ignored").count()
+}
+
+#[test]
+fn a_strided_reader_is_served_from_ranges_fetched_ahead() {
+    let s = Setup::new();
+    let (_, plain, _) = s.read("");
+    eprintln!("without a policy: {plain:?}");
+    assert_eq!(plain, vec![MIB; SIZE / STRIDE], "a 1 MiB chunk per read");
+    let (o, ahead, _) = s.read("[cache]\nreadahead = \"stride\"\nreadahead_args = [\"ahead=4\"]\n");
+    eprintln!("with stride: {ahead:?}");
+    let own = ahead.iter().filter(|&&n| n == MIB).count();
+    let early = ahead.iter().filter(|&&n| n == READ).count();
+    // Three reads show the stride; then each read that fetches brings the next four.
+    assert!(
+        own <= 6,
+        "reads that fetched their own chunk: {own} ({ahead:?})"
+    );
+    assert!(early >= 10, "ranges fetched ahead: {early} ({ahead:?})");
+    assert_eq!(own + early, ahead.len(), "{ahead:?}");
+    assert_eq!(warnings(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn a_hostile_readahead_policy_changes_nothing_but_a_warning() {
+    let s = Setup::new();
+    for lie in ["lie=past", "lie=huge", "lie=slow"] {
+        let config = format!("[cache]\nreadahead = \"faults\"\nreadahead_args = [\"{lie}\"]\n");
+        let (o, got, took) = s.read(&config);
+        eprintln!("{lie}: {got:?} in {took:?}");
+        assert_eq!(got, vec![MIB; SIZE / STRIDE], "{lie}: as without a policy");
+        assert_eq!(warnings(&o), 1, "{lie}: {}", stderr(&o));
+        assert!(stderr(&o).contains("extension `faults`"), "{}", stderr(&o));
+        assert!(took < Duration::from_secs(30), "{lie}: {took:?}");
+    }
+}
