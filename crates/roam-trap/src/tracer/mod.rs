@@ -181,7 +181,7 @@ impl Tracer {
         kernel.tracee_started(main);
         let mut takeovers = Takeovers::default();
         if let Some(listener) = listener {
-            takeovers.listening = true;
+            takeovers.listener = Some(listener.clone());
             // Every call roam sees is a notification (see `roam_filter`).
             let table = crate::kernel::table::traced_numbers().into_iter();
             let gated = crate::kernel::table::gated_numbers()
@@ -252,7 +252,7 @@ impl Tracer {
                 // Nothing for a moment: sleep. With no job out and no listener only a tracee
                 // can have news, so one blocking waitpid will do; otherwise also watch the
                 // workers and the listener.
-                Polled::Idle if self.in_flight == 0 && !self.takeovers.listening => {
+                Polled::Idle if self.in_flight == 0 && self.takeovers.listener.is_none() => {
                     waitpid(None::<Pid>, Some(WaitPidFlag::__WALL))
                 }
                 Polled::Idle => {
@@ -366,6 +366,14 @@ impl Tracer {
 
     fn on_status(&mut self, status: WaitStatus) {
         let pid = status.pid();
+        if let Some(listener) = &self.takeovers.listener {
+            // The thread may have left a notified call's wait (a signal, an interrupt):
+            // a write into its memory for that call ends before roam lets it run.
+            listener.settle();
+            if let Some(pid) = pid {
+                self.takeovers.let_run.lock().unwrap().remove(&pid);
+            }
+        }
         self.on_stop(status);
         // A thread a debugger waits for (see `handover`): any ptrace stop clears a pending
         // interrupt, so after a stop other than the one that hands it over, ask again.
