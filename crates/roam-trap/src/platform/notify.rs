@@ -168,6 +168,8 @@ impl Listener {
     /// of its own, and the tracer does not act on a stop while a write is under way
     /// ([`Listener::settle`]): the bytes land while the call is still the program's. A
     /// thread roam does not trace (handed over to a debugger) has no such stop to wait at.
+    /// Unlike the kernel, the file writes into a read-only buffer too (`FOLL_FORCE`): only a
+    /// program that hands a stat a read-only buffer sees the difference (no EFAULT).
     pub fn answer_with_data(&self, n: &Notice, addr: u64, data: &[u8], ret: i64) -> bool {
         let written = {
             let _writing = self.writes.read().unwrap_or_else(|e| e.into_inner());
@@ -179,11 +181,15 @@ impl Listener {
             }
             mem.and_then(|m| m.write_all_at(data, addr))
         };
-        let ret = match written {
-            Ok(()) => ret,
-            Err(e) => -i64::from(e.raw_os_error().unwrap_or(libc::EFAULT)),
-        };
-        self.answer(n, ret)
+        // A buffer that is not there is the kernel's EFAULT (the file says EIO).
+        self.answer(
+            n,
+            if written.is_ok() {
+                ret
+            } else {
+                -i64::from(libc::EFAULT)
+            },
+        )
     }
 
     /// Returns once no write into a waiting thread's memory is under way; those that start
