@@ -4,7 +4,9 @@
 # run. Prints a markdown table of seconds per phase (median of RUNS) and the total's ratio to
 # native.
 #
-# Usage: bench/andrew.sh          Environment: RUNS=3, FILES=300, ROAM=target/release/roam
+# Usage: bench/andrew.sh          Environment: RUNS=3, FILES=300, ROAM=target/release/roam,
+#   ONLY=REGEX (run only the configurations whose name matches, native always: e.g.
+#   ONLY='file\+cache' to re-measure the remote-file rows)
 #
 # Configurations:
 #   native              the phases on a local directory
@@ -19,6 +21,8 @@
 #   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
 #                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
 #   roam file+cache, no fast path  the same with ROAM_FASTPATH=0
+#   roam file+cache, ROAM_AFAR=0   the same with stats of roam names left to the tracer
+#                       (which takes the thread over) rather than made by the listener
 #   roam file+cache, stops      the same with ROAM_NOTIFY=0
 #   roam --fuse file+cache      the same through `roam run --fuse`
 set -euo pipefail
@@ -36,13 +40,14 @@ c_tree "$work/src" "$FILES"
 
 run() { # NAME, then the command prefix words
     local name=$1; shift
+    [[ $name == native || $name =~ ${ONLY:-.} ]] || return 0
     "$@" sh -c "$ANDREW_PHASES" sh "$work/src" "$DEST" 2>>"$work/err.log" | tail -1 >> "$work/$name.tsv" \
         || echo "NOTE: $name failed (see $work/err.log)" >&2
 }
 
 configs=("native" "roam (local)" "roam (local, no fast path)" "roam (local, stops)" "roam --fuse (local)"
-    "strace -f" "proot" "roam file+cache" "roam file+cache, no fast path" "roam file+cache, stops"
-    "roam --fuse file+cache")
+    "strace -f" "proot" "roam file+cache" "roam file+cache, no fast path"
+    "roam file+cache, ROAM_AFAR=0" "roam file+cache, stops" "roam --fuse file+cache")
 export ROAM_CACHE_DIR=$work/cache ROAM_CONFIG=$work/none.toml
 for r in $(seq "$RUNS"); do
     echo "[andrew.sh] run $r/$RUNS" >&2
@@ -59,6 +64,8 @@ for r in $(seq "$RUNS"); do
     rm -rf "$work/mnt"/* "$work/cache"
     DEST=/w/dst run "roam file+cache, no fast path" env ROAM_FASTPATH=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
     rm -rf "$work/mnt"/* "$work/cache"
+    DEST=/w/dst run "roam file+cache, ROAM_AFAR=0" env ROAM_AFAR=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
+    rm -rf "$work/mnt"/* "$work/cache"
     DEST=/w/dst run "roam file+cache, stops" env ROAM_NOTIFY=0 "$ROAM" run -m "/w=file+cache://$work/mnt" --
     rm -rf "$work/mnt"/* "$work/cache"
     DEST=/w/dst run "roam --fuse file+cache" "$ROAM" run --fuse -m "/w=file+cache://$work/mnt" --
@@ -70,7 +77,7 @@ echo "|---|---|---|---|---|---|---|---|"
 native_total=
 for c in "${configs[@]}"; do
     f="$work/$c.tsv"
-    [ -s "$f" ] || { echo "| $c | – | – | – | – | – | – | not run |"; continue; }
+    [ -s "$f" ] || { [ -n "${ONLY:-}" ] || echo "| $c | – | – | – | – | – | – | not run |"; continue; }
     row="| $c |"
     for col in 1 2 3 4 5; do row+=" $(awk -v c=$col '{print $c}' "$f" | median) |"; done
     total=$(awk '{print $1+$2+$3+$4+$5}' "$f" | median)

@@ -12,6 +12,7 @@
 #   BIG_MB=100    size of the sequential-read file, MiB
 #   ROAM=target/release/roam   roam binary (relative to the repo root); built with
 #                 `cargo build --release -p roam` if missing
+#   STORM_ONLY=1  only the remote-stat storm (below); the main table keeps native alone
 #   ROAM_CMD="$ROAM run --"    command prefix for the roam configuration (shell words);
 #                 setting it skips the build
 #
@@ -22,6 +23,13 @@
 # built statically (no library can be preloaded into it), natively and under roam run. A
 # configuration whose tool is missing or fails a smoke test is skipped with a note. Raw figures and the report are also
 # saved in bench/out/.
+#
+# Then the remote-stat storm (gVisor's row): `stat` (ITERS calls a batch) of a cached
+# remote file, a copy of the small file on a `file+cache://` mount (no network, the
+# remote-file path: roam's cache and skeleton), under roam run (the listener writes the
+# `struct stat` itself), with ROAM_AFAR=0 (the tracer takes the thread over for each),
+# with stops (ROAM_NOTIFY=0) and under roam run --fuse, beside native `stat` of the local
+# file. Skipped with ROAM_CMD.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -151,6 +159,9 @@ nconf=${#names[@]}
 raw=$tmp/raw.tsv # config-index run op value
 : >"$raw"
 failed=()
+if [[ ${STORM_ONLY:-} == 1 ]]; then
+    nconf=1
+fi
 for ((r = 1; r <= RUNS; r++)); do
     for ((c = 0; c < nconf; c++)); do
         [[ -z ${failed[c]-} ]] || continue
@@ -178,12 +189,44 @@ for ((r = 1; r <= RUNS; r++)); do
 done
 [[ -z ${failed[0]-} ]] || die "native configuration failed"
 
+# ---- the remote-stat storm ----
+storm_names=() storm_prefixes=()
+if [[ -z ${ROAM_CMD:-} && -x $ROAM ]]; then
+    mkdir -p "$tmp/remote" "$tmp/cache"
+    cp "$small" "$tmp/remote/small"
+    r=$(printf '%q' "$(realpath "$ROAM")")
+    mount="-m /w=file+cache://$tmp/remote"
+    storm_names=("native, local file" "roam run" "roam run, ROAM_AFAR=0" "roam run, stops" "roam run --fuse")
+    storm_prefixes=("" "$r run $mount --" "env ROAM_AFAR=0 $r run $mount --"
+        "env ROAM_NOTIFY=0 $r run $mount --" "$r run --fuse $mount --")
+    # The copy is fetched once, into a cache every run shares.
+    export ROAM_CACHE_DIR=$tmp/cache ROAM_CONFIG=$tmp/none.toml
+    eval "$r run $mount -- cat /w/small" >/dev/null || note "the storm's warm-up read of /w/small failed"
+fi
+storm_raw=$tmp/storm.tsv # config-index run µs
+: >"$storm_raw"
+for ((r = 1; r <= RUNS && ${#storm_names[@]} > 0; r++)); do
+    for ((c = 0; c < ${#storm_names[@]}; c++)); do
+        log "storm run $r/$RUNS: ${storm_names[c]}"
+        eval "cmd=(${storm_prefixes[c]})"
+        file=/w/small
+        ((c > 0)) || file=$small
+        out=$tmp/storm.$c.$r
+        if (cd "$tmp" && taskset -c "$CPU" "${cmd[@]}" "$bin" --iters "$ITERS" --batches "$BATCHES" \
+            --file "$file" --big "$small" >"$out" 2>"$out.err" </dev/null); then
+            awk -v c="$c" -v r="$r" '$1 == "stat" { print c "\t" r "\tstat\t" $2 }' "$out" >>"$storm_raw"
+        else
+            note "storm '${storm_names[c]}' failed on run $r: $(tail -n 3 "$out.err" | tr '\n' ' ')"
+        fi
+    done
+done
+
 # ---- report ----
 ops=(getpid stat open_close read_1B read_8KB write_8KB seqread_MBps)
 heads=("getpid" "stat" "open+close" "read 1 B" "read 8 KB" "write 8 KB" "seq read")
 
-stats() { # config-index op -> "median min max" over the runs
-    awk -F'\t' -v c="$1" -v op="$2" '$1 == c && $3 == op { print $4 }' "$raw" | sort -g |
+stats() { # config-index op [raw file] -> "median min max" over the runs
+    awk -F'\t' -v c="$1" -v op="$2" '$1 == c && $3 == op { print $4 }' "${3:-$raw}" | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) exit 1
              m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
              print m, v[1], v[NR] }'
@@ -233,6 +276,19 @@ report() {
         for op in "${ops[@]}"; do printf ' %s–%s |' "$(fmt "${lo[$c,$op]}")" "$(fmt "${hi[$c,$op]}")"; done
         echo
     done
+    if [[ -s $storm_raw ]]; then
+        echo
+        echo "Remote-stat storm: \`stat\` of a cached remote file (\`file+cache://\`, $ITERS calls a batch), µs a call, median of $RUNS runs (min–max):"
+        echo
+        echo "| config | stat | vs native local stat |"
+        echo "|---|---|---|"
+        local n v lo_ hi_
+        read -r n _ _ < <(stats 0 stat "$storm_raw")
+        for ((c = 0; c < ${#storm_names[@]}; c++)); do
+            read -r v lo_ hi_ < <(stats "$c" stat "$storm_raw") || continue
+            printf '| %s | %s µs (%s–%s) | %s× |\n' "${storm_names[c]}" "$(fmt "$v")" "$(fmt "$lo_")" "$(fmt "$hi_")" "$(fmt "$(ratio "$v" "$n")")"
+        done
+    fi
     if ((${#notes[@]})); then
         echo
         for n in "${notes[@]}"; do echo "Note: $n"; done

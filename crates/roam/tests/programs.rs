@@ -5,7 +5,7 @@
 //!
 //! The programs: a static C program, busybox, a static Go program with goroutines, Python
 //! with threads, multiprocessing and subprocess, posix_spawn/vfork, a multi-threaded
-//! stat/open storm, signals, shebang scripts, `make -j2`, `tar`, `git`, `sqlite3`,
+//! stat/open storm, stats interrupted by a timer, signals, shebang scripts, `make -j2`, `tar`, `git`, `sqlite3`,
 //! `find | xargs`, pipes and stdin, exit codes, openat2/statx/O_PATH and io_uring_setup.
 //! The C and Go programs are in `tests/fixtures/` and are built here, statically.
 //!
@@ -219,7 +219,7 @@ fn bin(name: &str) -> String {
     static BINS: OnceLock<PathBuf> = OnceLock::new();
     let dir = BINS.get_or_init(|| {
         let dir = fx().probe.parent().unwrap().to_owned();
-        let builds: Vec<_> = ["spawn", "storm", "signals", "newcalls"]
+        let builds: Vec<_> = ["spawn", "storm", "statstorm", "signals", "newcalls"]
             .into_iter()
             .map(|name| {
                 let child = Command::new("cc")
@@ -395,6 +395,25 @@ fn a_multithreaded_stat_open_storm() {
     assert!(out.contains("8 threads x 40 rounds: all agree"), "{out}");
     assert!(out.contains("{}/missing.txt: stat ENOENT"), "{out}");
     assert!(out.contains("4 threads x 2 rounds: all agree"), "{out}");
+}
+
+/// Stats that a timer's signal may interrupt: on the served tree roam answers them itself,
+/// writing the `struct stat` into the program's buffer, which it must do only while the
+/// call is still the program's (never after an interrupted call returned); and with
+/// `ROAM_AFAR=0`, where the tracer takes each over, an interrupted call must leave nothing
+/// behind that changes how the program's next one is served.
+#[test]
+fn stats_interrupted_by_a_timer() {
+    let statstorm = bin("statstorm");
+    let script = format!("{statstorm} {{}}/hello.txt 3000; {statstorm} {{}}/dir/sub/deep.txt 1000");
+    let out = same_on_both(&script);
+    assert_eq!(
+        out,
+        "3000 stats under a timer: all the same, none written late\n\
+         1000 stats under a timer: all the same, none written late\n"
+    );
+    let (_, diff) = compare_with(Roam::new().env("ROAM_AFAR", "0"), Tree::Remote, &script);
+    assert_no_differences(diff.into_iter().collect());
 }
 
 #[test]

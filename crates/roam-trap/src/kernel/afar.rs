@@ -31,6 +31,9 @@ pub enum Reply {
     Run,
     /// It returns this (`-errno` for a failure).
     Return(i64),
+    /// It returns `ret` once `data` is written at `addr` in the program's memory (the
+    /// listener writes it, see `Listener::answer_with_data`).
+    Data { addr: u64, data: Vec<u8>, ret: i64 },
     /// It returns a copy of roam's `fd` installed in the program, at number `at` if given.
     Fd {
         fd: OwnedFd,
@@ -61,10 +64,7 @@ impl Kernel {
         match decision {
             Decision::Continue => Reply::Run,
             Decision::Return(ret) => Reply::Return(ret),
-            Decision::ReturnData { addr, data, ret } => match memory::write(tid, addr, &data) {
-                Ok(()) => Reply::Return(ret),
-                Err(e) => Reply::Return(-(e as i64)),
-            },
+            Decision::ReturnData { addr, data, ret } => Reply::Data { addr, data, ret },
             // A close whose upload failed: a notified call either runs or returns, so the
             // fd stays open with the error (the change stays journaled either way).
             Decision::RunThenReturn(ret) if ret < 0 => Reply::Return(ret),
@@ -206,7 +206,7 @@ impl Kernel {
         Ok(OwnCall { regs, keep, out })
     }
 
-    /// The reply to a call roam made: its fd, or its result with its output written into
+    /// The reply to a call roam made: its fd, or its result with the output to write into
     /// the program's buffer.
     fn finish(
         &self,
@@ -230,22 +230,28 @@ impl Kernel {
                 at: None,
             };
         }
-        if let Some(out) = own.out {
-            let filled = own.keep.last().expect("the output buffer is pushed last");
-            let mut bytes = filled.clone();
-            if !out.whole {
-                bytes.truncate(ret as usize);
-            }
-            if let Some(AfterExit::RemoteStat { statx, link, .. }) = after {
-                make_remote(&mut bytes, statx, link);
-            }
-            if let Err(e) = memory::write(tid, out.addr, &bytes) {
-                return Reply::Return(-(e as i64));
-            }
+        let answer = match after {
+            Some(AfterExit::Return(r)) => r,
+            _ => ret,
+        };
+        let Some(out) = own.out else {
+            return Reply::Return(answer);
+        };
+        let mut data = own
+            .keep
+            .last()
+            .expect("the output buffer is pushed last")
+            .clone();
+        if !out.whole {
+            data.truncate(ret as usize);
         }
-        match after {
-            Some(AfterExit::Return(r)) => Reply::Return(r),
-            _ => Reply::Return(ret),
+        if let Some(AfterExit::RemoteStat { statx, link, .. }) = after {
+            make_remote(&mut data, statx, link);
+        }
+        Reply::Data {
+            addr: out.addr,
+            data,
+            ret: answer,
         }
     }
 

@@ -55,8 +55,9 @@ impl Tracer {
         // every call roam sees reaches it already: no thread needs a filter.
         let process = handoff::process_key(tid);
         let first = !process.is_some_and(|p| self.handed_processes.contains(&p));
-        let filter = (first && !self.takeovers.listening).then_some(&self.handoff_filter[..]);
-        if self.takeovers.listening {
+        let listening = self.takeovers.listener.is_some();
+        let filter = (first && !listening).then_some(&self.handoff_filter[..]);
+        if listening {
             // Before it runs again: its next notification must find it served from afar.
             self.takeovers.afar.lock().unwrap().insert(tid);
         }
@@ -136,6 +137,7 @@ pub(super) fn reply_afar(
     match kernel.afar(n.tid, &n.call, decision) {
         Reply::Run => listener.run_as_is(n),
         Reply::Return(ret) => listener.answer(n, ret),
+        Reply::Data { addr, data, ret } => listener.answer_with_data(n, addr, &data, ret),
         Reply::Fd { fd, cloexec, at } => listener.answer_with_fd(n, &fd, cloexec, at),
     }
 }

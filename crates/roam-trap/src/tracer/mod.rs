@@ -186,7 +186,6 @@ impl Tracer {
         kernel.tracee_started(main);
         let mut takeovers = Takeovers::default();
         if let Some(listener) = listener {
-            takeovers.listening = true;
             takeovers.listener = Some(listener.clone());
             // Every call roam sees is a notification (see `roam_filter`).
             let table = crate::kernel::table::traced_numbers().into_iter();
@@ -373,6 +372,14 @@ impl Tracer {
 
     fn on_status(&mut self, status: WaitStatus) {
         let pid = status.pid();
+        if let Some(listener) = &self.takeovers.listener {
+            // The thread may have left a notified call's wait (a signal, an interrupt):
+            // a write into its memory for that call ends before roam lets it run.
+            listener.settle();
+            if let Some(pid) = pid {
+                self.takeovers.let_run.lock().unwrap().remove(&pid);
+            }
+        }
         self.on_stop(status);
         // A thread to hold that stopped for another reason: ask again.
         if let Some(pid) = pid.filter(|p| self.hold.awaits(*p)) {

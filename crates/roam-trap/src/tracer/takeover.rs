@@ -14,9 +14,9 @@ use nix::unistd::Pid;
 
 use super::{resume, Done, Tracer, Work};
 use crate::kernel::afar::acts_as_roam;
-use crate::kernel::{Decision, Kernel, Triage};
+use crate::kernel::{AfterExit, Decision, Kernel, Triage};
 use crate::platform::notify::{Listener, Notice};
-use crate::platform::{memory, ptrace};
+use crate::platform::ptrace;
 
 /// A notified call left to the tracer, with the decision a worker already made for it
 /// (applied at the entry stop if the call found there is the same one).
@@ -42,14 +42,17 @@ pub(super) struct Takeovers {
     pub(super) notified: HashSet<i64>,
     /// Decisions made for calls being taken over.
     pub(super) made: HashMap<Pid, (i64, [u64; 6], Decision)>,
-    /// Shared with the listener thread: threads whose next notification is to run as is.
+    /// Shared with the listener thread: threads whose next notification is to run as is
+    /// (the call served at their entry stop, on its way). Dropped at the thread's next
+    /// ptrace stop: a call that stops before its notification reaches roam (a signal
+    /// interrupts it) leaves no token for the program's next call, which would otherwise
+    /// run unserved (a `stat` of a roam name retried after EINTR failed with ENOENT).
     pub(super) let_run: Arc<Mutex<HashSet<Pid>>>,
-    /// Whether a listener thread runs (and may hand calls over at any time).
-    pub(super) listening: bool,
+    /// The listener a thread of roam's serves (which may hand calls over at any time, and
+    /// whose interrupted threads the tracer lets out of their wait).
+    pub(super) listener: Option<Arc<Listener>>,
     /// Threads handed over to a debugger: the listener serves their calls from afar.
     pub(super) afar: Arc<Mutex<HashSet<Pid>>>,
-    /// The listener, to let interrupted threads out of their wait.
-    pub(super) listener: Option<Arc<Listener>>,
 }
 
 impl Tracer {
@@ -114,10 +117,7 @@ impl Outlets {
             Some(Decision::Continue) => return listener.run_as_is(n),
             Some(Decision::Return(ret)) => return listener.answer(n, ret),
             Some(Decision::ReturnData { addr, data, ret }) => {
-                return match memory::write(n.tid, addr, &data) {
-                    Ok(()) => listener.answer(n, ret),
-                    Err(e) => listener.answer(n, -(e as i64)),
-                }
+                return listener.answer_with_data(n, addr, &data, ret)
             }
             d => d,
         };
@@ -132,9 +132,11 @@ impl Outlets {
 }
 
 impl Outlets {
-    /// Answers a notified call with `decision`; one that hands roam's private paths to a
-    /// thread acting with credentials other than roam's (the kernel would refuse them to
-    /// it) is made by roam instead, as for a thread served from afar (`kernel::afar`).
+    /// Answers a notified call with `decision`. A stat of a roam name that roam rewrote into
+    /// its cache is made by roam itself and its `struct stat` written into the program's
+    /// buffer (`kernel::afar`), which costs no stop of the thread; and so is any rewrite
+    /// for a thread acting with credentials other than roam's (the kernel would refuse it
+    /// roam's private paths). Anything else that changes the call is left to the tracer.
     pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
         let rewrites = matches!(
             decision,
@@ -144,12 +146,31 @@ impl Outlets {
                 | Decision::RewriteAddr { .. }
         );
         match self.listener.as_ref() {
-            Some(listener) if rewrites && !acts_as_roam(n.tid) => {
+            Some(listener) if made_from_afar(n, &decision) || rewrites && !acts_as_roam(n.tid) => {
                 super::handover::reply_afar(kernel, listener, n, decision)
             }
             _ => self.answer(n, Some(decision)),
         }
     }
+}
+
+/// The calls roam makes itself for a thread it traces (no stop): stats whose name (or fd)
+/// it rewrote into its cache, answered as the remote file's. Whether the thread acts as
+/// roam does not matter to them: roam only looks at its own entries.
+fn made_from_afar(n: &Notice, decision: &Decision) -> bool {
+    let stats = matches!(
+        n.call.nr,
+        libc::SYS_stat | libc::SYS_lstat | libc::SYS_newfstatat | libc::SYS_statx
+    );
+    stats
+        && crate::stats_from_afar()
+        && matches!(
+            decision,
+            Decision::RewriteThen {
+                after: AfterExit::RemoteStat { .. },
+                ..
+            }
+        )
 }
 
 /// Whether `tid` is a thread roam no longer traces (handed over to a debugger, or a child
