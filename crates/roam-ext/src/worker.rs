@@ -2,9 +2,9 @@
 //! that answers upcalls over pipes. roam starts it by executing its own program
 //! (`/proc/self/exe`) with an empty environment, so it holds none of roam's memory,
 //! descriptors or secrets; it loads the native extension once, confines itself with
-//! [`Filter`] and forks one child per call. Each child is forked in advance, from a small
-//! process that never ran the extension (the fork copies little and is off the call's path),
-//! reads its request, confines itself further to writing the reply, and exits: every call
+//! [`Filter`] and forks one child per call. Each child is forked in advance (while roam
+//! handles the previous reply), from a process that never ran the extension, reads its
+//! request, confines itself further to writing the reply, and exits: every call
 //! starts from the same state, as under the other technologies, and a call that crashes costs
 //! its child only. The worker is killed and restarted only when it stops answering (a call
 //! past its deadline).
