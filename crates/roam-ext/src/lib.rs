@@ -144,7 +144,7 @@ fn runner_for(path: &Path, tech: Technology, limits: &Limits) -> Result<Box<dyn 
             ))
         }
         Technology::Fork => Box::new(fork::Fork::load(path)?),
-        Technology::Worker => Box::new(worker::Worker::load(path)?),
+        Technology::Worker => Box::new(worker::Worker::load(path, limits)?),
         Technology::Native => Box::new(native::Native::load(path)?),
     })
 }

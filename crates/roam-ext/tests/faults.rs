@@ -135,6 +135,39 @@ fn stomping_memory_leaves_roams_memory_intact() {
     }
 }
 
+/// The worker is a program of its own, executed with an empty environment: roam's memory
+/// (here a secret it holds) and environment are out of the extension's reach, while a fork
+/// of roam can read the secret (the probe is real).
+#[test]
+fn a_worker_sees_none_of_roams_memory_or_environment() {
+    let secret = format!(
+        "roam's secret {:?} {}",
+        std::time::Instant::now(),
+        std::process::id()
+    )
+    .into_bytes();
+    let mut data = (secret.as_ptr() as u64).to_le_bytes().to_vec();
+    data.extend_from_slice(&(secret.len() as u64).to_le_bytes());
+    assert_eq!(
+        faults(Technology::Fork).compute("peek", &data).unwrap(),
+        secret,
+        "a fork of roam reads its memory"
+    );
+    match faults(Technology::Worker).compute("peek", &data) {
+        Ok(seen) => assert_ne!(seen, secret, "the worker read roam's memory"),
+        Err(e) => assert!(matches!(e.fault, Fault::Crashed(libc::SIGSEGV)), "{e}"),
+    }
+    assert!(
+        std::env::vars_os().next().is_some(),
+        "roam has an environment"
+    );
+    assert_eq!(
+        faults(Technology::Worker).compute("env", b"").unwrap(),
+        b"",
+        "the worker sees roam's environment"
+    );
+}
+
 #[test]
 fn descriptors_open_exec_and_writes_are_refused() {
     let scratch = roam_testkit::Scratch::new("ext-faults");
@@ -203,4 +236,19 @@ fn unknown_extension_fails_to_load_with_its_name() {
             .starts_with("extension `nosuch` (wasm): cannot be loaded"),
         "{err}"
     );
+}
+
+/// A library that cannot be loaded fails at load under every native technology, with the
+/// loader's reason (the worker, a program of its own, reports it before its first call).
+#[test]
+fn a_library_that_is_not_one_fails_to_load_with_why() {
+    let scratch = roam_testkit::Scratch::new("ext-badlib");
+    roam_testkit::write_file(&scratch.join("libbad.so"), b"not an ELF file", 0o644);
+    for tech in [Technology::Fork, Technology::Worker, Technology::Native] {
+        let err = Extension::load(&scratch.join(""), "bad", tech, limits()).unwrap_err();
+        match &err.fault {
+            Fault::Load(why) => assert!(why.contains("libbad.so"), "{tech}: {why}"),
+            other => panic!("{tech}: {other:?}"),
+        }
+    }
 }

@@ -11,6 +11,7 @@ pub mod ext;
 pub mod fault;
 pub mod ftp;
 pub mod fuzz;
+pub mod jpeg;
 pub mod mp3;
 pub mod net;
 pub mod s3;

@@ -5,10 +5,12 @@
 //! `stomp` (u64 address + u64 length: write 0xAA there, the host's canary); `crash` (load from
 //! an unmapped address); `leak_fd` (open /dev/null, forget it); `close_fd` (u32 fd the host
 //! holds); `loop` (spin forever); `exec` (run /bin/sh); `write_file` (path: create it);
-//! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply). Every other kind of
-//! request gets a well-formed but invalid answer (see [`lie`]), but frames: as a frame codec
-//! it stores frames as they are and lies only decoding a frame that begins `short` (one byte
-//! short) or `junk` (a reply that does not decode), so files of both can be written.
+//! `malformed` (a reply that does not decode); `oversized` (a 32 MiB reply); `count` (calls
+//! seen); `peek` (u64 address + u64 length: the bytes there, the host's secret); `env` (the
+//! environment the extension sees, `NAME=VALUE` lines). Every other kind of request gets a
+//! well-formed but invalid answer (see [`lie`]), but frames: as a frame codec it stores
+//! frames as they are and lies only decoding a frame that begins `short` (one byte short)
+//! or `junk` (a reply that does not decode), so files of both can be written.
 
 use roam_ext_abi::{Edit, FrameOp, LayerOp, Range, Reply, Request, SourceEntry, SourceFile, Span};
 use std::hint::black_box;
@@ -158,6 +160,14 @@ fn probe(op: &str, data: &[u8]) -> Reply {
         }
         "hog" => Reply::Bytes(black_box(vec![7u8; 1 << 30])[..1].to_vec()),
         "stomp" => stomp(data),
+        "peek" => peek(data),
+        "env" => Reply::Bytes(
+            std::env::vars_os()
+                .flat_map(|(k, v)| [k, "=".into(), v, "\n".into()])
+                .map(|s| s.into_encoded_bytes())
+                .collect::<Vec<_>>()
+                .concat(),
+        ),
         // SAFETY: none, on purpose: this address is unmapped on every host (the fault probe).
         "crash" => Reply::Bytes(vec![unsafe {
             std::ptr::read_volatile((usize::MAX - 7) as *const u8)
@@ -206,6 +216,16 @@ fn stomp(data: &[u8]) -> Reply {
         unsafe { std::ptr::write_volatile(p.wrapping_add(i), 0xAA) };
     }
     Reply::Bytes(b"stomped".to_vec())
+}
+
+fn peek(data: &[u8]) -> Reply {
+    let Some((addr, len)) = data.get(..16).map(|d| (u64_at(&d[..8]), u64_at(&d[8..]))) else {
+        return Reply::Fail("peek needs address and length".into());
+    };
+    let p = addr as usize as *const u8;
+    // SAFETY: none, on purpose: the probe reads where the host keeps a secret.
+    let bytes = (0..len as usize).map(|i| unsafe { std::ptr::read_volatile(p.wrapping_add(i)) });
+    Reply::Bytes(bytes.collect())
 }
 
 fn close_fd(data: &[u8]) -> Reply {
