@@ -151,3 +151,10 @@ pub fn listen(pid: Pid) -> nix::Result<()> {
     let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid.as_raw(), 0, 0) };
     nix::errno::Errno::result(r).map(drop)
 }
+
+/// The call a thread stopped at a system call will make: its number and arguments as its
+/// registers hold them now (after roam rewrote them).
+pub fn call_in_registers(pid: Pid) -> nix::Result<(i64, [u64; 6])> {
+    let r = ptrace::getregs(pid)?;
+    Ok((r.orig_rax as i64, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]))
+}

@@ -68,7 +68,7 @@ impl Tracer {
                 if stop == Stop::Entry {
                     // Its call goes on as the program made it (the kernel refuses a second
                     // tracer), not back to roam's triage.
-                    self.takeovers.let_run.lock().unwrap().insert(tid);
+                    self.takeovers.let_run.expect(tid);
                 }
                 self.kernel.hand_over_failed(tid, &e.to_string());
                 return false;

@@ -376,9 +376,6 @@ impl Tracer {
             // The thread may have left a notified call's wait (a signal, an interrupt):
             // a write into its memory for that call ends before roam lets it run.
             listener.settle();
-            if let Some(pid) = pid {
-                self.takeovers.let_run.lock().unwrap().remove(&pid);
-            }
         }
         self.on_stop(status);
         // A thread to hold that stopped for another reason: ask again.
@@ -437,6 +434,7 @@ impl Tracer {
             self.apply(debugger, sp, Decision::Continue, 0);
         }
         self.overrides.remove(&pid);
+        self.takeovers.let_run.forget(pid);
         self.hold.forget(pid);
         self.scratch.ended(pid);
         if self.kernel.tracee_ended(pid) {
@@ -594,10 +592,9 @@ impl Tracer {
     /// Carries a decision out on a thread stopped at a system call, then resumes it.
     fn apply(&mut self, tid: Pid, sp: u64, decision: Decision, sig: i32) {
         let nr = self.takeovers.serving.remove(&tid);
-        if nr.is_some_and(|nr| self.takeovers.notified.contains(&nr)) && runs(&decision) {
-            // The call goes on into seccomp, whose notification must now let it run.
-            self.takeovers.let_run.lock().unwrap().insert(tid);
-        }
+        // The call goes on into seccomp, whose notification must then let it run: expected
+        // once its arguments are final.
+        let rerun = nr.is_some_and(|nr| self.takeovers.notified.contains(&nr)) && runs(&decision);
         if let Decision::OpenWatched {
             arg,
             path,
@@ -610,6 +607,9 @@ impl Tracer {
                 memory::push_strings(tid, top, &[&path])
             })
             .and_then(|a| ptrace::set_args(tid, &[(arg, a[0])]));
+            if rerun {
+                self.takeovers.let_run.expect(tid);
+            }
             match pushed.and_then(|()| ptrace::resume_to_exit(tid)) {
                 Ok(()) => {
                     self.fd_moves.insert(tid, (FdMove::new(cloexec), virt));
@@ -640,9 +640,11 @@ impl Tracer {
             d => (d, None),
         };
         if let Some(after) = after {
-            match carry_out(tid, sp, decision, &mut self.scratch)
-                .and_then(|()| ptrace::resume_to_exit(tid))
-            {
+            let carried = carry_out(tid, sp, decision, &mut self.scratch);
+            if rerun {
+                self.takeovers.let_run.expect(tid);
+            }
+            match carried.and_then(|()| ptrace::resume_to_exit(tid)) {
                 Ok(()) => {
                     self.overrides.insert(tid, after);
                 }
@@ -659,6 +661,9 @@ impl Tracer {
                 tracing::warn!(%tid, "could not change the system call: {e}");
                 let _ = ptrace::skip_with(tid, -(e as i64));
             }
+        }
+        if rerun {
+            self.takeovers.let_run.expect(tid);
         }
         resume(tid, sig);
     }

@@ -42,17 +42,49 @@ pub(super) struct Takeovers {
     pub(super) notified: HashSet<i64>,
     /// Decisions made for calls being taken over.
     pub(super) made: HashMap<Pid, (i64, [u64; 6], Decision)>,
-    /// Shared with the listener thread: threads whose next notification is to run as is
-    /// (the call served at their entry stop, on its way). Dropped at the thread's next
-    /// ptrace stop: a call that stops before its notification reaches roam (a signal
-    /// interrupts it) leaves no token for the program's next call, which would otherwise
-    /// run unserved (a `stat` of a roam name retried after EINTR failed with ENOENT).
-    pub(super) let_run: Arc<Mutex<HashSet<Pid>>>,
+    /// Shared with the listener thread: the calls to let run as they are ([`LetRun`]).
+    pub(super) let_run: Arc<LetRun>,
     /// The listener a thread of roam's serves (which may hand calls over at any time, and
     /// whose interrupted threads the tracer lets out of their wait).
     pub(super) listener: Option<Arc<Listener>>,
     /// Threads handed over to a debugger: the listener serves their calls from afar.
     pub(super) afar: Arc<Mutex<HashSet<Pid>>>,
+}
+
+/// Calls served at their entry stop and on their way: each thread's notification of that
+/// very call (its number and arguments, as roam left them) is let run as is. Only that
+/// call: a signal that keeps it from reaching roam (the kernel then makes it again after
+/// the handler, or fails it with `EINTR`) must not let the program's next call, or its
+/// retry with its own arguments, run unserved (a `stat` of a roam name retried after
+/// `EINTR` failed with `ENOENT`).
+#[derive(Default)]
+pub(super) struct LetRun(Mutex<HashMap<Pid, (i64, [u64; 6])>>);
+
+impl LetRun {
+    /// Lets `tid`'s call run as its registers now hold it.
+    pub(super) fn expect(&self, tid: Pid) {
+        match ptrace::call_in_registers(tid) {
+            Ok(call) => {
+                self.0.lock().unwrap().insert(tid, call);
+            }
+            Err(e) => tracing::debug!(%tid, "let run: {e}"),
+        }
+    }
+
+    /// Whether `n` is the call expected of its thread (then expected no more).
+    fn take(&self, n: &Notice) -> bool {
+        let mut expected = self.0.lock().unwrap();
+        let matches = expected.get(&n.tid) == Some(&(n.call.nr, n.call.args));
+        if matches {
+            expected.remove(&n.tid);
+        }
+        matches
+    }
+
+    /// `tid` ended.
+    pub(super) fn forget(&self, tid: Pid) {
+        self.0.lock().unwrap().remove(&tid);
+    }
 }
 
 impl Tracer {
@@ -201,11 +233,11 @@ pub(super) fn listen(
     listener: &Arc<Listener>,
     to: &Outlets,
     jobs: &Sender<Work>,
-    let_run: &Mutex<HashSet<Pid>>,
+    let_run: &LetRun,
     afar: &Mutex<HashSet<Pid>>,
 ) {
     for n in listener.notices("listener", false) {
-        if let_run.lock().unwrap().remove(&n.tid) {
+        if let_run.take(&n) {
             listener.run_as_is(&n);
             continue;
         }
