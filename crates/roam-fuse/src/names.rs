@@ -11,7 +11,7 @@
 //! the release was publishing (`ENOENT`). Either order, whole, is right; these locks make
 //! it one or the other.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard};
 
 /// Names share a lock by hash: few enough to keep, enough that unrelated names rarely wait.
@@ -53,9 +53,7 @@ impl NameLocks {
     }
 
     fn stripe(&self, name: &str) -> usize {
-        let mut h = self.hasher.build_hasher();
-        name.hash(&mut h);
-        (h.finish() % STRIPES as u64) as usize
+        (self.hasher.hash_one(name) % STRIPES as u64) as usize
     }
 }
 
