@@ -28,6 +28,7 @@ mod handles;
 mod inodes;
 mod local;
 mod mount;
+mod names;
 mod ops;
 mod passthrough;
 mod read;
@@ -69,6 +70,9 @@ pub struct Roamfs {
     stale: Mutex<Option<mpsc::Sender<u64>>>,
     /// Files served in place that the kernel reads and writes itself.
     passthrough: passthrough::Passthrough,
+    /// A release delivering a change, and the requests that change that name, one at a
+    /// time ([`names`]).
+    names: names::NameLocks,
 }
 
 /// `Result` with the errno the program sees.
@@ -88,6 +92,7 @@ impl Roamfs {
             prefixes,
             stale: Mutex::new(None),
             passthrough: Default::default(),
+            names: Default::default(),
         }
     }
 

@@ -10,9 +10,10 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
-use roam_vfs::{Flushed, Node};
+use roam_vfs::{Change, Flushed, Node};
 
 use crate::handles::{Data, OpenFile, Opened};
+use crate::names::Held;
 use crate::read::open_local;
 use crate::{io_errno, vfs_errno, Place, Res, Roamfs};
 
@@ -139,12 +140,32 @@ impl Roamfs {
         self.upload(&f, fh, true, false)
     }
 
+    /// Locks the names among `names` that a release may be delivering a change to (remote
+    /// names, not kept in memory), as a request changing them must ([`crate::names`]).
+    /// Past the suspension's gate first, as every change: a release holding the lock
+    /// delivers what a suspension waits for. Names served in place take no lock: their
+    /// requests are answered on the threads reading the kernel's, which must not wait.
+    fn lock_remote(&self, names: &[(&str, &Place)]) -> Option<(Change<'_>, Held<'_>)> {
+        let remote: Vec<&str> = names
+            .iter()
+            .filter(|(_, p)| matches!(p, Place::Remote(n) if !self.vfs.in_memory(n)))
+            .map(|(virt, _)| *virt)
+            .collect();
+        if remote.is_empty() {
+            return None;
+        }
+        let change = self.vfs.change();
+        Some((change, self.names.lock(&remote)))
+    }
+
     /// The last reference to the open file is gone.
     pub(crate) fn release(&self, fh: u64) {
         let Some(f) = self.handles.remove(fh) else {
             return;
         };
         if f.uploads() && self.handles.unflushed_writers(&f.virt, fh) == 0 {
+            // Requests sent after the close may be served already: not in the middle.
+            let _name = self.names.lock(&[&f.virt]);
             if let Err(e) = self.upload(&f, fh, false, false) {
                 tracing::warn!(
                     "{}: not uploaded ({e:?}); the change stays journaled for `roam sync`",
@@ -285,6 +306,7 @@ impl Roamfs {
 
     pub(crate) fn unlink(&self, parent: u64, name: &OsStr, dir: bool) -> Res<()> {
         let (virt, place) = self.new_child(parent, name)?;
+        let _name = self.lock_remote(&[(&virt, &place)]);
         match (place, dir) {
             (Place::Local(p), false) => std::fs::remove_file(p).map_err(io_errno)?,
             (Place::Local(p), true) => std::fs::remove_dir(p).map_err(io_errno)?,
@@ -309,6 +331,7 @@ impl Roamfs {
         }
         let (from, a) = self.new_child(parent, name)?;
         let (to, b) = self.new_child(newparent, newname)?;
+        let _names = self.lock_remote(&[(&from, &a), (&to, &b)]);
         if flags & libc::RENAME_NOREPLACE != 0 && self.attr_of(0, &to).is_ok() {
             return Err(Errno::EEXIST);
         }
@@ -329,8 +352,10 @@ impl Roamfs {
     ) -> Res<(FileAttr, Duration)> {
         let _change = self.vfs.change();
         let virt = self.virt_of(ino)?;
+        let place = self.place(&virt)?;
+        let _name = self.lock_remote(&[(&virt, &place)]);
         let open = fh.and_then(|fh| self.handles.file(fh));
-        match self.place(&virt)? {
+        match place {
             Place::Local(p) => set_local(&p, open.as_deref(), set)?,
             Place::Remote(node) if self.vfs.in_memory(&node) => {
                 self.set_memory(&node, open.as_deref(), set)?

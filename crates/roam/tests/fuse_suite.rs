@@ -231,6 +231,14 @@ mod uring {
     }
 
     #[test]
+    fn a_touch_during_the_upload_of_a_release_lands_after_it() {
+        let b = Backend::new("sftp").through(common::Frontend::RunFuse);
+        super::a_touch_during_the_upload_of_a_release_lands_after_it(
+            &b.with_env("ROAM_FUSE_URING", "1"),
+        );
+    }
+
+    #[test]
     fn forked_and_execed_writers_through_the_cache() {
         write_cases::forked_and_execed_writers_share_an_fd(&mounted("file+cache"));
     }
@@ -693,6 +701,56 @@ mod run_fuse {
             .unwrap();
         check(&o, 65534);
     }
+}
+
+/// Writes delivered by a file's last `RELEASE` (a mapping written after the `close`,
+/// written back at `munmap`), and a `utimensat` by name while that release uploads them
+/// (the kernel sends it in the background and does not wait for it): both reach the
+/// server, the time last, and `roam run --fuse` ends with nothing pending. A request that
+/// changes the name waits for such a release ((roam-fuse's `names`)); here the kernel
+/// holds the `utimensat` back until the release is answered, so this passed before that
+/// lock too: it guards the outcome, the model's runs under io_uring found the race.
+fn a_touch_during_the_upload_of_a_release_lands_after_it(m: &common::Backend) {
+    // Python's own mmap keeps a dup of the fd, whose close would flush: libc's, bare.
+    let script = r#"python3 - <<'PY'
+import ctypes, mmap, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+p, n = "/w/f", 16 << 20
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, os.urandom(n))
+at = libc.mmap(None, n, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+assert at not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+os.close(fd)
+ctypes.memmove(at, b"later", 5)
+# munmap writes the page back (no msync: that is an fsync, which roam uploads at).
+assert libc.munmap(at, n) == 0
+time.sleep(0.2)  # the release's upload is under way
+# The mtime alone, by name (touch -m opens the file: a writer of its own).
+class Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+AT_FDCWD, UTIME_OMIT = -100, (1 << 30) - 2
+times = (Timespec * 2)(Timespec(0, UTIME_OMIT), Timespec(1500000000, 0))
+assert libc.utimensat(AT_FDCWD, p.encode(), times, 0) == 0, os.strerror(ctypes.get_errno())
+PY"#;
+    // `roam run --fuse` ends when the program does, saying which changes stay pending.
+    ok(&m.sh(script));
+    let on_server = fs::File::open(m.backend("f")).unwrap();
+    let mtime = on_server.metadata().unwrap().modified().unwrap();
+    let want = std::time::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    assert_eq!(mtime, want, "the server's mtime is not the one set");
+    let mut head = [0u8; 5];
+    std::os::unix::fs::FileExt::read_exact_at(&on_server, &mut head, 0).unwrap();
+    assert_eq!(&head, b"later");
+}
+
+#[test]
+fn a_touch_during_the_upload_of_a_release_lands_after_it_dev_fuse() {
+    a_touch_during_the_upload_of_a_release_lands_after_it(
+        &common::Backend::new("sftp").through(common::Frontend::RunFuse),
+    );
 }
 
 /// A file changed on the server behind roam's back (same size, new mtime): with T_read 0
