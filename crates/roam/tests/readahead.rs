@@ -4,14 +4,15 @@
 //! from ranges fetched ahead (64 KiB GETs started by earlier reads), with the same bytes.
 //! A hostile policy (ranges past the end, 64 GiB asked for, one that never answers) changes
 //! nothing but one warning: the same GETs as without a policy, the same bytes, and a slow
-//! one delays one read by its deadline at most.
+//! one delays one read by its deadline at most. Through FUSE (`roam run --fuse`) too, where
+//! the kernel's reads are what the policy sees.
 
 mod common;
 
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{stderr, Backend, Roam};
+use common::{stderr, Backend, Frontend, Roam};
 use roam_testkit::{noise, write_file, Scratch};
 
 const MIB: usize = 1 << 20;
@@ -27,8 +28,13 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::through(Frontend::Trap)
+    }
+
+    fn through(frontend: Frontend) -> Setup {
         let data = noise(SIZE, 11);
-        let b = Backend::serving("dav", |srv| write_file(&srv.join("big"), &data, 0o644));
+        let b = Backend::serving("dav", |srv| write_file(&srv.join("big"), &data, 0o644))
+            .through(frontend);
         Setup {
             b,
             data,
@@ -111,4 +117,20 @@ fn a_hostile_readahead_policy_changes_nothing_but_a_warning() {
         assert!(stderr(&o).contains("extension `faults`"), "{}", stderr(&o));
         assert!(took < Duration::from_secs(30), "{lie}: {took:?}");
     }
+}
+
+#[test]
+fn through_fuse_a_strided_reader_is_served_from_ranges_fetched_ahead() {
+    let s = Setup::through(Frontend::RunFuse);
+    let (_, plain, _) = s.read("");
+    let (o, ahead, _) = s.read("[cache]\nreadahead = \"stride\"\nreadahead_args = [\"ahead=4\"]\n");
+    eprintln!("without a policy: {plain:?}\nwith stride: {ahead:?}");
+    let own = |gets: &[usize]| gets.iter().filter(|&&n| n == MIB).count();
+    assert!(
+        own(&ahead) * 2 <= own(&plain),
+        "reads that fetched their own chunk: {} with the policy, {} without",
+        own(&ahead),
+        own(&plain)
+    );
+    assert_eq!(warnings(&o), 0, "{}", stderr(&o));
 }
