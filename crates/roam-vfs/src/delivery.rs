@@ -115,6 +115,26 @@ impl Vfs {
         self.later.due.lock().unwrap().contains_key(virt)
     }
 
+    /// Waits, at most `limit`, until no change is still open for writing and no upload a
+    /// last close started is under way. A frontend whose program has ended calls it before
+    /// [`Vfs::deliver_pending`]: FUSE sends the last `RELEASE`s in the background, so the
+    /// closes of a program that exited may still be on their way.
+    pub fn settle_closes(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        let open = |v: &String| {
+            self.work
+                .journal(v)
+                .is_some_and(|j| j.state == crate::ChangeState::Open)
+        };
+        while self.dirty().iter().any(open) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // An upload publishing a version holds its name's lock until it is done.
+        for virt in self.dirty() {
+            drop(self.fetch_lock(&virt).lock().unwrap());
+        }
+    }
+
     /// roam is ending: every change still waiting (for T_write, or a retry) is tried once
     /// more now; `tell` reports what stays pending (for `roam sync`).
     pub fn deliver_pending(&self, tell: &dyn Fn(String, String)) {

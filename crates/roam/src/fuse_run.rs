@@ -62,6 +62,8 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
     live.stop();
+    // The kernel answers the program's last closes before their RELEASEs reach roam.
+    vfs.settle_closes(std::time::Duration::from_secs(5));
     vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),
