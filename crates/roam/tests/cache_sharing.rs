@@ -449,28 +449,3 @@ fn a_change_closed_before_its_writer_was_killed_is_delivered() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(m.backend("k")).unwrap(), "whole");
 }
-
-/// A program under `roam run --fuse` that ends right after its last writes: the kernel
-/// answers its closes before their `RELEASE`s reach roam, and roam waits for them before
-/// it delivers and says what is pending (it could exit 75 with a change "not uploaded"
-/// when it looked too early). Over SFTP, whose uploads take a while.
-#[test]
-fn a_run_fuse_program_that_ends_right_after_writing_delivers_everything() {
-    let m = Mount::new("sftp").through(common::Frontend::RunFuse);
-    for round in 0..3 {
-        // Exits with the files open: the kernel closes them as the program ends.
-        let o = m.sh(
-            "python3 -c 'import os\nfor i in range(1, 21): os.write(os.open(\"/w/f%d\" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), b\"%d\\n\" % i)\nos._exit(0)'",
-        );
-        assert!(
-            o.status.success(),
-            "round {round}: {:?} {}",
-            o.status,
-            stderr(&o)
-        );
-        for i in 1..=20 {
-            let got = std::fs::read_to_string(m.backend(&format!("f{i}"))).unwrap();
-            assert_eq!(got, format!("{i}\n"), "round {round}: f{i}");
-        }
-    }
-}
