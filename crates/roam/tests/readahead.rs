@@ -134,3 +134,63 @@ fn through_fuse_a_strided_reader_is_served_from_ranges_fetched_ahead() {
     );
     assert_eq!(warnings(&o), 0, "{}", stderr(&o));
 }
+
+/// The server dies while the policy's ranges are fetched ahead: each later read gives the
+/// file's own bytes (fetched before) or fails, never other bytes, and no read hangs.
+#[test]
+fn reads_after_the_server_died_under_a_readahead_policy_are_whole_or_fail() {
+    let s = Setup::new();
+    let toml = s.scratch.join("roam.toml");
+    let config = "[cache]\nreadahead = \"stride\"\nreadahead_args = [\"ahead=4\"]\n";
+    write_file(&toml, config.as_bytes(), 0o644);
+    let pid_file = s.b.backend("").parent().unwrap().join("run/nginx.pid");
+    let out = s.scratch.join("reads");
+    roam_testkit::mkdir(&out);
+    let script = format!(
+        "python3 -c 'import os, subprocess\n\
+         fd = os.open(\"/w/big\", os.O_RDONLY)\n\
+         for i in range({n}):\n\
+         \x20   if i == 6: subprocess.run([\"sh\", \"-c\", \"kill -TERM $(cat {pid})\"])\n\
+         \x20   try: got = os.pread(fd, {READ}, i * {STRIDE})\n\
+         \x20   except OSError as e: got = None; open(\"{out}/%d.err\" % i, \"w\").write(str(e))\n\
+         \x20   if got is not None: open(\"{out}/%d\" % i, \"wb\").write(got)\n'",
+        n = SIZE / STRIDE,
+        pid = pid_file.display(),
+        out = out.display(),
+    );
+    let roam = Roam::new()
+        .env("ROAM_EXT_DIR", roam_testkit::ext::extensions())
+        .env("ROAM_CONFIG", &toml);
+    let began = Instant::now();
+    let o = s.b.sh_with(roam, &script);
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_secs(90),
+        "took {took:?}: {}",
+        stderr(&o)
+    );
+    let mut failed = 0;
+    for i in 0..SIZE / STRIDE {
+        match std::fs::read(out.join(i.to_string())) {
+            Ok(got) => assert!(
+                got == s.data[i * STRIDE..i * STRIDE + READ],
+                "read {i} gave other bytes ({} of {READ}, zero: {})",
+                got.len(),
+                got.iter().all(|&b| b == 0)
+            ),
+            Err(_) => {
+                assert!(
+                    out.join(format!("{i}.err")).exists(),
+                    "read {i}: no outcome"
+                );
+                assert!(i >= 6, "read {i} failed before the server died");
+                failed += 1;
+            }
+        }
+    }
+    assert!(
+        failed > 0,
+        "every read succeeded with the server gone: {}",
+        stderr(&o)
+    );
+}
