@@ -7,6 +7,9 @@
 //! and its merge), with the break-even against a remote fetch. Run with
 //! `cargo bench -p roam-ext --bench ext [-- TABLE...]` (release build).
 
+mod common;
+
+use common::per_call;
 use roam_ext::abi::{Candidate, SourceFile};
 use roam_ext::resolve::{self, Versions};
 use roam_ext::{query, Extension, Limits, Technology};
@@ -20,19 +23,6 @@ fn load(name: &str, tech: Technology) -> Extension {
         Limits::default(),
     )
     .expect("load extension")
-}
-
-/// Median of `rounds` timings of `n` runs of `f`, per run.
-fn per_call(n: usize, rounds: usize, mut f: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            (0..n).for_each(|_| f());
-            t.elapsed() / n as u32
-        })
-        .collect();
-    times.sort();
-    times[rounds / 2]
 }
 
 /// CPU time of this thread plus that of the processes it has reaped.

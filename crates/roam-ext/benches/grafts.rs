@@ -4,28 +4,18 @@
 //! policy over a history of 8 reads. Run with `cargo bench -p roam-ext --bench grafts`
 //! (release build).
 
+mod common;
+
+use common::per_call;
 use roam_ext::codec::{self, Frame};
 use roam_ext::{readahead, Extension, Limits, Technology};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const FRAME: usize = 64 << 10;
 
 fn load(name: &str, tech: Technology) -> Extension {
     let dir = roam_testkit::ext::extensions();
     Extension::load(&dir, name, tech, Limits::default()).expect("load extension")
-}
-
-/// Median of 5 rounds of `n` runs of `f`, per run.
-fn per_call(n: usize, mut f: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            (0..n).for_each(|_| f());
-            t.elapsed() / n as u32
-        })
-        .collect();
-    times.sort();
-    times[2]
 }
 
 fn us(d: Duration) -> String {
@@ -66,10 +56,10 @@ fn codecs() {
             };
             let n = if tech == Technology::Fork { 20 } else { 100 };
             let stored = codec::encode(&ext, &at, &plain).expect("encode");
-            let enc = per_call(n, || {
+            let enc = per_call(n, 5, || {
                 codec::encode(&ext, &at, &plain).expect("encode");
             });
-            let dec = per_call(n, || {
+            let dec = per_call(n, 5, || {
                 codec::decode(&ext, &at, &stored, FRAME).expect("decode");
             });
             let mbs = FRAME as f64 / dec.as_secs_f64() / 1e6;
@@ -87,7 +77,7 @@ fn stride() {
         let ext = load("stride", tech);
         let args = ["ahead=4".to_string()];
         let n = if tech == Technology::Fork { 50 } else { 1000 };
-        let d = per_call(n, || {
+        let d = per_call(n, 5, || {
             let got = readahead::advise(&ext, &args, 1 << 30, 1 << 20, &history).expect("advise");
             assert_eq!(got.len(), 4);
         });
