@@ -69,6 +69,8 @@ struct State {
     fault: Fault,
     /// A fault that begins once this many bytes went this way in all.
     after: Option<(Direction, u64, Fault)>,
+    /// A fault that begins when a client sends bytes containing this (before they pass).
+    on_request: Option<(&'static str, Fault)>,
     cut: Option<Cut>,
     fired: bool,
     /// Bytes the server sent and the clients sent through the proxy so far (every
@@ -100,6 +102,7 @@ impl Proxy {
             state: Mutex::new(State {
                 fault: Fault::None,
                 after: None,
+                on_request: None,
                 cut: None,
                 fired: false,
                 served: 0,
@@ -133,13 +136,20 @@ impl Proxy {
         self.shared.state.lock().unwrap().after = Some((Direction::Up, bytes, fault));
     }
 
+    /// Injects `fault` when a client sends bytes containing `needle` (a request naming
+    /// it: `partNumber=2`), before they reach the server: the server dies at that
+    /// request, having answered every one before it.
+    pub fn on_request(&self, needle: &'static str, fault: Fault) {
+        self.shared.state.lock().unwrap().on_request = Some((needle, fault));
+    }
+
     /// Arms a [`Cut`] of the first connection that meets it.
     pub fn arm(&self, cut: Cut) {
         self.shared.state.lock().unwrap().cut = Some(cut);
     }
 
-    /// Whether the armed cut happened, or the fault armed with [`Proxy::after_served`] or
-    /// [`Proxy::after_sent`] began.
+    /// Whether the armed cut happened, or the fault armed with [`Proxy::after_served`],
+    /// [`Proxy::after_sent`] or [`Proxy::on_request`] began.
     pub fn fired(&self) -> bool {
         self.shared.state.lock().unwrap().fired
     }
@@ -312,6 +322,13 @@ fn pump(shared: &Arc<Shared>, mut from: &TcpStream, to: &TcpStream, dir: Directi
                 shared.begin(&mut st, fault);
             }
         }
+        if let Some((needle, fault)) = st.on_request {
+            if dir == Direction::Up && contains(&buf[..n], needle.as_bytes()) {
+                st.on_request = None;
+                st.fired = true;
+                shared.begin(&mut st, fault);
+            }
+        }
         if cuts(&mut st, &buf[..n], sent, dir) {
             return;
         }
@@ -319,6 +336,10 @@ fn pump(shared: &Arc<Shared>, mut from: &TcpStream, to: &TcpStream, dir: Directi
             return;
         }
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Whether the armed cut is met by this chunk (`sent`: bytes so far on this connection,
