@@ -3,7 +3,8 @@
 //! byte-exact by a later run with an empty cache (so through the server and the layer's
 //! decoding), `stat` and `ls` show plaintext sizes while the server holds the framed,
 //! encoded bytes; a range read of a large file fetches only its frames (nginx's log); a
-//! byte flipped or cut off on the server is `EIO`. The frame-level attacks (frames swapped,
+//! byte flipped or cut off on the server is `EIO`; a write meeting a full cache disk or a
+//! full spool disk keeps the server's version and the change. The frame-level attacks (frames swapped,
 //! a frame of another file, a forged header) are in the layer's unit tests. Through
 //! `roam mount` the same files read and write alike. And a black-box graft: an access
 //! policy (the `acl` extension, `[access]` in roam.toml) refusing objects with `EACCES`.
@@ -22,7 +23,7 @@ use std::process::Output;
 
 use common::fuse::FuseMount;
 use common::{stderr, stdout, Backend, Roam};
-use roam_testkit::{noise, write_file, Scratch};
+use roam_testkit::{noise, write_file, Scratch, Tmpfs};
 
 const FRAME: usize = 64 << 10;
 const SIZES: [usize; 6] = [0, 1, FRAME - 1, FRAME, FRAME + 1, 5 << 20];
@@ -423,4 +424,52 @@ fn a_codec_extension_through_roam_mount() {
     drop(m);
     // What the mount's extension wrote, the native layer reads.
     s.ok("cmp $L/f /s/new");
+}
+
+/// A write through the native and the extension's layers meets a full disk: the cache's
+/// (the plaintext copy) or the one the encoded bytes are spooled on (`TMPDIR`). The copy
+/// fails, the server keeps the version it had, byte for byte, and `roam status` names the
+/// change it kept.
+#[test]
+fn a_layered_write_meeting_a_full_disk_keeps_the_server_s_version() {
+    let s = Setup::new("dav");
+    s.file("old", &contents(100_000));
+    s.file("new", &contents(5 << 20));
+    s.ok("set -e; for d in s cs z cz; do cp $L/old /$d/f-$d; done");
+    let stored = |d: &str| std::fs::read(s.b.backend(&format!("f-{d}"))).unwrap();
+    for full in ["cache", "spool"] {
+        for d in ["s", "cs", "z", "cz"] {
+            let before = stored(d);
+            let scratch = Scratch::new("full");
+            let (cache, spool) = (scratch.join("c"), scratch.join("t"));
+            let small = Tmpfs::mount(if full == "cache" { &cache } else { &spool }, "2m");
+            std::fs::create_dir_all(&spool).unwrap();
+            let roam = s.roam().env("ROAM_CACHE_DIR", &cache).env("TMPDIR", &spool);
+            let o = s.sh_with(roam, &format!("cp $L/new /{d}/f-{d}"));
+            let what = format!("{full} full, /{d}");
+            assert!(!o.status.success(), "{what}: the copy succeeded");
+            assert!(
+                stderr(&o).contains("No space left on device"),
+                "{what}: {}",
+                stderr(&o)
+            );
+            assert!(stored(d) == before, "{what}: the server's version changed");
+            let status = roam_status(&cache);
+            let named = format!("\n  /{d}/f-{d}  ");
+            assert!(status.contains(&named), "{what}: {status}");
+            drop(small);
+        }
+    }
+    // What the server kept still reads whole through each layer.
+    s.ok("set -e; for d in s cs z cz; do cmp $L/old /$d/f-$d; done");
+}
+
+/// What `roam status` says of the cache at `cache`.
+fn roam_status(cache: &Path) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_roam"))
+        .env("ROAM_CACHE_DIR", cache)
+        .arg("status")
+        .output()
+        .unwrap();
+    stdout(&o)
 }
