@@ -21,6 +21,7 @@ pub mod s3;
 pub mod secrets;
 pub mod sftp;
 mod url;
+mod version;
 
 // Lets the fuzz properties bound what one parse allocates (roam_testkit::fuzz::bounded).
 #[cfg(test)]
@@ -34,6 +35,7 @@ use std::time::SystemTime;
 
 pub use capabilities::Capabilities;
 pub use error::{Error, ErrorKind, Result};
+pub use version::{Pinned, Validator};
 
 /// What kind of object a path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,13 +126,6 @@ pub struct Listing {
     /// (every file system; on S3 only a directory with a marker object: one that exists
     /// through its keys vanishes with the last of them).
     pub stands_alone: bool,
-}
-
-/// What the cache already holds, so the server may answer "not modified".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Validator {
-    pub etag: Option<String>,
-    pub mtime: Option<SystemTime>,
 }
 
 /// Outcome of [`Driver::fetch`].
@@ -342,7 +337,7 @@ pub(crate) fn changed(what: &str, why: &str) -> Error {
 
 /// Whole seconds of a time, for comparing times that protocols keep at different
 /// precisions (SFTP, FTP and HTTP dates keep seconds).
-fn secs(t: SystemTime) -> i64 {
+pub(crate) fn secs(t: SystemTime) -> i64 {
     match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => d.as_secs() as i64,
         Err(e) => -(e.duration().as_secs_f64().ceil() as i64),
@@ -489,11 +484,17 @@ pub trait Driver: Send + Sync + Debug {
     /// Writes `len` bytes of the file `path` starting at `offset` into `dest`; returns how
     /// many were written (fewer only at the end of the file). For fetching large files on
     /// demand instead of whole.
+    ///
+    /// With `of`, the bytes must be that version's: a server that says it is sending
+    /// another (its ETag or time, where the protocol tells) fails with
+    /// [`ErrorKind::Changed`] before a byte is written, so pieces of one file read at
+    /// different times are never pieces of two versions.
     fn read_range(
         &self,
         path: &str,
         _offset: u64,
         _len: u64,
+        _of: Option<&Pinned>,
         _dest: &mut dyn Write,
     ) -> Result<u64> {
         Err(unsupported(self, "read byte ranges", path))

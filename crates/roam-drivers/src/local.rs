@@ -14,7 +14,7 @@ pub use short::{keep_links_in, spell, spell_within, LONGEST_NAME};
 
 use crate::{
     is_safe_name, Attrs, Capabilities, DirEntry, Driver, Error, Expect, Fetched, Kind, Leftover,
-    Listing, Meta, Result, Upload, Validator,
+    Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// A local directory tree.
@@ -178,10 +178,22 @@ impl Driver for LocalDriver {
         self.in_place.then(|| self.real(path))
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let real = self.real(path);
         let ctx = || format!("read {}", real.display());
         let mut file = open_unread(&real).map_err(|e| Error::from_io(ctx(), &e))?;
+        if let Some(of) = of {
+            // The open file is the version its fstat describes, whatever replaces it.
+            let md = file.metadata().map_err(|e| Error::from_io(ctx(), &e))?;
+            of.check(&meta_of(&real, &md), &ctx())?;
+        }
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| Error::from_io(ctx(), &e))?;
         std::io::copy(&mut file.take(len), dest).map_err(|e| Error::from_io(ctx(), &e))
@@ -569,7 +581,7 @@ mod tests {
         let m = d.put("/f", &mut &b"0123456789"[..], 10).unwrap();
         assert_eq!(m.size, Some(10));
         let mut part = Vec::new();
-        assert_eq!(d.read_range("/f", 3, 4, &mut part).unwrap(), 4);
+        assert_eq!(d.read_range("/f", 3, 4, None, &mut part).unwrap(), 4);
         assert_eq!(part, b"3456");
         // A short source never replaces the old contents.
         assert_eq!(

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use crate::{
     is_driver_path, Capabilities, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Leftover,
-    Listing, Meta, NewFile, Result, Upload, Validator,
+    Listing, Meta, NewFile, Pinned, Result, Upload, Validator,
 };
 
 /// The largest file, as on tmpfs (the kernel's `MAX_LFS_FILESIZE`): beyond it, EFBIG.
@@ -688,9 +688,19 @@ impl Driver for MemDriver {
         }
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        self.file(path)?
-            .copy_to(dest, offset, len)
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
+        let file = self.file(path)?;
+        if let Some(of) = of {
+            of.check(&file.meta(), &self.describe(path))?;
+        }
+        file.copy_to(dest, offset, len)
             .map_err(|e| self.err(ErrorKind::Io, path, &e.to_string()))
     }
 
@@ -978,7 +988,7 @@ mod tests {
         d.fetch("/a/f", &mut out, None).unwrap();
         assert_eq!(out, b"hello");
         let mut part = Vec::new();
-        assert_eq!(d.read_range("/a/b/g", 1, 2, &mut part).unwrap(), 2);
+        assert_eq!(d.read_range("/a/b/g", 1, 2, None, &mut part).unwrap(), 2);
         assert_eq!(part, b"ee");
     }
 
@@ -1079,7 +1089,7 @@ mod tests {
         assert_eq!(&got, b"\0far\0");
         let mut tail = Vec::new();
         let at = 999_999_999_999_999 - 3;
-        assert_eq!(d.read_range("/huge", at, 100, &mut tail).unwrap(), 3);
+        assert_eq!(d.read_range("/huge", at, 100, None, &mut tail).unwrap(), 3);
         assert_eq!(tail, [0, 0, 0]);
         // Cut down, then grown again: what was cut reads as zeros and is given back.
         f.set_len(700_000_000_000_000).unwrap();

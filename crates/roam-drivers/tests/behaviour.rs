@@ -33,7 +33,7 @@ use roam_drivers::mem::MemDriver;
 use roam_drivers::s3::{S3Config, S3Driver};
 use roam_drivers::sftp::{SftpConfig, SftpDriver};
 use roam_drivers::{
-    Attrs, Capabilities, Driver, Expect, Fetched, Kind, Meta, NewFile, Result, Validator,
+    Attrs, Capabilities, Driver, Expect, Fetched, Kind, Meta, NewFile, Pinned, Result, Validator,
 };
 use roam_testkit::{self as kit, noise, write_file, Scratch, Server};
 
@@ -383,7 +383,7 @@ fn ranges_are_read_where_declared(s: &Service) {
         let mut out = Vec::new();
         let n = s
             .d()
-            .read_range("/big.bin", offset as u64, len as u64, &mut out)
+            .read_range("/big.bin", offset as u64, len as u64, None, &mut out)
             .map(|n| (n, out));
         n.map(|(n, out)| {
             assert_eq!(n as usize, out.len());
@@ -404,8 +404,35 @@ fn ranges_are_read_where_declared(s: &Service) {
     assert!(range(end, 10).unwrap().is_empty(), "at the end");
     assert!(range(end + 10, 10).unwrap().is_empty(), "past the end");
     assert!(range(10, 0).unwrap().is_empty(), "nothing");
-    let missing = s.d().read_range("/nope", 0, 1, &mut Vec::new());
+    let missing = s.d().read_range("/nope", 0, 1, None, &mut Vec::new());
     refused(missing, libc::ENOENT, "read_range of nothing");
+}
+
+/// A range read pinned to a version the file no longer is fails with `ESTALE` and writes
+/// nothing; one pinned to nothing in particular keeps the first version it meets.
+fn ranges_of_a_replaced_version_are_estale(s: &Service) {
+    if !s.caps.read_ranges {
+        return;
+    }
+    let before = s.seed("/v.bin", &noise(100_000, 6));
+    let pinned = Pinned::new(Validator::of(&before));
+    let range = |of: &Pinned, out: &mut Vec<u8>| s.d().read_range("/v.bin", 10, 100, Some(of), out);
+    let mut out = Vec::new();
+    range(&pinned, &mut out).unwrap();
+    assert!(out == noise(100_000, 6)[10..110], "the version pinned");
+    // Another length: nginx's and FTP's validators are the time (to the second) and size.
+    let after = noise(100_001, 7);
+    s.seed("/v.bin", &after);
+    let mut out = Vec::new();
+    refused(
+        range(&pinned, &mut out),
+        libc::ESTALE,
+        "a range of the old version",
+    );
+    assert!(out.is_empty(), "nothing of the new version");
+    let fresh = Pinned::default();
+    range(&fresh, &mut out).unwrap();
+    assert!(out == after[10..110], "the new version");
 }
 
 /// What reading a name that is not what the request needs gives, as on a local disk:
@@ -418,7 +445,7 @@ fn read_errors_are_posix(s: &Service) {
     let mut sink = Vec::new();
     refused(s.d().list("/f"), libc::ENOTDIR, "list of a file");
     if s.caps.read_ranges {
-        let range = s.d().read_range("/d", 0, 5, &mut sink);
+        let range = s.d().read_range("/d", 0, 5, None, &mut sink);
         refused(range, libc::EISDIR, "read_range of a directory");
     }
     assert!(sink.is_empty());
@@ -965,6 +992,7 @@ behaviour! {
         dir_is_stated_listed_and_not_fetched,
         missing_name_is_enoent,
         ranges_are_read_where_declared,
+        ranges_of_a_replaced_version_are_estale,
         read_errors_are_posix,
         files_are_put_replaced_and_given_attrs,
         dirs_are_made_and_removed,

@@ -251,18 +251,21 @@ fn reads_ranges_across_chunks_and_past_the_end() {
     let s = Served::start();
     let d = s.driver();
     let mut part = Vec::new();
-    assert_eq!(d.read_range(BIG, 1000, 5000, &mut part).unwrap(), 5000);
+    assert_eq!(
+        d.read_range(BIG, 1000, 5000, None, &mut part).unwrap(),
+        5000
+    );
     assert!(part == noise(BIG_LEN, 1)[1000..6000]);
 
     part.clear();
     assert_eq!(
-        d.read_range(BIG, BIG_LEN as u64 - 10, 100, &mut part)
+        d.read_range(BIG, BIG_LEN as u64 - 10, 100, None, &mut part)
             .unwrap(),
         10
     );
     assert!(part == noise(BIG_LEN, 1)[BIG_LEN - 10..]);
     assert_eq!(
-        d.read_range(BIG, BIG_LEN as u64 + 5, 100, &mut Vec::new())
+        d.read_range(BIG, BIG_LEN as u64 + 5, 100, None, &mut Vec::new())
             .unwrap(),
         0
     );
@@ -273,7 +276,7 @@ fn reads_ranges_across_chunks_and_past_the_end() {
         .unwrap();
     part.clear();
     assert_eq!(
-        d.read_range("/huge.bin", 12345, 6 << 20, &mut part)
+        d.read_range("/huge.bin", 12345, 6 << 20, None, &mut part)
             .unwrap(),
         6 << 20
     );
@@ -403,7 +406,7 @@ fn a_restrictive_acl_is_eacces() {
         libc::EACCES
     );
     let err = d
-        .read_range("/listonly/unreadable.txt", 0, 1, &mut Vec::new())
+        .read_range("/listonly/unreadable.txt", 0, 1, None, &mut Vec::new())
         .unwrap_err();
     assert_eq!(err.errno(), libc::EACCES);
     assert!(err.message.contains("NOT_AUTHORIZED"), "{}", err.message);

@@ -109,7 +109,9 @@ fn fetch(driver: &DavDriver, path: &str) -> (Vec<u8>, Meta) {
 
 fn read_range(driver: &DavDriver, path: &str, offset: u64, len: u64) -> Vec<u8> {
     let mut body = Vec::new();
-    let n = driver.read_range(path, offset, len, &mut body).unwrap();
+    let n = driver
+        .read_range(path, offset, len, None, &mut body)
+        .unwrap();
     assert_eq!(n, body.len() as u64, "{path} {offset}+{len}");
     body
 }
@@ -277,7 +279,7 @@ fn ranges() {
     assert_eq!(read_range(&driver, "/dir/q?#%.txt", 2, 3), b"cap");
     let mut sink = Vec::new();
     assert_eq!(
-        errno(driver.read_range("/dir/secret.txt", 0, 10, &mut sink)),
+        errno(driver.read_range("/dir/secret.txt", 0, 10, None, &mut sink)),
         libc::EACCES
     );
     assert!(sink.is_empty());
@@ -565,7 +567,7 @@ fn a_stopped_server_is_unreachable() {
     assert_eq!(errno(driver.rename("/dir", "/x")), libc::EHOSTUNREACH);
     let mut sink = Vec::new();
     assert_eq!(
-        errno(driver.read_range("/dir/big.bin", 0, 1, &mut sink)),
+        errno(driver.read_range("/dir/big.bin", 0, 1, None, &mut sink)),
         libc::EHOSTUNREACH
     );
 }

@@ -326,7 +326,7 @@ fn reads_ranges(s: Served) {
     let range = |offset: usize, len: usize| {
         let mut out = Vec::new();
         let n = driver
-            .read_range(&path, offset as u64, len as u64, &mut out)
+            .read_range(&path, offset as u64, len as u64, None, &mut out)
             .unwrap();
         assert_eq!(n as usize, out.len());
         out
@@ -506,7 +506,7 @@ fn reuses_its_connection(s: Served) {
         driver.list("/dir").unwrap();
         fetch(&driver, "/a b.txt");
         driver
-            .read_range(&format!("/{BIG}"), 10, 10, &mut Vec::new())
+            .read_range(&format!("/{BIG}"), 10, 10, None, &mut Vec::new())
             .unwrap();
         driver.put("/up.txt", &mut &b"x"[..], 1).unwrap();
         assert_eq!(kind_of(driver.stat("/nope")), ErrorKind::NotFound);

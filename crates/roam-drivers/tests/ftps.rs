@@ -130,7 +130,7 @@ fn every_data_connection_resumes_the_control_session() {
         let e = d.fetch("/missing", &mut Vec::new(), None).unwrap_err();
         assert_eq!(e.kind, ErrorKind::NotFound, "{}", e.message);
         let mut part = Vec::new();
-        assert_eq!(d.read_range(&name, 1000, 10, &mut part).unwrap(), 10);
+        assert_eq!(d.read_range(&name, 1000, 10, None, &mut part).unwrap(), 10);
         assert_eq!(part, data[1000..1010]);
         assert_eq!(fetched(&d, &name), data);
         assert_eq!(d.list("/").unwrap().entries.len(), round + 3);

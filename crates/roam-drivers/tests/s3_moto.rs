@@ -106,7 +106,9 @@ fn fetch(driver: &S3Driver, path: &str) -> (Vec<u8>, Meta) {
 
 fn read_range(driver: &S3Driver, path: &str, offset: u64, len: u64) -> Vec<u8> {
     let mut body = Vec::new();
-    let n = driver.read_range(path, offset, len, &mut body).unwrap();
+    let n = driver
+        .read_range(path, offset, len, None, &mut body)
+        .unwrap();
     assert_eq!(n, body.len() as u64, "{path} {offset}+{len}");
     body
 }
@@ -309,11 +311,11 @@ fn ranges_read_what_was_asked() {
     assert!(read_range(&d, "/big.bin", MIB as u64, 10).is_empty());
     assert!(read_range(&d, "/big.bin", 10, 0).is_empty());
     assert_eq!(
-        kind(d.read_range("/missing", 0, 1, &mut Vec::new())),
+        kind(d.read_range("/missing", 0, 1, None, &mut Vec::new())),
         ErrorKind::NotFound
     );
     assert_eq!(
-        kind(d.read_range("/dir", 0, 1, &mut Vec::new())),
+        kind(d.read_range("/dir", 0, 1, None, &mut Vec::new())),
         ErrorKind::IsADirectory
     );
 }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roam_drivers::{
-    Capabilities, DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Validator,
+    Capabilities, DirEntry, Driver, ErrorKind, Fetched, Kind, Listing, Meta, Pinned, Validator,
 };
 use roam_ext::abi::MemberKind;
 use roam_ext::archive::{Data, Entry, Index};
@@ -349,7 +349,7 @@ impl ArchiveDriver {
     fn read_into(&self, off: u64, len: u64, dest: &mut dyn Write) -> DResult<u64> {
         self.archive
             .driver
-            .read_range(&self.archive.path, off, len, dest)
+            .read_range(&self.archive.path, off, len, None, dest)
     }
 
     /// Where a file member's data is: an extent of the archive, or the (inflated) bytes.
@@ -433,7 +433,15 @@ impl Driver for ArchiveDriver {
         }
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> DResult<u64> {
+    /// A member is a span of the archive, read as the archive is now.
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        _of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> DResult<u64> {
         let e = self.file(path)?;
         let len = len.min(e.size.saturating_sub(offset));
         if len == 0 {

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use roam_drivers::{Pinned, Validator};
 use roam_ext::digest::{digest, hex, Sums};
 
 use crate::lazy_ext::{LazyExtension, LoadExtension};
@@ -65,8 +66,10 @@ impl Vfs {
         }
         let ext = fp.ext.get().map_err(|e| Error::posix(libc::EIO, e))?;
         let size = meta.size.unwrap_or(0);
+        // The sums are kept as this version's: every range must be its bytes.
+        let pinned = Pinned::new(Validator::of(&meta));
         let mut read = |off, len| {
-            self.read_range(node, off, len)
+            self.read_range(node, off, len, &pinned)
                 .map_err(std::io::Error::other)
         };
         let sums = digest(&ext, size, &mut read)

@@ -54,7 +54,7 @@ use roam_drivers::{ErrorKind, Fetched, Validator};
 // frontends depend on it alone.
 pub use roam_drivers::local::set_own_times;
 pub use roam_drivers::mem::Contents as MemoryFile;
-pub use roam_drivers::{is_safe_name, secrets, Kind, Meta, NewFile};
+pub use roam_drivers::{is_safe_name, secrets, Kind, Meta, NewFile, Pinned};
 
 pub use access::{Caller, Need};
 pub use cache::Info;

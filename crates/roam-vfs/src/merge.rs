@@ -47,7 +47,7 @@ impl<'a> ServerVersion<'a> {
             let mut buf = Vec::with_capacity(len as usize);
             self.r
                 .driver
-                .read_range(&self.r.path, off, u64::from(len), &mut buf)
+                .read_range(&self.r.path, off, u64::from(len), None, &mut buf)
                 .map_err(|e| io(e.into()))?;
             return Ok(buf);
         }

@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 
 use roam_drivers::{
     Capabilities, Driver, ErrorKind, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile,
-    Result, Upload, Validator,
+    Pinned, Result, Upload, Validator,
 };
 use serde::{Deserialize, Serialize};
 
@@ -320,14 +320,21 @@ impl Driver for Observed {
         self.inner.open_in_place(path, create)
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         self.transfer(path, Direction::Fetch, Some(len), |moving, counter| {
             let mut tally = Tally {
                 inner: dest,
                 moving,
                 counter,
             };
-            self.inner.read_range(path, offset, len, &mut tally)
+            self.inner.read_range(path, offset, len, of, &mut tally)
         })
     }
 

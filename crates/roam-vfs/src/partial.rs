@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use roam_drivers::{Kind, Meta};
+use roam_drivers::{Kind, Meta, Pinned, Validator};
 
 use crate::cache::unix_secs;
 use crate::locks::NameGuard;
@@ -105,6 +105,8 @@ impl State {
 pub(crate) struct Partial {
     remote: Remote,
     meta: Meta,
+    /// The version its ranges must come from (see [`Partial::version`]).
+    version: Pinned,
     size: u64,
     /// The private copy programs open.
     copy: PathBuf,
@@ -120,6 +122,15 @@ pub(crate) struct Partial {
 }
 
 pub(crate) type Partials = Mutex<HashMap<String, Arc<Partial>>>;
+
+impl Partial {
+    /// The version every range must come from: the one the copy was opened as. A file
+    /// replaced on the server meanwhile fails the reads still to come with `ESTALE`,
+    /// rather than giving pieces of two versions (and the copy is never published).
+    fn version(&self) -> &Pinned {
+        &self.version
+    }
+}
 
 impl Vfs {
     /// Opens `node` as a partial copy when it is a large remote file not cached yet; returns
@@ -164,6 +175,7 @@ impl Vfs {
             .sparse_part(&r.virt, size, &copy, name_lock.is_some())?;
         let p = Partial {
             remote: r.clone(),
+            version: Pinned::new(Validator::of(&meta)),
             meta,
             size,
             copy: copy.clone(),
@@ -309,8 +321,9 @@ impl Vfs {
     /// query extension reads a file's tags, not its audio): from the file itself when it is
     /// served in place or being written, from roam's copy when that is current, else the
     /// range from the server where it serves ranges, else the file fetched as an open
-    /// would.
-    pub fn read_range(&self, node: &Node, off: u64, len: u64) -> Result<Vec<u8>> {
+    /// would. Ranges from the server are of version `of` (`ESTALE` if it changed), so a
+    /// reader taking a file in pieces never gets pieces of two versions.
+    pub fn read_range(&self, node: &Node, off: u64, len: u64, of: &Pinned) -> Result<Vec<u8>> {
         let Node::Remote(r) = node else {
             return Err(Error::posix(
                 libc::EISDIR,
@@ -332,7 +345,7 @@ impl Vfs {
         }
         if r.driver.capabilities().read_ranges {
             let mut buf = Vec::new();
-            r.driver.read_range(&r.path, off, len, &mut buf)?;
+            r.driver.read_range(&r.path, off, len, Some(of), &mut buf)?;
             return Ok(buf);
         }
         read_at(&self.open_path(node)?, off, len)
@@ -479,7 +492,7 @@ fn fetch_chunk(p: &Partial, a: u64, b: u64) -> Result<u64> {
     let got = p
         .remote
         .driver
-        .read_range(&p.remote.path, a, b - a, &mut out);
+        .read_range(&p.remote.path, a, b - a, Some(p.version()), &mut out);
     if let Some(e) = out.pace.stalled() {
         return Err(e);
     }
@@ -512,9 +525,13 @@ fn stream(p: &Arc<Partial>, start: u64) {
         idle: false,
         pace: Pace::new(p.speed_window, remote.describe()),
     };
-    let result = remote
-        .driver
-        .read_range(&remote.path, start, p.size - start, &mut w);
+    let result = remote.driver.read_range(
+        &remote.path,
+        start,
+        p.size - start,
+        Some(p.version()),
+        &mut w,
+    );
     let flushed = w.flush();
     let failure = match (w.pace.stalled(), w.local.take(), result, flushed) {
         (Some(e), _, _, _) => Some(e),

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use roam_drivers::{
-    Capabilities, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result,
+    Capabilities, DirEntry, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Pinned, Result,
     Validator,
 };
 
@@ -169,7 +169,7 @@ impl QueryDriver {
         let mut fetch = |_file: u8, off: u64, len: u32| {
             let mut buf = Vec::new();
             self.lower
-                .read_range(path, off, u64::from(len), &mut buf)
+                .read_range(path, off, u64::from(len), None, &mut buf)
                 .map(|_| buf)
                 .map_err(std::io::Error::other)
         };
@@ -238,9 +238,16 @@ impl Driver for QueryDriver {
         self.lower.fetch(path, dest, validator)
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         self.result(path)?;
-        self.lower.read_range(path, offset, len, dest)
+        self.lower.read_range(path, offset, len, of, dest)
     }
 
     /// Read-only; ranges as the source reads them.

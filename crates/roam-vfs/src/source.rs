@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roam_drivers::{
-    Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Result, Validator,
+    Capabilities, Driver, Error, ErrorKind, Fetched, Kind, Listing, Meta, Pinned, Result, Validator,
 };
 use roam_ext::abi::{MemberKind, SourceFile};
 use roam_ext::archive::Entry;
@@ -91,7 +91,7 @@ impl SourceDriver {
             let mut buf = Vec::with_capacity(len as usize);
             let path = format!("/{}", files[file as usize].path);
             self.lower
-                .read_range(&path, off, len.into(), &mut buf)
+                .read_range(&path, off, len.into(), None, &mut buf)
                 .map_err(|e| std::io::Error::other(e.message))?;
             Ok(buf)
         };
@@ -253,7 +253,7 @@ impl Driver for SourceDriver {
         }
         let got = self
             .lower
-            .read_range(&source, extent.off, extent.len, dest)?;
+            .read_range(&source, extent.off, extent.len, None, dest)?;
         if got != extent.len {
             let why = format!("{source} ended after {got} of {} bytes", extent.len);
             return Err(self.fail(ErrorKind::Io, path, why));
@@ -271,13 +271,21 @@ impl Driver for SourceDriver {
         }
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    /// A file is a span of a source file, read as the source is now.
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        _of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let (_, _, extent, source) = self.file(path)?;
         let len = len.min(extent.len.saturating_sub(offset));
         if len == 0 {
             return Ok(0);
         }
         self.lower
-            .read_range(&source, extent.off + offset, len, dest)
+            .read_range(&source, extent.off + offset, len, None, dest)
     }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use roam_ext::{Extension, Limits, Technology};
-use roam_vfs::{Kind, Node, Vfs};
+use roam_vfs::{Kind, Node, Pinned, Vfs};
 
 use crate::config::Config;
 
@@ -270,9 +270,10 @@ impl Search<'_> {
             Err(e) => return self.error(name, &e),
         };
         let vfs = self.vfs;
+        let pinned = Pinned::default();
         let mut fetch = |_file: u8, off: u64, len: u32| match &node {
             Some(node) => vfs
-                .read_range(node, off, u64::from(len))
+                .read_range(node, off, u64::from(len), &pinned)
                 .map_err(std::io::Error::other),
             None => read_local(name, off, len),
         };
@@ -303,9 +304,10 @@ impl Search<'_> {
             return;
         };
         let vfs = self.vfs;
+        let pinned = Pinned::default();
         let mut read = |off, len| match node {
             Some(node) => vfs
-                .read_range(node, off, len)
+                .read_range(node, off, len, &pinned)
                 .map_err(std::io::Error::other),
             None => read_local(name, off, len),
         };

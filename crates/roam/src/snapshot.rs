@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use roam_drivers::secrets::scrub;
 
-use roam_vfs::{Copied, Kind, Node, Vfs};
+use roam_vfs::{Copied, Kind, Node, Pinned, Vfs};
 
 use crate::control::{Client, Request};
 
@@ -236,8 +236,10 @@ fn copy_file(vfs: &Vfs, node: &Node, to: &Path) -> Result<u64> {
     let mut out =
         std::fs::File::create(to).with_context(|| format!("creating {}", to.display()))?;
     let mut off = 0;
+    // One version, whatever happens to the file on the server meanwhile.
+    let pinned = Pinned::default();
     loop {
-        let data = vfs.read_range(node, off, CHUNK)?;
+        let data = vfs.read_range(node, off, CHUNK, &pinned)?;
         out.write_all(&data)?;
         off += data.len() as u64;
         if (data.len() as u64) < CHUNK {

@@ -8,7 +8,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use common::{stderr, stdout, Roam};
+use common::{stderr, stdout, Backend, Frontend, Roam};
 use roam_testkit::{noise, write_file, Scratch, Server};
 
 const GIB: u64 = 1 << 30;
@@ -191,4 +191,120 @@ fn a_copy_read_to_its_end_is_counted_and_one_read_in_part_leaves_nothing() {
         kib < 1024,
         "{kib} KiB left in the cache after `roam cache clean`"
     );
+}
+
+/// The server's file is replaced (renamed over, same size) while a program holds it open
+/// and has read only its head: a later read far from it must be the old version's bytes
+/// or fail, never the new version's bytes under the old version's name (a local file
+/// replaced by a rename keeps its old bytes for the fd that holds it).
+#[test]
+fn a_file_replaced_on_the_server_while_read_in_part_never_mixes_versions() {
+    let big = Big::new();
+    let www = big.scratch.join("www");
+    write_file(&www.join("next.bin"), &noise(40 << 20, 10), 0o644);
+    let script = format!(
+        "import os, sys\n\
+         fd = os.open('{remote}', os.O_RDONLY)\n\
+         head = os.pread(fd, 4096, 0)\n\
+         os.rename('{next}', '{file}')\n\
+         try:\n    far = os.pread(fd, 4096, 30 << 20)\n\
+         except OSError as e:\n    print('error', e.errno); sys.exit(0)\n\
+         print(head.hex()[:16], far.hex())",
+        remote = big.path("forty.bin"),
+        next = www.join("next.bin").display(),
+        file = www.join("forty.bin").display(),
+    );
+    for args in FRONTENDS {
+        write_file(&www.join("next.bin"), &noise(40 << 20, 10), 0o644);
+        write_file(&www.join("forty.bin"), &noise(40 << 20, 9), 0o644);
+        // Another time, so that nginx's ETag (time and size) tells the versions apart.
+        set_mtime(&www.join("next.bin"), Duration::from_secs(100));
+        let o = Roam::new().sh(args, &format!("python3 -c \"{script}\""));
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        let (old, new) = (noise(40 << 20, 9), noise(40 << 20, 10));
+        let far = |v: &[u8]| hex(&v[30 << 20..(30 << 20) + 4096]);
+        eprintln!("{args:?}: {}", &out[..out.len().min(60)]);
+        assert!(
+            out.starts_with("error") || out.trim().ends_with(&far(&old)),
+            "{args:?}: read the new version's bytes: {}",
+            out.trim().ends_with(&far(&new))
+        );
+    }
+}
+
+/// Sets the modification time of `path` to `ago` before now.
+fn set_mtime(path: &std::path::Path, ago: Duration) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - ago).unwrap();
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Two terminals: a program holds a large file open and has read its head when another
+/// `roam run` replaces the file (every writable backend; the reader under `roam run` and
+/// `roam mount`). Its later read far from the head is the old version's bytes or fails
+/// with `ESTALE`, never the new version's.
+#[test]
+fn a_file_another_roam_replaces_while_read_in_part_never_mixes_versions() {
+    const LEN: usize = 24 << 20;
+    let (old, new) = (noise(LEN, 21), noise(LEN, 22));
+    let far = 20 << 20;
+    for kind in ["dav", "s3", "ftp", "chirp", "sftp", "file+cache"] {
+        for frontend in [Frontend::Trap, Frontend::Fuse] {
+            let what = format!("{kind} {frontend:?}");
+            // Written a while ago: nginx's ETag is the time (in seconds) and the size, so
+            // a replacement of the same size within the second would look the same to any
+            // client.
+            let b = Backend::serving(kind, |srv| {
+                write_file(&srv.join("f"), &old, 0o644);
+                set_mtime(&srv.join("f"), Duration::from_secs(100));
+            })
+            .through(frontend);
+            let scratch = Scratch::new("replaced");
+            write_file(&scratch.join("new"), &new, 0o644);
+            let (read, go) = (scratch.join("read"), scratch.join("go"));
+            let script = format!(
+                "import os, sys, time\n\
+                 fd = os.open('/w/f', os.O_RDONLY)\n\
+                 os.pread(fd, 4096, 0)\n\
+                 open('{read}', 'w').close()\n\
+                 while not os.path.exists('{go}'): time.sleep(0.05)\n\
+                 try:\n    far = os.pread(fd, 4096, {far})\n\
+                 except OSError as e:\n    print('error', e.errno); sys.exit(0)\n\
+                 print(far.hex())",
+                read = read.display(),
+                go = go.display(),
+            );
+            std::thread::scope(|s| {
+                let reader = s.spawn(|| b.sh(&format!("python3 -c \"{script}\"")));
+                let began = Instant::now();
+                while !read.exists() && began.elapsed() < Duration::from_secs(60) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let mut writer = Roam::new();
+                for (k, v) in b.env() {
+                    writer = writer.env(k, v);
+                }
+                let w = writer.sh(
+                    &["-m", &format!("/w={}", b.url)],
+                    &format!("cp {} /w/f", scratch.join("new").display()),
+                );
+                assert!(w.status.success(), "{what}: writer: {}", stderr(&w));
+                write_file(&go, b"", 0o644);
+                let o = reader.join().unwrap();
+                assert!(o.status.success(), "{what}: {}", stderr(&o));
+                let out = stdout(&o);
+                let out = out.trim();
+                eprintln!("{what}: {}", &out[..out.len().min(40)]);
+                assert!(
+                    out == format!("error {}", libc::ESTALE) || out == hex(&old[far..far + 4096]),
+                    "{what}: neither the old bytes nor ESTALE (the new bytes: {})",
+                    out == hex(&new[far..far + 4096])
+                );
+            });
+        }
+    }
 }

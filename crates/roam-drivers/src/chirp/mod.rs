@@ -30,7 +30,7 @@ use self::proto::{encode_path, is_plain_word, secs_of, Stat};
 use self::url::{parent, Target};
 use crate::{
     is_driver_path, is_safe_name, Capabilities, DirEntry, Driver, Error, ErrorKind, Expect,
-    Fetched, Kind, Leftover, Listing, Meta, Result, Upload, Validator,
+    Fetched, Kind, Leftover, Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// Mode asked for new directories (new files get it without the execute bits); the
@@ -424,10 +424,23 @@ impl Driver for ChirpDriver {
         })
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let (remote, context) = self.request("read", path)?;
         self.pool.run(&context, Retry::Idempotent, |c| {
-            with_open_file(c, &remote, |c, fd, _| copy_range(c, fd, offset, len, dest))
+            with_open_file(c, &remote, |c, fd, st| {
+                // The descriptor holds the version its stat describes.
+                if let Some(of) = of {
+                    of.check(&st.meta(None), &context).map_err(Failure::Local)?;
+                }
+                copy_range(c, fd, offset, len, dest)
+            })
         })
     }
 

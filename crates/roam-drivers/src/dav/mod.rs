@@ -37,7 +37,7 @@ use crate::http::url::Base;
 use crate::http::{read_page, HttpClient, HttpDriver};
 use crate::{
     is_driver_path, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind, Leftover,
-    Listing, Meta, Result, Upload, Validator,
+    Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// The requests this driver sends itself (its reads go through the HTTP driver).
@@ -500,8 +500,15 @@ impl Driver for DavDriver {
     }
 
     /// Plain HTTP: the HTTP driver's `GET` with `Range`.
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        self.http.read_range(path, offset, len, dest)
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
+        self.http.read_range(path, offset, len, of, dest)
     }
 
     /// Uploads to a temporary sibling, then moves it over `path` (`rename(2)` on nginx, so

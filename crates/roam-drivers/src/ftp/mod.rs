@@ -46,7 +46,7 @@ use self::url::{is_driver_path, Site};
 use crate::http::TlsOptions;
 use crate::{
     Attrs, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Leftover, Listing, Meta,
-    Result, Upload, Validator,
+    Pinned, Result, Upload, Validator,
 };
 
 /// The password anonymous FTP asks for (by convention an e-mail address; any will do).
@@ -501,9 +501,25 @@ impl Driver for FtpDriver {
         })
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let remote = self.remote(path)?;
         self.run(Retry::Idempotent, |conn| {
+            if let Some(of) = of {
+                // No conditional RETR: the version is asked for right before (MLST, else
+                // SIZE and MDTM), which leaves one round trip's window.
+                let now = session::now_at(conn, &remote)
+                    .map_err(|fault| self.explain(conn, fault, Action::Read, "MLST", &remote))?;
+                if let Some(now) = now {
+                    of.check(&now, &format!("RETR {}", self.describe(path)))?;
+                }
+            }
             let restarted = match offset {
                 0 => Ok(()),
                 _ => conn.expect(&format!("REST {offset}"), 3).map(drop),

@@ -27,7 +27,7 @@ use self::proxy::{Proxies, Route};
 use self::url::Base;
 use crate::{
     is_driver_path, Capabilities, Driver, Error, ErrorKind, Fetched, FreshFor, Kind, Listing, Meta,
-    Result, Validator,
+    Pinned, Result, Validator,
 };
 
 /// Largest index page we read. Pages live in memory while parsed; a million-entry nginx
@@ -462,7 +462,14 @@ impl Driver for HttpDriver {
     /// A `GET` with `Range`. A server may ignore the range and send the whole file with
     /// 200 (RFC 9110 §14.2): the bytes before the range are then read and discarded, which
     /// is always correct and costly only with such servers (nginx honours ranges).
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let url = self.checked_url(Method::Get, path, false)?;
         if len == 0 {
             return Ok(0);
@@ -482,6 +489,12 @@ impl Driver for HttpDriver {
                 ErrorKind::IsADirectory,
                 format!("GET {url}: is a directory"),
             ));
+        }
+        if let Some(of) = of {
+            of.check(
+                &meta_of(response.headers(), Kind::File),
+                &format!("GET {url}"),
+            )?;
         }
         let skip = if status == StatusCode::PARTIAL_CONTENT {
             check_range_start(&response, offset, &url)?;

@@ -27,7 +27,7 @@ use std::time::SystemTime;
 
 use crate::{
     Capabilities, DirEntry, Driver, Error, ErrorKind, Expect, Fetched, Kind, Known, Leftover,
-    Listing, Meta, Result, Upload, Validator,
+    Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// Plaintext bytes per frame: a range read decodes at most one frame more at each end.
@@ -196,15 +196,17 @@ impl<C: Codec> Framed<C> {
         self.c.format().map_err(|e| self.corrupt(path, e))
     }
 
-    /// Reads the header and index of `path` (one request, two for a large index).
-    fn layout(&self, path: &str) -> Result<Layout> {
+    /// Reads the header and index of `path` (one request, two for a large index), of
+    /// version `of` if given.
+    fn layout(&self, path: &str, of: Option<&Pinned>) -> Result<Layout> {
         let mut buf = Vec::new();
-        self.lower.read_range(path, 0, PROBE, &mut buf)?;
+        self.lower.read_range(path, 0, PROBE, of, &mut buf)?;
         let head = Header::parse(&buf, self.format(path)?).map_err(|e| self.corrupt(path, e))?;
         let end = Layout::index_end(&head);
         if (buf.len() as u64) < end {
             let have = buf.len() as u64;
-            self.lower.read_range(path, have, end - have, &mut buf)?;
+            self.lower
+                .read_range(path, have, end - have, of, &mut buf)?;
         }
         if (buf.len() as u64) < end {
             return Err(self.corrupt(path, "cut off inside its index"));
@@ -216,7 +218,7 @@ impl<C: Codec> Framed<C> {
     /// stored (a file cut short or grown is caught at `stat`).
     fn meta_up(&self, path: &str, mut m: Meta) -> Result<Meta> {
         if m.kind == Kind::File {
-            let layout = self.layout(path)?;
+            let layout = self.layout(path, Some(&Pinned::new(Validator::of(&m))))?;
             if m.size.is_some_and(|s| s != layout.stored_len()) {
                 return Err(self.corrupt(
                     path,
@@ -244,7 +246,7 @@ impl<C: Codec> Framed<C> {
                 size,
                 mtime,
             } => {
-                let stored = match self.layout(path) {
+                let stored = match self.layout(path, None) {
                     Ok(l) if l.head.plain == *size => l.stored_len(),
                     // Not that version: one no file has, so the lower driver says so.
                     _ => u64::MAX,
@@ -492,8 +494,15 @@ impl<C: Codec> Driver for Framed<C> {
     /// Reads the layout, then the stored frames covering the range in one request,
     /// decoded as they come. A range past the end still decodes the last frame, so that
     /// what says where the end is (the header) has been authenticated.
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
-        let layout = self.layout(path)?;
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
+        let layout = self.layout(path, of)?;
         let head = &layout.head;
         if head.frames == 0 {
             return Ok(0);
@@ -508,7 +517,7 @@ impl<C: Codec> Driver for Framed<C> {
         let a = layout.starts[*frames.start() as usize];
         let b = layout.starts[*frames.end() as usize + 1];
         let mut d = Decoder::range(self, path, dest, layout, frames, offset..end);
-        let read = self.lower.read_range(path, a, b - a, &mut d);
+        let read = self.lower.read_range(path, a, b - a, of, &mut d);
         if let Some(e) = d.failed.take() {
             return Err(e);
         }
@@ -642,8 +651,15 @@ mod tests {
         fn capabilities(&self) -> Capabilities {
             self.mem.capabilities()
         }
-        fn read_range(&self, p: &str, off: u64, len: u64, d: &mut dyn Write) -> Result<u64> {
-            let n = self.mem.read_range(p, off, len, d)?;
+        fn read_range(
+            &self,
+            p: &str,
+            off: u64,
+            len: u64,
+            of: Option<&Pinned>,
+            d: &mut dyn Write,
+        ) -> Result<u64> {
+            let n = self.mem.read_range(p, off, len, of, d)?;
             self.bytes.fetch_add(n, Ordering::Relaxed);
             self.calls.fetch_add(1, Ordering::Relaxed);
             Ok(n)
@@ -686,7 +702,7 @@ mod tests {
 
     fn range(d: &dyn Driver, path: &str, off: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        let n = d.read_range(path, off, len, &mut out)?;
+        let n = d.read_range(path, off, len, None, &mut out)?;
         assert_eq!(n, out.len() as u64);
         Ok(out)
     }

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::{
-    Capabilities, DirEntry, Driver, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile, Result,
-    Upload, Validator,
+    Capabilities, DirEntry, Driver, Fetched, Kind, Known, Leftover, Listing, Meta, NewFile, Pinned,
+    Result, Upload, Validator,
 };
 
 /// Which way data passes through a layer.
@@ -275,11 +275,18 @@ impl<T: Transform> Driver for Stacked<T> {
         }
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         let mut down = Down::new(&self.t, dest, offset);
         let n = self
             .lower
-            .read_range(&self.down(path)?, offset, len, &mut down)?;
+            .read_range(&self.down(path)?, offset, len, of, &mut down)?;
         down.finish()?;
         Ok(n)
     }

@@ -55,7 +55,7 @@ use self::upload::Precondition;
 use crate::http::{check_range_start, conditional_headers, copy_body, meta_of, HttpClient};
 use crate::{
     is_driver_path, is_safe_name, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind,
-    Known, Leftover, Listing, Meta, Result, Upload, Validator,
+    Known, Leftover, Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// The largest object one `CopyObject` can copy; larger ones are copied in parts.
@@ -459,7 +459,14 @@ impl Driver for S3Driver {
 
     /// A `GET` with `Range`. S3 servers honour ranges; a server that sends the whole
     /// object instead (200) is accepted for a range from 0 only.
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         self.check(Method::Get, path)?;
         if len == 0 {
             return Ok(0);
@@ -482,6 +489,10 @@ impl Driver for S3Driver {
                 return Err(self.fail(ErrorKind::Io, Method::Get, path, why));
             }
             _ => return Err(self.missing_file(Method::Get, path, reply.into_error())),
+        }
+        if let Some(of) = of {
+            let meta = crate::http::meta_of(reply.response().headers(), Kind::File);
+            of.check(&meta, &format!("GET {}", reply.url()))?;
         }
         let url = reply.url().to_owned();
         copy_body(reply.into_body().into_reader().take(len), dest, &url)

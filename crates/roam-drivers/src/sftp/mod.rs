@@ -49,7 +49,7 @@ use self::ssh_config::{Endpoint, Local, Resolver};
 use self::url::Target;
 use crate::{
     is_driver_path, is_safe_name, Capabilities, Driver, Error, ErrorKind, Expect, Fetched, Kind,
-    Leftover, Listing, Meta, Result, Upload, Validator,
+    Leftover, Listing, Meta, Pinned, Result, Upload, Validator,
 };
 
 /// Timeouts, OpenSSH files and trust settings of the SFTP driver.
@@ -764,8 +764,26 @@ impl Driver for SftpDriver {
         })
     }
 
-    fn read_range(&self, path: &str, offset: u64, len: u64, dest: &mut dyn Write) -> Result<u64> {
+    fn read_range(
+        &self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        of: Option<&Pinned>,
+        dest: &mut dyn Write,
+    ) -> Result<u64> {
         self.download_into(path, dest, |link, handle, remote, tally| {
+            if let Some(of) = of {
+                // The handle holds the version its fstat describes.
+                let attrs = link
+                    .call(link.sftp.fstat(handle))
+                    .map_err(|f| self.explain(link, f, Action::Read(remote), "fstat", path))?
+                    .attrs;
+                of.check(
+                    &meta_of(&attrs, None),
+                    &format!("read {}", self.describe(path)),
+                )?;
+            }
             link.block_on(requests::download(link, handle, offset, len, tally))
                 .map_err(|f| self.explain(link, f, Action::Read(remote), "read", path))
         })
