@@ -13,8 +13,7 @@ pub struct Capabilities {
     /// [`crate::Driver::read_range`] answers with the bytes asked for (else `ENOTSUP`).
     pub read_ranges: bool,
     /// roam-vfs reads this backend's large files in pieces as a program reads them, rather
-    /// than whole at `open` (docs/SEMANTICS.md, "Large files"). Needs `read_ranges`; SFTP
-    /// has those but fetches its large files whole, in one pipelined download.
+    /// than whole at `open` (docs/SEMANTICS.md, "Large files"). Needs `read_ranges`.
     pub stream_large_files: bool,
     /// A `stat` costs no round trip (a local directory): a name that a listing lacks is
     /// then confirmed by one, since a listing read while another program renames over a

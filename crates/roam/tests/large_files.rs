@@ -308,3 +308,39 @@ fn a_file_another_roam_replaces_while_read_in_part_never_mixes_versions() {
         }
     }
 }
+
+/// SFTP's large files stream too: the head of a 64 MiB file is read at once while the
+/// cache holds about a chunk of it (the rest never fetched), and a far `pread` is the
+/// file's own bytes.
+#[test]
+fn the_head_of_a_large_sftp_file_fetches_a_chunk() {
+    let data = noise(64 << 20, 31);
+    let b = Backend::serving("sftp", |srv| write_file(&srv.join("big"), &data, 0o644));
+    let scratch = Scratch::new("sftp-head");
+    let cache = scratch.join("c");
+    let script = format!(
+        "import os, subprocess\n\
+         fd = os.open('/w/big', os.O_RDONLY)\n\
+         print(os.pread(fd, 16, 0).hex(), os.pread(fd, 16, 50 << 20).hex())\n\
+         print(subprocess.run(['du', '-sk', '{}'], capture_output=True, text=True).stdout.split()[0])",
+        cache.display()
+    );
+    let o = b.sh_with(
+        Roam::new().env("ROAM_CACHE_DIR", &cache),
+        &format!("python3 -c \"{script}\""),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    let want = format!(
+        "{} {}",
+        hex(&data[..16]),
+        hex(&data[50 << 20..(50 << 20) + 16])
+    );
+    assert_eq!(lines[0], want);
+    let kib: u64 = lines[1].parse().unwrap();
+    assert!(
+        kib < 16 << 10,
+        "{kib} KiB in the cache for two 16-byte reads"
+    );
+}

@@ -679,15 +679,16 @@ impl Write for Tally<'_> {
 }
 
 impl Driver for SftpDriver {
-    /// A Unix file system over SSH. Its `read_range` answers (archives use it), but roam
-    /// fetches its large files whole: one pipelined download.
+    /// A Unix file system over SSH: ranges are pipelined reads of a handle, so roam
+    /// streams its large files as it does HTTP's.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            read_ranges: true,
             serves_links: true,
             symlinks: true,
             set_atime: true,
-            ..Capabilities::writable().with_modes_and_times()
+            ..Capabilities::writable()
+                .with_modes_and_times()
+                .with_ranges()
         }
     }
 
