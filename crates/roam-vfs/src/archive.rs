@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -227,6 +227,11 @@ impl Version {
 pub(crate) struct ArchiveDriver {
     archive: Remote,
     version: Version,
+    /// Every read of the archive is of this version: its index says where members are.
+    pinned: Pinned,
+    /// A read found the archive changed on the server: what the extension then fails
+    /// with is `ESTALE`, not `EIO`.
+    stale: AtomicBool,
     ext: Arc<LazyExtension>,
     /// The vfs's count of bytes fetched: listing and locating members read the archive here.
     fetched: Arc<AtomicU64>,
@@ -242,6 +247,8 @@ impl ArchiveDriver {
         ArchiveDriver {
             archive,
             version: Version::of(&meta),
+            pinned: Pinned::new(Validator::of(&meta)),
+            stale: AtomicBool::new(false),
             ext,
             fetched,
             index: Mutex::new(None),
@@ -285,11 +292,20 @@ impl ArchiveDriver {
                 }
                 Arc::new(index)
             })
-            .map_err(|e| self.fail(ErrorKind::Io, "/", format!("cannot list: {e}")));
+            .map_err(|e| self.fail(self.failed(), "/", format!("cannot list: {e}")));
         if !transient {
             *slot = Some(result.clone());
         }
         result
+    }
+
+    /// What the extension's failure to list or read is: `ESTALE` once the archive
+    /// changed under it, else `EIO`.
+    fn failed(&self) -> ErrorKind {
+        match self.stale.load(Ordering::Relaxed) {
+            true => ErrorKind::Changed,
+            false => ErrorKind::Io,
+        }
     }
 
     /// The archive's own file name: the extension tells zip from tar by it.
@@ -344,12 +360,18 @@ impl ArchiveDriver {
         Ok(buf)
     }
 
-    /// Bytes of the archive into `dest`; a backend that cannot read ranges says so
-    /// (`ENOTSUP`), which archives then are on it.
+    /// Bytes of the archive into `dest`, of the version its index was read from (else
+    /// `ESTALE`); a backend that cannot read ranges says so (`ENOTSUP`), which archives
+    /// then are on it.
     fn read_into(&self, off: u64, len: u64, dest: &mut dyn Write) -> DResult<u64> {
         self.archive
             .driver
-            .read_range(&self.archive.path, off, len, None, dest)
+            .read_range(&self.archive.path, off, len, Some(&self.pinned), dest)
+            .inspect_err(|e| {
+                if e.kind == ErrorKind::Changed {
+                    self.stale.store(true, Ordering::Relaxed);
+                }
+            })
     }
 
     /// Where a file member's data is: an extent of the archive, or the (inflated) bytes.
@@ -362,7 +384,7 @@ impl ArchiveDriver {
             roam_ext::archive::extract(&ext, name, self.version.size, e, &mut |_, off, len| {
                 self.read(off, u64::from(len))
             })
-            .map_err(|err| self.fail(ErrorKind::Io, path, format!("cannot read: {err}")))?;
+            .map_err(|err| self.fail(self.failed(), path, format!("cannot read: {err}")))?;
         if let Data::Extent { off, len } = data {
             self.extents
                 .lock()

@@ -347,3 +347,60 @@ fn a_slow_server_blocks_only_the_thread_looking_through_its_archive() {
         "20,000 stats took {together:.3}s next to an archive on a slow server, {alone:.3}s alone"
     );
 }
+
+/// An archive replaced on the server (another layout, the same member names) after a
+/// program listed it: reading a member then is the listed version's bytes or `ESTALE`,
+/// never bytes at the old index's offsets in the new archive.
+#[test]
+fn a_member_of_an_archive_replaced_on_the_server_is_never_other_bytes() {
+    let v1 = vec![
+        ("pad.bin".to_string(), Some(noise(100 << 10, 11))),
+        ("m.bin".to_string(), Some(noise(200 << 10, 12))),
+    ];
+    let v2 = vec![
+        ("m.bin".to_string(), Some(noise(200 << 10, 13))),
+        ("pad.bin".to_string(), Some(noise(50 << 10, 14))),
+    ];
+    let scratch = Scratch::new("archive-replaced");
+    let (read, go) = (scratch.join("read"), scratch.join("go"));
+    let b = Backend::serving("http", |srv| {
+        write(&srv.join("x.zip"), "zip", &items(&v1));
+        write(&srv.join("next.zip"), "zip", &items(&v2));
+        // Another time than the first: nginx's ETag is the time (in seconds) and size.
+        let f = std::fs::File::options()
+            .write(true)
+            .open(srv.join("x.zip"))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(100))
+            .unwrap();
+    });
+    let script = format!(
+        "import os, sys, time\n\
+         print(sorted(os.listdir('/w/x.zip#')))\n\
+         open('{read}', 'w').close()\n\
+         while not os.path.exists('{go}'): time.sleep(0.05)\n\
+         try:\n    data = open('/w/x.zip#/m.bin', 'rb').read()\n\
+         except OSError as e:\n    print('error', e.errno); sys.exit(0)\n\
+         print(data[:16].hex(), len(data))",
+        read = read.display(),
+        go = go.display(),
+    );
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| b.sh_with(roam(), &format!("python3 -c \"{script}\"")));
+        let began = std::time::Instant::now();
+        while !read.exists() && began.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::fs::rename(b.backend("next.zip"), b.backend("x.zip")).unwrap();
+        write_file(&go, b"", 0o644);
+        let out = ok(&reader.join().unwrap());
+        let last = out.lines().last().unwrap_or("");
+        let old = noise(200 << 10, 12);
+        let hex: String = old[..16].iter().map(|b| format!("{b:02x}")).collect();
+        eprintln!("{out}");
+        assert!(
+            last == format!("error {}", libc::ESTALE) || last == format!("{hex} {}", old.len()),
+            "neither the listed version's bytes nor ESTALE: {out}"
+        );
+    });
+}
