@@ -197,6 +197,16 @@ impl Made {
         }
     }
 
+    /// The version of the source file of `x` the tree was made from: every read of its
+    /// span must be of it (else `ESTALE`), since the span's place is that version's.
+    fn source_version(&self, x: &Extent) -> Pinned {
+        let f = &self.files[x.file as usize];
+        Pinned::new(Validator {
+            etag: self.etags[x.file as usize].clone(),
+            mtime: (f.mtime > 0).then(|| UNIX_EPOCH + Duration::from_secs(f.mtime)),
+        })
+    }
+
     /// A file's validator: its source file's, with the span.
     fn etag_of(&self, e: &Entry) -> String {
         let x = self.tree().extents[e.at as usize];
@@ -251,9 +261,10 @@ impl Driver for SourceDriver {
         if validator.is_some_and(|v| v.etag.is_some() && v.etag == meta.etag) {
             return Ok(Fetched::NotModified);
         }
+        let of = made.source_version(&extent);
         let got = self
             .lower
-            .read_range(&source, extent.off, extent.len, None, dest)?;
+            .read_range(&source, extent.off, extent.len, Some(&of), dest)?;
         if got != extent.len {
             let why = format!("{source} ended after {got} of {} bytes", extent.len);
             return Err(self.fail(ErrorKind::Io, path, why));
@@ -271,7 +282,8 @@ impl Driver for SourceDriver {
         }
     }
 
-    /// A file is a span of a source file, read as the source is now.
+    /// A file is a span of a source file, of the version the tree was made from: what a
+    /// caller pins (a file's own validator) is implied by it.
     fn read_range(
         &self,
         path: &str,
@@ -280,12 +292,13 @@ impl Driver for SourceDriver {
         _of: Option<&Pinned>,
         dest: &mut dyn Write,
     ) -> Result<u64> {
-        let (_, _, extent, source) = self.file(path)?;
+        let (made, _, extent, source) = self.file(path)?;
         let len = len.min(extent.len.saturating_sub(offset));
         if len == 0 {
             return Ok(0);
         }
+        let of = made.source_version(&extent);
         self.lower
-            .read_range(&source, extent.off + offset, len, None, dest)
+            .read_range(&source, extent.off + offset, len, Some(&of), dest)
     }
 }

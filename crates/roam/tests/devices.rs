@@ -4,7 +4,8 @@
 //! (and Pillow decodes them), a range read that fetches only its range (nginx's log),
 //! read-only, and a photo added on the server shown at the next listing. The `faults` extension's lying trees (a name with `/`, a directory `..`, a
 //! size past the file's end, 200,001 entries) are EIO with one line naming it, and roam
-//! goes on serving.
+//! goes on serving. A photo replaced on the server after the listing is its old bytes or
+//! `ESTALE`, never a span of the new photo.
 
 mod common;
 
@@ -267,4 +268,27 @@ fn a_photo_read_after_its_server_died_fails_and_is_not_kept_in_part() {
         stderr(&o)
     );
     assert!(took.as_secs() < 60, "took {took:?}: {}", stderr(&o));
+}
+
+/// A photo replaced on the server (another size) after the tree was made: reading its
+/// file then is the photo the tree was made of or `ESTALE`, never a span of the new one.
+#[test]
+fn a_photo_replaced_after_the_listing_is_its_old_bytes_or_estale() {
+    let b = camera();
+    let old = md5(&std::fs::read(b.backend("IMG_0001.jpg")).unwrap());
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exif_jpeg.py");
+    let script = format!(
+        "set -e; ls /cam/2024-06-01 > /dev/null; \
+         python3 {} $B/IMG_0001.jpg '2024:06:01 09:00:00' 5000 7; \
+         md5sum < /cam/2024-06-01/IMG_0001.jpg || true",
+        fixture.display()
+    );
+    let mount = format!("/cam=src:camera:{}", b.url);
+    let o = roam().env("B", b.backend("")).sh(&["-m", &mount], &script);
+    let out = ok(&o);
+    assert!(
+        out.starts_with(&old) || stderr(&o).contains("Stale file handle"),
+        "neither the old photo nor ESTALE: {out} {}",
+        stderr(&o)
+    );
 }
