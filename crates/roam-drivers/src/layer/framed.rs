@@ -493,7 +493,8 @@ impl<C: Codec> Driver for Framed<C> {
 
     /// Reads the layout, then the stored frames covering the range in one request,
     /// decoded as they come. A range past the end still decodes the last frame, so that
-    /// what says where the end is (the header) has been authenticated.
+    /// what says where the end is (the header) has been authenticated. The layout and the
+    /// frames are of one version (`of`, else the first the server shows).
     fn read_range(
         &self,
         path: &str,
@@ -502,6 +503,8 @@ impl<C: Codec> Driver for Framed<C> {
         of: Option<&Pinned>,
         dest: &mut dyn Write,
     ) -> Result<u64> {
+        let first_seen = Pinned::default();
+        let of = Some(of.unwrap_or(&first_seen));
         let layout = self.layout(path, of)?;
         let head = &layout.head;
         if head.frames == 0 {
