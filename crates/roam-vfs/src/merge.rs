@@ -13,7 +13,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use roam_drivers::{Fetched, Meta};
+use roam_drivers::{Fetched, Meta, Pinned, Validator};
 use roam_ext::resolve::{self, Patch, Versions};
 use roam_ext::Extension;
 
@@ -29,14 +29,18 @@ pub(crate) struct ServerVersion<'a> {
     cache: &'a DiskCache,
     /// The version fetched whole (in the cache's `tmp/`) and what the server said of it.
     whole: RefCell<Option<(PathBuf, Meta)>>,
+    /// The version the resolver studies: every range it reads is of it (else `ESTALE`).
+    studied: Pinned,
 }
 
 impl<'a> ServerVersion<'a> {
-    pub(crate) fn new(r: &'a Remote, cache: &'a DiskCache) -> Self {
+    /// The server's version `studied` of the file `r`.
+    pub(crate) fn new(r: &'a Remote, cache: &'a DiskCache, studied: &Meta) -> Self {
         ServerVersion {
             r,
             cache,
             whole: RefCell::new(None),
+            studied: Pinned::new(Validator::of(studied)),
         }
     }
 
@@ -47,7 +51,13 @@ impl<'a> ServerVersion<'a> {
             let mut buf = Vec::with_capacity(len as usize);
             self.r
                 .driver
-                .read_range(&self.r.path, off, u64::from(len), None, &mut buf)
+                .read_range(
+                    &self.r.path,
+                    off,
+                    u64::from(len),
+                    Some(&self.studied),
+                    &mut buf,
+                )
                 .map_err(|e| io(e.into()))?;
             return Ok(buf);
         }

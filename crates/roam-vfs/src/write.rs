@@ -737,7 +737,7 @@ impl Vfs {
         let Some(remote) = remote else {
             return Ok(false);
         };
-        let server = crate::merge::ServerVersion::new(r, &self.cache);
+        let server = crate::merge::ServerVersion::new(r, &self.cache, remote);
         let base = self.work.base_path(&r.virt);
         let read_remote = |off, len| server.read(off, len);
         let conflict = Conflict {
