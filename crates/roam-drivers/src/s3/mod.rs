@@ -658,6 +658,17 @@ mod tests {
         d
     }
 
+    /// moto with bucket `bkt` holding `big`, a 12 MiB object; and its bytes.
+    fn moto_with_big(name: &str) -> (roam_testkit::Scratch, roam_testkit::Server, Vec<u8>) {
+        use roam_testkit::s3::{create_bucket, moto, put_object};
+        let scratch = roam_testkit::Scratch::new(name);
+        let server = moto(&scratch.join("run"));
+        create_bucket(&server, "bkt");
+        let data: Vec<u8> = (0..12 << 20).map(|i: u32| (i % 251) as u8).collect();
+        put_object(&server, "bkt", "big", &data);
+        (scratch, server, data)
+    }
+
     fn read(d: &S3Driver, path: &str) -> Vec<u8> {
         let mut body = Vec::new();
         d.fetch(path, &mut body, None).unwrap();
@@ -668,19 +679,14 @@ mod tests {
     /// real server (moto).
     #[test]
     fn large_objects_are_copied_in_parts() {
-        use roam_testkit::s3::{create_bucket, moto, multipart_uploads, put_object};
-        let scratch = roam_testkit::Scratch::new("s3-copy-parts");
-        let server = moto(&scratch.join("run"));
-        create_bucket(&server, "bkt");
-        let data: Vec<u8> = (0..12 << 20).map(|i: u32| (i % 251) as u8).collect();
-        put_object(&server, "bkt", "big", &data);
+        let (_scratch, server, data) = moto_with_big("s3-copy-parts");
         let d = copying_in_parts(server.url());
         d.copy("/big", "/copy").unwrap();
         assert!(read(&d, "/copy") == data, "the copy differs");
         d.rename("/copy", "/moved").unwrap();
         assert!(read(&d, "/moved") == data, "the renamed copy differs");
         assert_eq!(d.stat("/copy").unwrap_err().kind, ErrorKind::NotFound);
-        assert!(multipart_uploads(&server, "bkt").is_empty());
+        assert!(roam_testkit::s3::multipart_uploads(&server, "bkt").is_empty());
     }
 
     /// The server dies between the parts of a copy (a proxy in front of moto, killed as
@@ -690,13 +696,8 @@ mod tests {
     #[test]
     fn a_copy_in_parts_cut_off_by_a_dead_server_changes_nothing() {
         use roam_testkit::fault::{Fault, Proxy};
-        use roam_testkit::s3::{create_bucket, moto, put_object};
-        let scratch = roam_testkit::Scratch::new("s3-copy-parts-dies");
-        let server = moto(&scratch.join("run"));
-        create_bucket(&server, "bkt");
-        let data: Vec<u8> = (0..12 << 20).map(|i: u32| (i % 251) as u8).collect();
-        put_object(&server, "bkt", "big", &data);
-        put_object(&server, "bkt", "old", b"the old version");
+        let (_scratch, server, data) = moto_with_big("s3-copy-parts-dies");
+        roam_testkit::s3::put_object(&server, "bkt", "old", b"the old version");
         let direct = copying_in_parts(server.url());
         for op in ["copy", "rename"] {
             let proxy = Proxy::start(server.port);
