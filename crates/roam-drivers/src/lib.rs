@@ -187,6 +187,14 @@ pub(crate) fn lock_beside(path: &str, prefix: &str) -> Option<String> {
     (!name.is_empty()).then(|| format!("{parent}/{prefix}lock-{name}"))
 }
 
+/// Whether `name`, seen in a listing, shows a roam client's upload under way in that
+/// directory: its temporary, or its lock on the name it is about to put in place (Chirp's
+/// are never listed). A listing is not atomic with a rename, so a name the same listing
+/// lacks may be the one being replaced.
+pub fn shows_an_upload_under_way(name: &str) -> bool {
+    name.starts_with(TEMPORARY_PREFIX) || name.starts_with(".roam-lock-")
+}
+
 /// An attempt to make a name's lock directory.
 pub(crate) enum Attempt {
     /// Made: this client holds the lock.

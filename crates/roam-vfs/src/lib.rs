@@ -182,6 +182,10 @@ struct DirIndex {
     complete: bool,
     /// See [`roam_drivers::Listing::stands_alone`].
     stands_alone: bool,
+    /// Another roam client was putting a file in place here when the listing was made
+    /// ([`roam_drivers::shows_an_upload_under_way`]): a name it lacks is asked about, not
+    /// taken as absent.
+    busy: bool,
     /// Names changed here since the listing (created, removed, renamed): the listing
     /// cannot say what they are; a per-name stat does. Patching the listing instead of
     /// dropping it keeps a directory being filled (`tar x`, `cp -r`) from being listed
@@ -688,7 +692,7 @@ impl Vfs {
         match index.entries.get(name) {
             Some(m) if m.kind != Kind::File || m.size.is_some() => Some(Ok(m.clone())),
             Some(_) => None,
-            None if index.complete => Some(Err(Error::Absent(virt.to_owned()))),
+            None if index.complete && !index.busy => Some(Err(Error::Absent(virt.to_owned()))),
             None => None,
         }
     }
@@ -822,6 +826,9 @@ impl Vfs {
             .collect();
         let index = DirIndex {
             unknown: self.vanished(&r.virt, &entries),
+            busy: entries
+                .keys()
+                .any(|name| roam_drivers::shows_an_upload_under_way(name)),
             entries,
             complete: listing.complete,
             stands_alone: listing.stands_alone,

@@ -977,6 +977,7 @@ impl Vfs {
             entries: Default::default(),
             complete: true,
             stands_alone: true,
+            busy: false,
             unknown: Default::default(),
         };
         self.state.lock().unwrap().listings.insert(
@@ -1042,7 +1043,8 @@ impl Vfs {
 
     /// What a listing of the parent of `virt` younger than T_read says: the entry (`None`:
     /// no such name) and whether the parent outlives it (other entries, or a directory
-    /// that stands alone); `None` without such a listing.
+    /// that stands alone); `None` without such a listing, or when it lacks the name but
+    /// shows another roam's upload under way (it may be that name's).
     fn listed(&self, virt: &str) -> Option<(Option<Meta>, bool)> {
         let (parent, name) = split_name(virt);
         let t_read = self.t_read_dir(parent);
@@ -1050,6 +1052,7 @@ impl Vfs {
         st.listings
             .get(parent)
             .filter(|(index, at)| at.elapsed() < t_read && !index.unknown.contains(name))
+            .filter(|(index, _)| !index.busy || index.entries.contains_key(name))
             .map(|(index, _)| {
                 let stays = index.entries.len() > 1 || index.stands_alone;
                 (index.entries.get(name).cloned(), stays)

@@ -223,3 +223,39 @@ readers! {
     s3 => "s3",
     chirp => "chirp",
 }
+
+/// A listing made while another roam puts a file in place (its lock on the name, or its
+/// temporary, is listed beside) does not decide that a name is absent: listings are not
+/// atomic with renames, and the name it lacks may be the one being replaced. Here the
+/// file appears behind roam's back after the listing: it is found (asked about), where a
+/// listing without such a mark keeps its answer within T_read. (nginx's WebDAV lists no
+/// dot names, so it shows no such mark; Chirp's are never listed.)
+fn a_listing_during_an_upload_does_not_decide_absence(kind: &str) {
+    let b = Backend::serving(kind, |srv| {
+        roam_testkit::mkdir(&srv.join("busy/.roam-lock-f"));
+        write_file(&srv.join("busy/other"), b"x", 0o644);
+        write_file(&srv.join("calm/other"), b"x", 0o644);
+    });
+    let script = "set -e; ls /w/busy /w/calm > /dev/null; \
+        printf new > $B/busy/f; printf new > $B/calm/f; \
+        cat /w/busy/f; echo; cat /w/calm/f 2>&1 || true";
+    let o = b.sh(script);
+    assert!(o.status.success(), "{kind}: {}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("new"), "{kind}: {out}");
+    assert!(
+        lines.next().is_some_and(|l| l.contains("No such file")),
+        "{kind}: a calm listing decides within T_read: {out}"
+    );
+}
+
+#[test]
+fn a_listing_during_an_upload_does_not_decide_absence_ftp() {
+    a_listing_during_an_upload_does_not_decide_absence("ftp");
+}
+
+#[test]
+fn a_listing_during_an_upload_does_not_decide_absence_sftp() {
+    a_listing_during_an_upload_does_not_decide_absence("sftp");
+}
