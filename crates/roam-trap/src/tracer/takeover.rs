@@ -180,7 +180,9 @@ impl Outlets {
                 | Decision::RewriteAddr { .. }
         );
         match self.listener.as_ref() {
-            Some(listener) if made_from_afar(n, &decision) || rewrites && !acts_as_roam(n.tid) => {
+            Some(listener)
+                if made_from_afar(kernel, n, &decision) || rewrites && !acts_as_roam(n.tid) =>
+            {
                 super::handover::reply_afar(kernel, listener, n, decision)
             }
             _ => self.answer(n, Some(decision)),
@@ -190,13 +192,13 @@ impl Outlets {
 
 /// The calls roam makes itself for a thread it traces (no stop): stats whose name (or fd)
 /// it rewrote into its cache, answered as the remote file's, and opens that only read
-/// what roam rewrote their name to (a whole copy, a skeleton directory, a local file),
+/// what roam rewrote their name to in its cache (a whole copy, a skeleton directory),
 /// whose fd the kernel numbers in the program as its own open would. An open at a
 /// watched number (a copy being written or arriving in ranges) keeps the tracer's way.
 /// Whether the thread acts as roam does not matter to them: roam looks only at its own
 /// entries, and checks an open's permission for a thread acting as another user first
 /// (`kernel::afar`).
-fn made_from_afar(n: &Notice, decision: &Decision) -> bool {
+fn made_from_afar(kernel: &Kernel, n: &Notice, decision: &Decision) -> bool {
     if !crate::from_afar() {
         return false;
     }
@@ -208,7 +210,9 @@ fn made_from_afar(n: &Notice, decision: &Decision) -> bool {
             n.call.nr,
             libc::SYS_stat | libc::SYS_lstat | libc::SYS_newfstatat | libc::SYS_statx
         ),
-        Decision::Rewrite(_) => crate::kernel::open::only_reads(&n.call),
+        Decision::Rewrite(args) => {
+            crate::kernel::open::only_reads(&n.call) && kernel.opens_own_entry(args)
+        }
         _ => false,
     }
 }
