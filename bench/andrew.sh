@@ -21,8 +21,9 @@
 #   roam file+cache     under roam, the tree lives on a mount served through roam's cache and
 #                       write-back (`-m /w=file+cache://DIR`): the remote-file path without a network
 #   roam file+cache, no fast path  the same with ROAM_FASTPATH=0
-#   roam file+cache, ROAM_AFAR=0   the same with stats of roam names left to the tracer
-#                       (which takes the thread over) rather than made by the listener
+#   roam file+cache, ROAM_AFAR=0   the same with stats, read-only opens and closes of roam
+#                       names left to the tracer (which takes the thread over) rather than
+#                       made by the listener
 #   roam file+cache, stops      the same with ROAM_NOTIFY=0
 #   roam --fuse file+cache      the same through `roam run --fuse`
 set -euo pipefail

@@ -24,12 +24,12 @@
 # configuration whose tool is missing or fails a smoke test is skipped with a note. Raw figures and the report are also
 # saved in bench/out/.
 #
-# Then the remote-stat storm (gVisor's row): `stat` (ITERS calls a batch) of a cached
-# remote file, a copy of the small file on a `file+cache://` mount (no network, the
-# remote-file path: roam's cache and skeleton), under roam run (the listener writes the
-# `struct stat` itself), with ROAM_AFAR=0 (the tracer takes the thread over for each),
-# with stops (ROAM_NOTIFY=0) and under roam run --fuse, beside native `stat` of the local
-# file. Skipped with ROAM_CMD.
+# Then the remote storm (gVisor's row): `stat`, and `open`+`close`, (ITERS calls a batch)
+# of a cached remote file, a copy of the small file on a `file+cache://` mount (no
+# network, the remote-file path: roam's cache and skeleton), under roam run (the listener
+# writes the `struct stat` itself and hands roam's fd of the copy over), with ROAM_AFAR=0
+# (the tracer takes the thread over for each), with stops (ROAM_NOTIFY=0) and under roam
+# run --fuse, beside native calls on the local file. Skipped with ROAM_CMD.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -214,7 +214,7 @@ for ((r = 1; r <= RUNS && ${#storm_names[@]} > 0; r++)); do
         out=$tmp/storm.$c.$r
         if (cd "$tmp" && taskset -c "$CPU" "${cmd[@]}" "$bin" --iters "$ITERS" --batches "$BATCHES" \
             --file "$file" --big "$small" >"$out" 2>"$out.err" </dev/null); then
-            awk -v c="$c" -v r="$r" '$1 == "stat" { print c "\t" r "\tstat\t" $2 }' "$out" >>"$storm_raw"
+            awk -v c="$c" -v r="$r" '$1 == "stat" || $1 == "open_close" { print c "\t" r "\t" $1 "\t" $2 }' "$out" >>"$storm_raw"
         else
             note "storm '${storm_names[c]}' failed on run $r: $(tail -n 3 "$out.err" | tr '\n' ' ')"
         fi
@@ -278,15 +278,22 @@ report() {
     done
     if [[ -s $storm_raw ]]; then
         echo
-        echo "Remote-stat storm: \`stat\` of a cached remote file (\`file+cache://\`, $ITERS calls a batch), µs a call, median of $RUNS runs (min–max):"
+        echo "Remote storm: \`stat\` and \`open\`+\`close\` of a cached remote file (\`file+cache://\`, $ITERS calls a batch), µs a call, median of $RUNS runs (min–max), and the ratio to the native call on the local file:"
         echo
-        echo "| config | stat | vs native local stat |"
+        echo "| config | stat | open+close |"
         echo "|---|---|---|"
-        local n v lo_ hi_
-        read -r n _ _ < <(stats 0 stat "$storm_raw")
+        local op n v lo_ hi_
         for ((c = 0; c < ${#storm_names[@]}; c++)); do
-            read -r v lo_ hi_ < <(stats "$c" stat "$storm_raw") || continue
-            printf '| %s | %s µs (%s–%s) | %s× |\n' "${storm_names[c]}" "$(fmt "$v")" "$(fmt "$lo_")" "$(fmt "$hi_")" "$(fmt "$(ratio "$v" "$n")")"
+            printf '| %s |' "${storm_names[c]}"
+            for op in stat open_close; do
+                read -r n _ _ < <(stats 0 "$op" "$storm_raw") || n=
+                if read -r v lo_ hi_ < <(stats "$c" "$op" "$storm_raw") && [[ -n $n ]]; then
+                    printf ' %s µs (%s–%s), %s× |' "$(fmt "$v")" "$(fmt "$lo_")" "$(fmt "$hi_")" "$(fmt "$(ratio "$v" "$n")")"
+                else
+                    printf ' – |'
+                fi
+            done
+            echo
         done
     fi
     if ((${#notes[@]})); then

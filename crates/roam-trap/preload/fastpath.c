@@ -3,7 +3,7 @@
  * crates/roam-trap/src/platform/fastpath.rs and docs/ARCHITECTURE.md).
  *
  * It interposes the libc calls compilers, make and shells use most on names (the stat
- * family, access, open, readlink and realpath). When the name certainly needs nothing of
+ * family, access, open, readlink and realpath), and `close` of the fds roam watches. When the name certainly needs nothing of
  * roam (absolute and outside every prefix roam serves, or relative to a cwd roam has not
  * handed out), the call is made natively through the gadget page roam maps at each exec:
  * roam's filter lets calls from that page through, so the call costs what it costs
@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -360,6 +361,40 @@ int faccessat(int dirfd, const char *path, int mode, int flags)
 		return r;
 	REAL(faccessat, -1);
 	return real_faccessat(dirfd, path, mode, flags);
+}
+
+/* ---- close ---- */
+
+/* platform::seccomp::WATCHED_FD_BASE: a copy being written (or arriving in ranges) is
+ * given an fd from this number on, whose close roam sees. */
+#define WATCHED_FD_BASE 800
+
+/* close of a watched fd, the upload of a changed copy by its last writer: the program's
+ * caught signals are blocked across it. Once roam's listener has read the call the thread
+ * waits for it as for a local disk, but a caught signal that comes before would end the
+ * wait with nothing done and, for a handler without SA_RESTART (Python's), fail the close
+ * with EINTR, the fd still open, where a local close never fails so. The signal is taken
+ * as the call returns instead. Signals that end the process stay deliverable: a close
+ * waiting on a server that hangs can still be killed. */
+int close(int fd)
+{
+	REAL(close, -1);
+	if (!enabled || fd < WATCHED_FD_BASE)
+		return real_close(fd);
+	sigset_t caught, old;
+	sigemptyset(&caught);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+		    sa.sa_handler != SIG_IGN)
+			sigaddset(&caught, sig);
+	}
+	pthread_sigmask(SIG_BLOCK, &caught, &old);
+	int r = real_close(fd);
+	int err = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = err;
+	return r;
 }
 
 /* ---- open ---- */

@@ -88,10 +88,11 @@ pub fn uses_listener() -> bool {
     }
 }
 
-/// Whether the listener answers stats of roam names itself (writing the `struct stat`
-/// into the program's buffer) rather than leaving them to the tracer, which takes the
-/// thread over: yes unless `ROAM_AFAR=0` (to compare the two).
-pub(crate) fn stats_from_afar() -> bool {
+/// Whether the listener answers stats and read-only opens of roam names itself (writing
+/// the `struct stat` into the program's buffer, installing roam's fd of the copy) rather
+/// than leaving them to the tracer, which takes the thread over: yes unless `ROAM_AFAR=0`
+/// (to compare the two).
+pub(crate) fn from_afar() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("ROAM_AFAR").is_none_or(|v| v != "0"))
 }

@@ -306,6 +306,21 @@ impl Kernel {
         Ok(())
     }
 
+    /// Whether an open rewritten to `rewritten` names an entry of roam's own cache that is
+    /// a regular file or a directory, which roam may open for a program without waiting: a
+    /// FIFO's open would hold roam's worker until a writer comes, and a local mount's file
+    /// served in place may be anything.
+    pub fn opens_own_entry(&self, rewritten: &[(usize, Vec<u8>)]) -> bool {
+        let [(_, name)] = rewritten else {
+            return false;
+        };
+        let Ok(name) = std::str::from_utf8(name) else {
+            return false;
+        };
+        self.vfs().unmap(name).is_some()
+            && std::fs::metadata(name).is_ok_and(|m| m.is_file() || m.is_dir())
+    }
+
     fn cannot_afar(&self, tid: Pid, spec: Option<&Spec>, what: &str) -> Reply {
         let name = spec.map_or("a call", |s| s.name.trim_start_matches("SYS_"));
         let program = std::fs::read_to_string(format!("/proc/{tid}/comm")).unwrap_or_default();

@@ -16,7 +16,7 @@ mod inspect;
 mod junction;
 mod mutate;
 mod native_names;
-mod open;
+pub(crate) mod open;
 mod read;
 mod report;
 pub mod resolve;
@@ -140,13 +140,19 @@ pub struct Job {
 
 impl Job {
     /// Whether serving it asks nothing of the stopped thread but maybe its answer: a name
-    /// looked at (stat, access, readlink) or changed by a driver (the answer is the result).
-    /// Opens and chdirs hand the thread something of roam's, so only the tracer serves them.
+    /// looked at (stat, access, readlink) or changed by a driver (the answer is the result),
+    /// opened to read only (roam makes the open and hands the fd over, see
+    /// [`open::only_reads`]), or a changed copy's fd closed or synced (roam uploads while
+    /// the call waits, then lets it run; an upload that failed goes to the tracer, which
+    /// alone can both close the fd and fail the call). Other opens and chdirs hand the
+    /// thread something of roam's or change it, so only the tracer serves them.
     pub fn answerable_from_afar(&self) -> bool {
-        matches!(
-            self.spec.family,
-            Family::Inspect | Family::Access | Family::Readlink | Family::Mutate
-        )
+        match self.spec.family {
+            Family::Inspect | Family::Access | Family::Readlink | Family::Mutate => true,
+            Family::Open => crate::from_afar() && open::only_reads(&self.call),
+            Family::Close | Family::Sync => crate::from_afar(),
+            _ => false,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::{rewrite_to, single_node, Decision, Job, Kernel, Served};
 use crate::platform::memory;
+use crate::platform::ptrace::Syscall;
 
 pub(super) fn serve(k: &Kernel, job: &Job) -> Served {
     if job.spec.nr != libc::SYS_openat2 {
@@ -95,6 +96,21 @@ fn serve_open(k: &Kernel, job: &Job) -> Served {
         }
         roam_vfs::Opened::Memory(_) => unreachable!("roam run asks for no file in memory"),
     })
+}
+
+/// Whether `call` is an `open` or `openat` that reads and changes nothing (no `O_CREAT`,
+/// `O_TRUNC`, `O_TMPFILE` or `O_PATH`): roam may make it itself and hand the fd over
+/// (`SECCOMP_IOCTL_NOTIF_ADDFD`), since it creates no name whose mode the program's umask
+/// decides and the kernel picks the fd's number in the program. `openat2` (flags in
+/// memory) and `creat` keep the tracer's way.
+pub(crate) fn only_reads(call: &Syscall) -> bool {
+    let flags = match call.nr {
+        libc::SYS_open => call.args[1],
+        libc::SYS_openat => call.args[2],
+        _ => return false,
+    } as i32;
+    let changes = libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE | libc::O_PATH;
+    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & changes == 0
 }
 
 /// Opens `copy` at a watched fd number.

@@ -164,11 +164,13 @@ impl Outlets {
 }
 
 impl Outlets {
-    /// Answers a notified call with `decision`. A stat of a roam name that roam rewrote into
-    /// its cache is made by roam itself and its `struct stat` written into the program's
-    /// buffer (`kernel::afar`), which costs no stop of the thread; and so is any rewrite
-    /// for a thread acting with credentials other than roam's (the kernel would refuse it
-    /// roam's private paths). Anything else that changes the call is left to the tracer.
+    /// Answers a notified call with `decision`. A stat or a read-only open of a roam name
+    /// that roam rewrote into its cache is made by roam itself and its result handed over
+    /// (`kernel::afar`: the `struct stat` written into the program's buffer, the fd
+    /// installed with `SECCOMP_IOCTL_NOTIF_ADDFD`), which costs no stop of the thread; and
+    /// so is any rewrite for a thread acting with credentials other than roam's (the kernel
+    /// would refuse it roam's private paths). Anything else that changes the call is left
+    /// to the tracer.
     pub(super) fn answer_or_make(&self, kernel: &Kernel, n: &Notice, decision: Decision) -> bool {
         let rewrites = matches!(
             decision,
@@ -178,7 +180,9 @@ impl Outlets {
                 | Decision::RewriteAddr { .. }
         );
         match self.listener.as_ref() {
-            Some(listener) if made_from_afar(n, &decision) || rewrites && !acts_as_roam(n.tid) => {
+            Some(listener)
+                if made_from_afar(kernel, n, &decision) || rewrites && !acts_as_roam(n.tid) =>
+            {
                 super::handover::reply_afar(kernel, listener, n, decision)
             }
             _ => self.answer(n, Some(decision)),
@@ -187,22 +191,30 @@ impl Outlets {
 }
 
 /// The calls roam makes itself for a thread it traces (no stop): stats whose name (or fd)
-/// it rewrote into its cache, answered as the remote file's. Whether the thread acts as
-/// roam does not matter to them: roam only looks at its own entries.
-fn made_from_afar(n: &Notice, decision: &Decision) -> bool {
-    let stats = matches!(
-        n.call.nr,
-        libc::SYS_stat | libc::SYS_lstat | libc::SYS_newfstatat | libc::SYS_statx
-    );
-    stats
-        && crate::stats_from_afar()
-        && matches!(
-            decision,
-            Decision::RewriteThen {
-                after: AfterExit::RemoteStat { .. },
-                ..
-            }
-        )
+/// it rewrote into its cache, answered as the remote file's, and opens that only read
+/// what roam rewrote their name to in its cache (a whole copy, a skeleton directory),
+/// whose fd the kernel numbers in the program as its own open would. An open at a
+/// watched number (a copy being written or arriving in ranges) keeps the tracer's way.
+/// Whether the thread acts as roam does not matter to them: roam looks only at its own
+/// entries, and checks an open's permission for a thread acting as another user first
+/// (`kernel::afar`).
+fn made_from_afar(kernel: &Kernel, n: &Notice, decision: &Decision) -> bool {
+    if !crate::from_afar() {
+        return false;
+    }
+    match decision {
+        Decision::RewriteThen {
+            after: AfterExit::RemoteStat { .. },
+            ..
+        } => matches!(
+            n.call.nr,
+            libc::SYS_stat | libc::SYS_lstat | libc::SYS_newfstatat | libc::SYS_statx
+        ),
+        Decision::Rewrite(args) => {
+            crate::kernel::open::only_reads(&n.call) && kernel.opens_own_entry(args)
+        }
+        _ => false,
+    }
 }
 
 /// Whether `tid` is a thread roam no longer traces (handed over to a debugger, or a child
