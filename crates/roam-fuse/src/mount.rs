@@ -72,12 +72,18 @@ pub struct Mounted {
     /// Mounted by fusermount3, which must undo it too (fuser holds no mount then).
     helper: Option<std::path::PathBuf>,
     transport: Transport,
+    releases: Arc<crate::Releases>,
 }
 
 impl Mounted {
     /// How requests reach roam.
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// What the kernel still owes of its open files: a run waits for it before it ends.
+    pub fn releases(&self) -> Arc<crate::Releases> {
+        self.releases.clone()
     }
 
     /// Whether the session ended (the file system was unmounted from outside).
@@ -169,6 +175,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         let acl = config.acl;
         (Session::from_fd(fs, fd, acl, config)?, Some(dir.to_owned()))
     };
+    let releases = roamfs.handles.releases();
     let device = Arc::new(session.as_fd().try_clone_to_owned()?);
     roamfs.passthrough.set_device(device.clone());
     let transport = match rings {
@@ -197,6 +204,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         session: session.spawn()?,
         helper,
         transport,
+        releases,
     })
 }
 

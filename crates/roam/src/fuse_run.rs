@@ -21,6 +21,10 @@ use roam_fuse::{Options, Roamfs};
 const FUSE_AT: &str = ".roam";
 const OLD_ROOT: &str = ".oldroot";
 
+/// Longest wait, once the program has ended, for the uploads its closes make (each also
+/// ends at the driver's own timeouts); what is still under way then stays journaled.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
+
 pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     // Before any thread exists: unshare(CLONE_NEWUSER) refuses a threaded process.
     enter_namespaces().context("making a user and mount namespace (see `roam doctor`)")?;
@@ -47,6 +51,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     };
     let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)
         .context("mounting FUSE in the namespace")?;
+    let releases = mounted.releases();
     // Never unmounted by hand: the mount ends with the namespace, when roam exits (after
     // pivot_root its path would not even name it).
     std::mem::forget(mounted);
@@ -62,8 +67,18 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
     live.stop();
-    // The kernel answers the program's last closes before their RELEASEs reach roam.
-    vfs.settle_closes(std::time::Duration::from_secs(5));
+    // The kernel answers the program's last closes before their RELEASEs reach roam, and
+    // the uploads those make are the program's too.
+    let left = vfs.settle_closes(&*releases, SETTLE);
+    if left.open > 0 {
+        eprintln!(
+            "roam: {} file(s) still open by processes the program left running: the mount ends with roam",
+            left.open
+        );
+    }
+    if left.busy {
+        tracing::warn!("uploads still under way after {} s", SETTLE.as_secs());
+    }
     vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),
