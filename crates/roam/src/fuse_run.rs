@@ -21,10 +21,6 @@ use roam_fuse::{Options, Roamfs};
 const FUSE_AT: &str = ".roam";
 const OLD_ROOT: &str = ".oldroot";
 
-/// Longest wait, once the program has ended, for the uploads its closes make (each also
-/// ends at the driver's own timeouts); what is still under way then stays journaled.
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
-
 pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     // Before any thread exists: unshare(CLONE_NEWUSER) refuses a threaded process.
     enter_namespaces().context("making a user and mount namespace (see `roam doctor`)")?;
@@ -69,7 +65,8 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     live.stop();
     // The kernel answers the program's last closes before their RELEASEs reach roam, and
     // the uploads those make are the program's too.
-    let left = vfs.settle_closes(&*releases, SETTLE);
+    let limit = crate::config::Config::load()?.settle_setting().value;
+    let left = vfs.settle_closes(&*releases, limit);
     if left.open > 0 {
         eprintln!(
             "roam: {} file(s) still open by processes the program left running: the mount ends with roam",
@@ -77,7 +74,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         );
     }
     if left.busy {
-        tracing::warn!("uploads still under way after {} s", SETTLE.as_secs());
+        tracing::warn!("uploads still under way after {limit:?} (`[cache] settle`)");
     }
     vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
