@@ -40,8 +40,8 @@ pub struct Options {
     /// `security.capability` before the first write to each inode (measured on 6.18: one
     /// request more per file written; mergerfs documents one per write on older kernels).
     pub xattrs: bool,
-    /// Take requests through io_uring where the kernel allows it ([`crate::uring`]),
-    /// else through `/dev/fuse`.
+    /// Take requests through io_uring where the kernel allows it ([`crate::uring`]) and
+    /// `xattrs` is off, else through `/dev/fuse`.
     pub uring: bool,
 }
 
@@ -145,9 +145,9 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     let fs = Arc::new(fs);
     deliver_in_background(&fs)?;
     let counts = Arc::default();
-    let rings = opts
-        .uring
-        .then(|| Rings::prepare(&fs, &counts, opts.threads));
+    // The rings answer no extended attributes: a mount that serves roam's goes through
+    // /dev/fuse.
+    let rings = (opts.uring && !opts.xattrs).then(|| Rings::prepare(&fs, &counts, opts.threads));
     let rings = match rings {
         Some(Err(e)) => {
             tracing::info!("no FUSE over io_uring: {e}");
