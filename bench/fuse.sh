@@ -13,9 +13,8 @@
 # 5. the Andrew-like phases (copy, list, scan, make -j2, delete of a FILES-file C tree)
 #    through `roam mount` of each of ANDREW_PROTOS (the tests' servers), on both
 #    transports, and through sshfs of the same SFTP server.
-# Each roam row runs with its requests through /dev/fuse (ROAM_FUSE_URING=0) and through
-# FUSE over io_uring (`-uring` rows, roam's default; /dev/fuse where the kernel does not
-# allow it: see `roam doctor`).
+# Each roam row also runs with its requests through FUSE over io_uring (`-uring` rows,
+# ROAM_FUSE_URING=1; /dev/fuse where the kernel does not allow it: see `roam doctor`).
 # Prints markdown tables: median seconds of RUNS and the ratio to the native row; the rows
 # of a tar table are interleaved run by run, so load on a shared machine hits them alike.
 #
@@ -61,9 +60,6 @@ files=$(tar tf "$work/tree.tar" | wc -l)
 wait_mounted() { for _ in $(seq 200); do mountpoint -q "$mnt" && return; sleep 0.05; done; echo "no mount on $mnt" >&2; cat "$ROAM_CACHE_DIR/mount.log" >&2; exit 1; }
 wait_unmounted() { for _ in $(seq 200); do mountpoint -q "$mnt" || return 0; sleep 0.05; done; }
 
-# roam_mount ARGS: `roam mount ARGS` through /dev/fuse, unless ROAM_FUSE_URING says otherwise.
-roam_mount() { ROAM_FUSE_URING=${ROAM_FUSE_URING:-0} "$ROAM" mount "$@"; }
-
 # mount_kind KIND: puts a file system of KIND on $mnt (roam with a fresh cache, unless
 # WARM names the one to reuse).
 mount_kind() {
@@ -73,12 +69,12 @@ mount_kind() {
         local) mount --bind "$work/local" "$mnt" ;;
         ram) mount --bind "$work/ram/local" "$mnt" ;;
         roam-*-uring) ROAM_FUSE_URING=1 mount_kind "${1%-uring}"; return ;;
-        roam-null-ram) roam_mount "$mnt" "null:$work/ram/local" ;;
-        roam-mem) roam_mount "$mnt" mem: ;;
-        roam-null) roam_mount "$mnt" "null:$work/local" ;;
+        roam-null-ram) "$ROAM" mount "$mnt" "null:$work/ram/local" ;;
+        roam-mem) "$ROAM" mount "$mnt" mem: ;;
+        roam-null) "$ROAM" mount "$mnt" "null:$work/local" ;;
         rclone-mem) rclone mount :memory: "$mnt" --vfs-cache-mode writes --daemon ;;
         rclone-local) rclone mount "$work/local" "$mnt" --vfs-cache-mode writes --daemon ;;
-        roam-http) roam_mount "$mnt" "http://127.0.0.1:$PORT/" ;;
+        roam-http) "$ROAM" mount "$mnt" "http://127.0.0.1:$PORT/" ;;
         rclone-http) rclone mount :http: "$mnt" --http-url "http://127.0.0.1:$PORT/" --read-only --daemon ;;
         rclone-http-full) rclone mount :http: "$mnt" --http-url "http://127.0.0.1:$PORT/" --read-only --vfs-cache-mode full --cache-dir "$work/rclone-cache" --daemon ;;
     esac

@@ -171,7 +171,7 @@ fn fuse_uring() -> Check {
     let (ok, why) = match enabled() {
         Some(true) => (
             true,
-            "the kernel allows it; `roam mount` takes requests through it (ROAM_FUSE_URING=0: /dev/fuse)"
+            "the kernel allows it; `roam mount` takes requests through it with ROAM_FUSE_URING=1"
                 .to_owned(),
         ),
         Some(false) => (

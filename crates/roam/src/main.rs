@@ -63,8 +63,8 @@ Configuration: $ROAM_CONFIG, else $XDG_CONFIG_HOME/roam/roam.toml, else
 
 Environment: ROAM_CONFIG, ROAM_CACHE_DIR, ROAM_EXT_DIR, ROAM_SEAL_KEY_FILE (seal:
 layers), ROAM_NOTIFY (0/1: seccomp notifications), ROAM_FASTPATH (0: no preloaded
-library), ROAM_AFAR (0: stats of roam names taking the thread over), ROAM_FUSE_URING (0:
-FUSE through /dev/fuse, not io_uring), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME,
+library), ROAM_AFAR (0: stats of roam names taking the thread over), ROAM_FUSE_URING (1:
+FUSE over io_uring where the kernel allows), RUST_LOG, XDG_CONFIG_HOME, XDG_CACHE_HOME,
 HOME; TLS: SSL_CERT_FILE, SSL_CERT_DIR; HTTP, WebDAV, FTP: NETRC; S3: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION,
 AWS_ENDPOINT_URL, AWS_CA_BUNDLE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE,

@@ -219,11 +219,10 @@ fn refuse(e: &anyhow::Error) -> Result<i32> {
     Ok(1)
 }
 
-/// Whether FUSE requests are to come through io_uring where the kernel allows it (the
-/// default: it won the round-trip-bound benchmarks, docs/BENCHMARKS.md), or through
-/// `/dev/fuse` only (`ROAM_FUSE_URING=0`).
+/// Whether FUSE requests are to come through io_uring (`ROAM_FUSE_URING=1`), where the
+/// kernel allows it; `/dev/fuse` otherwise.
 pub fn uring_wanted() -> bool {
-    std::env::var_os("ROAM_FUSE_URING").is_none_or(|v| v != "0")
+    std::env::var_os("ROAM_FUSE_URING").is_some_and(|v| v == "1")
 }
 
 /// Mounts and serves until unmounted or told to stop.

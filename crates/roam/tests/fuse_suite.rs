@@ -133,22 +133,21 @@ mod posix {
     }
 }
 
-/// Requests through `/dev/fuse` (`ROAM_FUSE_URING=0`; the rest of the suite goes through
-/// FUSE over io_uring, the default where the kernel allows it): the POSIX suite, the
-/// concurrent writers, remote backends and passthrough, as through io_uring.
-mod dev_fuse {
+/// Requests through FUSE over io_uring (`ROAM_FUSE_URING=1`): the POSIX suite, the
+/// concurrent writers, remote backends and passthrough, as through `/dev/fuse`.
+mod uring {
     use super::*;
     use common::write_cases;
     use common::Backend;
 
-    fn dev_fuse() -> Roam {
-        Roam::new().env("ROAM_FUSE_URING", "0")
+    fn uring() -> Roam {
+        Roam::new().env("ROAM_FUSE_URING", "1")
     }
 
     fn mounted(kind: &str) -> Backend {
         Backend::new(kind)
             .through(Fuse)
-            .with_env("ROAM_FUSE_URING", "0")
+            .with_env("ROAM_FUSE_URING", "1")
     }
 
     /// Whether this kernel lets FUSE servers use io_uring (`.ci/run` turns it on).
@@ -172,12 +171,12 @@ mod dev_fuse {
 
     #[test]
     fn a_cached_listing_shows_a_file_made_elsewhere_after_t_read() {
-        cached_listing(dev_fuse());
+        cached_listing(uring());
     }
 
     #[test]
     fn the_mount_says_which_transport_it_took() {
-        let m = FuseMount::start(Roam::new(), Some("mem:"), &[]);
+        let m = FuseMount::start(uring(), Some("mem:"), &[]);
         assert_eq!(ok(&m.sh("echo x > /w/f && cat /w/f", &[])), "x\n");
         let line = transport(&m);
         // Where the kernel does not allow it, the mount falls back to /dev/fuse.
@@ -186,7 +185,8 @@ mod dev_fuse {
             false => "requests through /dev/fuse (",
         };
         assert!(line.contains(expected), "{line}");
-        let plain = FuseMount::start(dev_fuse(), Some("mem:"), &[]);
+        let plain = Roam::new().env("ROAM_FUSE_URING", "0");
+        let plain = FuseMount::start(plain, Some("mem:"), &[]);
         let line = transport(&plain);
         assert!(
             line.contains("requests through /dev/fuse (2 readers)"),
@@ -196,20 +196,20 @@ mod dev_fuse {
 
     #[test]
     fn posix_mem() {
-        posix_suite(dev_fuse(), "mem:", true);
+        posix_suite(uring(), "mem:", true);
     }
 
     #[test]
     fn posix_local_in_place_through_null() {
         let dir = Scratch::new("null");
-        posix_suite(dev_fuse(), &format!("null:{}", dir.path.display()), true);
+        posix_suite(uring(), &format!("null:{}", dir.path.display()), true);
     }
 
     #[test]
     fn posix_local_through_the_cache() {
         let dir = Scratch::new("cached");
         posix_suite(
-            dev_fuse(),
+            uring(),
             &format!("file+cache://{}", dir.path.display()),
             false,
         );
@@ -234,20 +234,20 @@ mod dev_fuse {
     fn a_touch_during_the_upload_of_a_release_lands_after_it() {
         let b = Backend::new("sftp").through(common::Frontend::RunFuse);
         super::a_touch_during_the_upload_of_a_release_lands_after_it(
-            &b.with_env("ROAM_FUSE_URING", "0"),
+            &b.with_env("ROAM_FUSE_URING", "1"),
         );
     }
 
     #[test]
     fn files_left_open_at_exit_are_delivered_over_sftp() {
         let b = Backend::new("sftp").through(common::Frontend::RunFuse);
-        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "0"));
+        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
     }
 
     #[test]
     fn files_left_open_at_exit_are_delivered_over_webdav() {
         let b = Backend::new("dav").through(common::Frontend::RunFuse);
-        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "0"));
+        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
     }
 
     #[test]
@@ -268,7 +268,7 @@ mod dev_fuse {
 
     #[test]
     fn a_null_layer_passes_reads_and_writes_to_the_kernel() {
-        null_layer_passthrough(dev_fuse());
+        null_layer_passthrough(uring());
     }
 }
 
@@ -804,7 +804,7 @@ PY"#;
 }
 
 #[test]
-fn a_touch_during_the_upload_of_a_release_lands_after_it_by_default() {
+fn a_touch_during_the_upload_of_a_release_lands_after_it_dev_fuse() {
     a_touch_during_the_upload_of_a_release_lands_after_it(
         &common::Backend::new("sftp").through(common::Frontend::RunFuse),
     );
