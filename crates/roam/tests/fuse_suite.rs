@@ -194,6 +194,18 @@ mod uring {
         );
     }
 
+    /// The rings answer no extended attributes: a mount that serves roam's (`--xattrs`)
+    /// takes its requests through /dev/fuse.
+    #[test]
+    fn a_mount_with_xattrs_goes_through_dev_fuse() {
+        let m = FuseMount::start(uring(), Some("mem:"), &["--xattrs"]);
+        let line = transport(&m);
+        assert!(
+            line.contains("requests through /dev/fuse (2 readers)"),
+            "{line}"
+        );
+    }
+
     #[test]
     fn posix_mem() {
         posix_suite(uring(), "mem:", true);
