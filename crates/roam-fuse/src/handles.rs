@@ -12,6 +12,7 @@ use fuser::FileType;
 use roam_vfs::MemoryFile;
 
 use crate::inodes::Version;
+use crate::releases::Serving;
 
 /// Where an open file's bytes are.
 pub enum Data {
@@ -203,6 +204,8 @@ pub struct Handles {
     /// Opens for writing under way, by name: writers from before the core journals their
     /// change until their handle is in the table (see [`Handles::opening`]).
     opening: Mutex<HashMap<String, usize>>,
+    /// Files the kernel has yet to release, and releases being served.
+    releases: Arc<crate::releases::Releases>,
 }
 
 /// An open for writing of a name, under way; dropping it ends it (its handle is in the
@@ -232,6 +235,7 @@ impl Handles {
     }
 
     pub fn add_file(&self, f: OpenFile) -> u64 {
+        self.releases.opened();
         self.insert(Handle::File(Arc::new(f)))
     }
 
@@ -261,11 +265,29 @@ impl Handles {
         }
     }
 
-    pub fn remove(&self, fh: u64) -> Option<Arc<OpenFile>> {
-        match self.table.lock().unwrap().remove(&fh)? {
-            Handle::File(f) => Some(f),
-            Handle::Dir(_) => None,
+    /// The kernel released the file `fh`: its release is served until the second value
+    /// is dropped.
+    pub fn remove_file(&self, fh: u64) -> Option<(Arc<OpenFile>, Serving<'_>)> {
+        let mut table = self.table.lock().unwrap();
+        let f = match table.get(&fh)? {
+            Handle::File(f) => f.clone(),
+            Handle::Dir(_) => return None,
+        };
+        table.remove(&fh);
+        Some((f, self.releases.releasing()))
+    }
+
+    /// The kernel released the directory `fh`.
+    pub fn remove_dir(&self, fh: u64) {
+        let mut table = self.table.lock().unwrap();
+        if let Some(Handle::Dir(_)) = table.get(&fh) {
+            table.remove(&fh);
         }
+    }
+
+    /// What the kernel still owes of its open files, for whoever ends a run.
+    pub fn releases(&self) -> Arc<crate::releases::Releases> {
+        self.releases.clone()
     }
 
     /// How many handles other than `except` write `virt`'s journaled copy (open, so the

@@ -32,6 +32,7 @@ mod names;
 mod ops;
 mod passthrough;
 mod read;
+mod releases;
 pub mod uring;
 mod write;
 
@@ -42,6 +43,7 @@ use fuser::Errno;
 use roam_vfs::{Node, Vfs};
 
 pub use mount::{mount, Mounted, Options, Transport};
+pub use releases::Releases;
 
 /// Where a virtual name lives.
 enum Place {

@@ -40,8 +40,8 @@ pub struct Options {
     /// `security.capability` before the first write to each inode (measured on 6.18: one
     /// request more per file written; mergerfs documents one per write on older kernels).
     pub xattrs: bool,
-    /// Take requests through io_uring where the kernel allows it ([`crate::uring`]),
-    /// else through `/dev/fuse`.
+    /// Take requests through io_uring where the kernel allows it ([`crate::uring`]) and
+    /// `xattrs` is off, else through `/dev/fuse`.
     pub uring: bool,
 }
 
@@ -72,12 +72,18 @@ pub struct Mounted {
     /// Mounted by fusermount3, which must undo it too (fuser holds no mount then).
     helper: Option<std::path::PathBuf>,
     transport: Transport,
+    releases: Arc<crate::Releases>,
 }
 
 impl Mounted {
     /// How requests reach roam.
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// What the kernel still owes of its open files: a run waits for it before it ends.
+    pub fn releases(&self) -> Arc<crate::Releases> {
+        self.releases.clone()
     }
 
     /// Whether the session ended (the file system was unmounted from outside).
@@ -139,9 +145,9 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
     let fs = Arc::new(fs);
     deliver_in_background(&fs)?;
     let counts = Arc::default();
-    let rings = opts
-        .uring
-        .then(|| Rings::prepare(&fs, &counts, opts.threads));
+    // The rings answer no extended attributes: a mount that serves roam's goes through
+    // /dev/fuse.
+    let rings = (opts.uring && !opts.xattrs).then(|| Rings::prepare(&fs, &counts, opts.threads));
     let rings = match rings {
         Some(Err(e)) => {
             tracing::info!("no FUSE over io_uring: {e}");
@@ -169,6 +175,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         let acl = config.acl;
         (Session::from_fd(fs, fd, acl, config)?, Some(dir.to_owned()))
     };
+    let releases = roamfs.handles.releases();
     let device = Arc::new(session.as_fd().try_clone_to_owned()?);
     roamfs.passthrough.set_device(device.clone());
     let transport = match rings {
@@ -197,6 +204,7 @@ pub fn mount(fs: Roamfs, dir: &Path, opts: &Options) -> std::io::Result<Mounted>
         session: session.spawn()?,
         helper,
         transport,
+        releases,
     })
 }
 

@@ -567,7 +567,7 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         self.counts.add(Op::Releasedir);
-        self.fs.handles.remove(fh.0);
+        self.fs.handles.remove_dir(fh.0);
         reply.ok();
     }
 

@@ -158,9 +158,10 @@ impl Roamfs {
         Some((change, self.names.lock(&remote)))
     }
 
-    /// The last reference to the open file is gone.
+    /// The last reference to the open file is gone. Whoever ends a run waits for this to
+    /// return ([`crate::releases`]): the upload it makes is part of the program's close.
     pub(crate) fn release(&self, fh: u64) {
-        let Some(f) = self.handles.remove(fh) else {
+        let Some((f, _serving)) = self.handles.remove_file(fh) else {
             return;
         };
         if f.uploads() && self.handles.unflushed_writers(&f.virt, fh) == 0 {

@@ -5,7 +5,8 @@
 //! upload is retried with exponential backoff while roam runs (it stays journaled
 //! meanwhile); what is still pending when roam ends is tried once more, then left for
 //! `roam sync`. Frontends say when a last writer closes and whether a program still writes
-//! a name; the timing and the retries are here, once.
+//! a name; the timing and the retries are here, once. So is how long the end of a run waits
+//! for the closes and uploads its program left under way ([`Vfs::settle_closes`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
@@ -16,6 +17,11 @@ use crate::{Flushed, Result, Vfs};
 /// Longest wait between two attempts of a failing upload.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// How long the end of a run waits for the kernel to release the files of its program:
+/// it sends the releases of an exited program at once; a file open longer is held by a
+/// process the program left running.
+const CLOSES_OWED: Duration = Duration::from_secs(5);
+
 /// Uploads due at some time: virtual name → (when, failed attempts so far).
 #[derive(Default)]
 pub(crate) struct Later {
@@ -24,6 +30,19 @@ pub(crate) struct Later {
     /// Due deliveries passed over because a program holds the file open for writing
     /// (its next close schedules it again): a drain does not wait for them.
     held: Mutex<HashSet<String>>,
+    /// Deliveries taken by [`Vfs::deliver_due`] and not finished yet.
+    running: Mutex<usize>,
+    finished: Condvar,
+}
+
+/// A delivery taken from the schedule; dropping it ends it.
+struct Running<'a>(&'a Later);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        *self.0.running.lock().unwrap() -= 1;
+        self.0.finished.notify_all();
+    }
 }
 
 impl Later {
@@ -49,8 +68,9 @@ impl Later {
         self.held.lock().unwrap().contains(virt)
     }
 
-    /// Waits for the next due delivery and takes it.
-    fn next_due(&self) -> (String, u32) {
+    /// Waits for the next due delivery and takes it: it runs until the third value is
+    /// dropped (never out of the schedule and not running in between).
+    fn next_due(&self) -> (String, u32, Running<'_>) {
         let mut due = self.due.lock().unwrap();
         loop {
             let now = Instant::now();
@@ -61,13 +81,45 @@ impl Later {
             match next {
                 Some((virt, at, n)) if at <= now => {
                     due.remove(&virt);
-                    return (virt, n);
+                    *self.running.lock().unwrap() += 1;
+                    return (virt, n, Running(self));
                 }
                 Some((_, at, _)) => due = self.wake.wait_timeout(due, at - now).unwrap().0,
                 None => due = self.wake.wait(due).unwrap(),
             }
         }
     }
+
+    /// Waits until no delivery runs, or `deadline`; whether none does.
+    fn wait_finished(&self, deadline: Instant) -> bool {
+        let mut running = self.running.lock().unwrap();
+        while *running > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            running = self.finished.wait_timeout(running, left).unwrap().0;
+        }
+        true
+    }
+}
+
+/// What a frontend still owes of a program that ended: the closes the kernel has yet to
+/// pass on (FUSE sends `RELEASE` in the background), and the uploads those closes make.
+pub trait Closing {
+    /// Waits until the program's files are all closed, or `deadline`; how many are open.
+    fn wait_closed(&self, deadline: Instant) -> usize;
+    /// Waits until the closes under way (and their uploads) are done, or `deadline`;
+    /// whether they are.
+    fn wait_closes_done(&self, deadline: Instant) -> bool;
+}
+
+/// What [`Vfs::settle_closes`] found still under way when it stopped waiting.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Files still open (by processes the program left running).
+    pub open: usize,
+    /// Closes, or uploads, still under way after the limit.
+    pub busy: bool,
 }
 
 /// Wait before attempt `failures + 1`: 1 s, 2 s, 4 s ... at most a minute.
@@ -115,23 +167,18 @@ impl Vfs {
         self.later.due.lock().unwrap().contains_key(virt)
     }
 
-    /// Waits, at most `limit`, until no change is still open for writing and no upload a
-    /// last close started is under way. A frontend whose program has ended calls it before
-    /// [`Vfs::deliver_pending`]: FUSE sends the last `RELEASE`s in the background, so the
-    /// closes of a program that exited may still be on their way.
-    pub fn settle_closes(&self, limit: std::time::Duration) {
-        let deadline = std::time::Instant::now() + limit;
-        let open = |v: &String| {
-            self.work
-                .journal(v)
-                .is_some_and(|j| j.state == crate::ChangeState::Open)
-        };
-        while self.dirty().iter().any(open) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        // An upload publishing a version holds its name's lock until it is done.
-        for virt in self.dirty() {
-            drop(self.fetch_lock(&virt).lock().unwrap());
+    /// The end of a run: waits until `frontend` has passed on every close of the program
+    /// (at most [`CLOSES_OWED`]: a file open longer is a process's the program left
+    /// running) and the closes, and the deliveries running in the background, have
+    /// uploaded what they deliver (until `limit` from now). Then [`Vfs::deliver_pending`]
+    /// and the changes still dirty say what stays for `roam sync`.
+    pub fn settle_closes(&self, frontend: &dyn Closing, limit: Duration) -> Settled {
+        let start = Instant::now();
+        let open = frontend.wait_closed(start + CLOSES_OWED.min(limit));
+        let done = frontend.wait_closes_done(start + limit);
+        Settled {
+            open,
+            busy: !(done && self.later.wait_finished(start + limit)),
         }
     }
 
@@ -154,7 +201,7 @@ impl Vfs {
     /// again); `tell(key, message)` reports an outcome the user must hear of, once per key.
     pub fn deliver_due(&self, writing: &dyn Fn(&str) -> bool, tell: &dyn Fn(String, String)) {
         loop {
-            let (virt, failures) = self.later.next_due();
+            let (virt, failures, _running) = self.later.next_due();
             if writing(&virt) {
                 self.later.held.lock().unwrap().insert(virt);
                 continue;
@@ -201,7 +248,20 @@ mod tests {
         l.schedule("/b", Duration::from_millis(30), 0);
         l.schedule("/a", Duration::from_millis(10), 0);
         l.schedule("/a", Duration::from_millis(5), 2);
-        assert_eq!(l.next_due(), ("/a".to_owned(), 2));
-        assert_eq!(l.next_due(), ("/b".to_owned(), 0));
+        let taken = |(virt, n, _): (String, u32, Running)| (virt, n);
+        assert_eq!(taken(l.next_due()), ("/a".to_owned(), 2));
+        assert_eq!(taken(l.next_due()), ("/b".to_owned(), 0));
+    }
+
+    #[test]
+    fn a_delivery_taken_from_the_schedule_runs_until_it_is_dropped() {
+        let l = Later::default();
+        let soon = || Instant::now() + Duration::from_millis(50);
+        assert!(l.wait_finished(soon()), "nothing runs");
+        l.schedule("/a", Duration::ZERO, 0);
+        let (_, _, running) = l.next_due();
+        assert!(!l.wait_finished(soon()), "taken, not finished");
+        drop(running);
+        assert!(l.wait_finished(soon()));
     }
 }

@@ -59,7 +59,7 @@ pub use roam_drivers::{is_safe_name, secrets, Kind, Meta, NewFile, Pinned};
 pub use access::{Caller, Need};
 pub use cache::Info;
 pub use consistency::{Consistency, TRead};
-pub use delivery::conflict;
+pub use delivery::{conflict, Closing, Settled};
 pub use error::{Error, Result};
 pub use fingerprint::XATTRS;
 pub use lazy_ext::LoadExtension;

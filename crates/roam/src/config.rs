@@ -78,6 +78,9 @@ pub struct CacheSection {
     /// Ufo's T_write: how long after the last close a change is uploaded (default 0:
     /// inside `close`, whose error it then is); repeated saves within it coalesce.
     pub t_write: Option<Span>,
+    /// How long `roam run --fuse`, once its program has ended, waits for the uploads its
+    /// closes are making (default 10 minutes); what is still under way stays journaled.
+    pub settle: Option<Span>,
     /// Most bytes of file copies kept (default 10 GiB); least recently used go first.
     pub max_size: Option<Size>,
     /// An extension of the policy kind that picks eviction victims (run as wasm).
@@ -223,6 +226,10 @@ pub const EXAMPLE: &str = include_str!("config/example.toml");
 pub const DEFAULT_T_READ: Duration = Duration::from_secs(30);
 
 /// Default cache size limit: 10 GiB of file copies.
+/// `[cache] settle`: uploads seldom take longer, and each also ends at its driver's
+/// timeouts; a run's end should not wait for ever on a server that stalls.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(600);
+
 pub const DEFAULT_MAX_CACHE: u64 = 10 << 30;
 
 impl Config {
@@ -295,6 +302,12 @@ impl Config {
         let flag = self.flags.t_write.map(|s| ("--t-write", s.0));
         let file = self.cache.t_write.map(|s| s.0);
         self.pick(flag, None, file, Duration::ZERO)
+    }
+
+    /// `[cache] settle` ([`DEFAULT_SETTLE`]).
+    pub fn settle_setting(&self) -> Setting<Duration> {
+        let file = self.cache.settle.map(|s| s.0);
+        self.pick(None, None, file, DEFAULT_SETTLE)
     }
 
     /// The T_read of names no `[t_read]` rule matches.

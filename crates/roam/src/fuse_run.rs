@@ -47,6 +47,7 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
     };
     let mounted = roam_fuse::mount(Roamfs::new(vfs.clone(), "/"), &fuse_dir, &opts)
         .context("mounting FUSE in the namespace")?;
+    let releases = mounted.releases();
     // Never unmounted by hand: the mount ends with the namespace, when roam exits (after
     // pivot_root its path would not even name it).
     std::mem::forget(mounted);
@@ -62,8 +63,19 @@ pub fn run(mounts: &[String], program: &[std::ffi::OsString]) -> Result<i32> {
         .with_context(|| format!("{}", program[0].to_string_lossy()))?;
     std::io::stdout().flush().ok();
     live.stop();
-    // The kernel answers the program's last closes before their RELEASEs reach roam.
-    vfs.settle_closes(std::time::Duration::from_secs(5));
+    // The kernel answers the program's last closes before their RELEASEs reach roam, and
+    // the uploads those make are the program's too.
+    let limit = crate::config::Config::load()?.settle_setting().value;
+    let left = vfs.settle_closes(&*releases, limit);
+    if left.open > 0 {
+        eprintln!(
+            "roam: {} file(s) still open by processes the program left running: the mount ends with roam",
+            left.open
+        );
+    }
+    if left.busy {
+        tracing::warn!("uploads still under way after {limit:?} (`[cache] settle`)");
+    }
     vfs.deliver_pending(&|_, message| eprintln!("roam: {}", scrub(&message)));
     let code = crate::exit_status(
         status.code().unwrap_or_else(|| 128 + exit_signal(&status)),

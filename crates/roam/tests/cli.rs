@@ -308,6 +308,10 @@ fn config_shows_each_value_and_where_it_came_from() {
         setting(&out, "cache.max_size"),
         ("10G".into(), "default".into())
     );
+    assert_eq!(
+        setting(&out, "cache.settle"),
+        ("10m".into(), "default".into())
+    );
 }
 
 /// The limit a config sets in units is the one the cache works with (`roam status`).

@@ -194,6 +194,18 @@ mod uring {
         );
     }
 
+    /// The rings answer no extended attributes: a mount that serves roam's (`--xattrs`)
+    /// takes its requests through /dev/fuse.
+    #[test]
+    fn a_mount_with_xattrs_goes_through_dev_fuse() {
+        let m = FuseMount::start(uring(), Some("mem:"), &["--xattrs"]);
+        let line = transport(&m);
+        assert!(
+            line.contains("requests through /dev/fuse (2 readers)"),
+            "{line}"
+        );
+    }
+
     #[test]
     fn posix_mem() {
         posix_suite(uring(), "mem:", true);
@@ -236,6 +248,18 @@ mod uring {
         super::a_touch_during_the_upload_of_a_release_lands_after_it(
             &b.with_env("ROAM_FUSE_URING", "1"),
         );
+    }
+
+    #[test]
+    fn files_left_open_at_exit_are_delivered_over_sftp() {
+        let b = Backend::new("sftp").through(common::Frontend::RunFuse);
+        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
+    }
+
+    #[test]
+    fn files_left_open_at_exit_are_delivered_over_webdav() {
+        let b = Backend::new("dav").through(common::Frontend::RunFuse);
+        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
     }
 
     #[test]
@@ -701,6 +725,51 @@ mod run_fuse {
             .unwrap();
         check(&o, 65534);
     }
+}
+
+/// A program that exits with 20 files still open for writing: the kernel closes them as
+/// the program ends and sends their `RELEASE`s afterwards, in the background. `roam run
+/// --fuse` waits for those releases and the uploads they make, so it exits 0 with every
+/// file on the server whole (it exited 75 naming some "not uploaded" when it looked too
+/// early). Three rounds, each a new run, then one where a child the program forked holds
+/// the files half a second longer (their releases come that much later).
+fn files_left_open_at_exit_are_delivered(m: &common::Backend) {
+    let script = |hold: &str| {
+        format!(
+            r#"python3 - <<'PY'
+import os, time
+for i in range(1, 21):
+    fd = os.open("/w/f%d" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"%d\n" % i * (1000 * i))
+if {hold} and os.fork() == 0:
+    time.sleep(0.5)
+os._exit(0)
+PY"#
+        )
+    };
+    for (round, hold) in ["False", "False", "False", "True"].iter().enumerate() {
+        let o = m.sh(&script(hold));
+        assert_eq!(o.status.code(), Some(0), "round {round}: {}", stderr(&o));
+        for i in 1..=20 {
+            let got = fs::read(m.backend(&format!("f{i}"))).unwrap();
+            let want = format!("{i}\n").repeat(1000 * i).into_bytes();
+            assert!(got == want, "round {round}: f{i} has {} bytes", got.len());
+        }
+    }
+}
+
+#[test]
+fn files_left_open_at_exit_are_delivered_over_sftp() {
+    files_left_open_at_exit_are_delivered(
+        &common::Backend::new("sftp").through(common::Frontend::RunFuse),
+    );
+}
+
+#[test]
+fn files_left_open_at_exit_are_delivered_over_webdav() {
+    files_left_open_at_exit_are_delivered(
+        &common::Backend::new("dav").through(common::Frontend::RunFuse),
+    );
 }
 
 /// Writes delivered by a file's last `RELEASE` (a mapping written after the `close`,

@@ -231,7 +231,7 @@ fn answer(fs: &Roamfs, counts: &Counts, h: &Header, input: &[u8], out: &mut Body
         }
         RELEASEDIR => {
             counts.add(Op::Releasedir);
-            fs.handles.remove(op.u64(0));
+            fs.handles.remove_dir(op.u64(0));
         }
         // No extended attributes: ENOSYS makes the kernel stop asking (crate::ops).
         GETXATTR => {

@@ -42,6 +42,7 @@ fn file() -> impl Strategy<Value = String> {
                 Just("t_read"),
                 Just("max_size"),
                 Just("t_write"),
+                Just("settle"),
                 Just("policy"),
                 Just("policy_args"),
                 Just("readahead"),
@@ -82,7 +83,12 @@ fn check(text: &str) {
     let Ok(c) = bounded(text.len(), || toml::from_str::<Config>(text)) else {
         return;
     };
-    let _ = (c.max_cache_bytes(), c.t_write(), c.http_timeouts());
+    let _ = (
+        c.max_cache_bytes(),
+        c.t_write(),
+        c.settle_setting(),
+        c.http_timeouts(),
+    );
     let Ok(t) = c.consistency() else {
         return;
     };

@@ -41,6 +41,7 @@ pub fn effective(cfg: &Config) -> Result<String> {
         &t_read.from,
     );
     duration_line(&mut out, "cache.t_write", cfg.t_write_setting());
+    duration_line(&mut out, "cache.settle", cfg.settle_setting());
     if let Some(policy) = &cfg.cache.policy {
         line(&mut out, "cache.policy", policy, &from_file(cfg));
     }
