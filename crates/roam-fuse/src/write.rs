@@ -158,6 +158,22 @@ impl Roamfs {
         Some((change, self.names.lock(&remote)))
     }
 
+    /// The place of `virt`, looked up under its name lock where it is remote (or not
+    /// found): a release may be publishing this very name (a file made and closed just
+    /// before; the kernel sends the release in the background), and what a lookup answers
+    /// before the release is done may be stale (`chmod` after `close`: `ENOENT`).
+    fn place_locked(&self, virt: &str) -> Res<(Place, Option<(Change<'_>, Held<'_>)>)> {
+        let lock = match self.place(virt) {
+            Ok(place) => match self.lock_remote(&[(virt, &place)]) {
+                None => return Ok((place, None)),
+                lock => lock,
+            },
+            Err(e) if e == Errno::ENOENT => Some((self.vfs.change(), self.names.lock(&[virt]))),
+            Err(e) => return Err(e),
+        };
+        Ok((self.place(virt)?, lock))
+    }
+
     /// The last reference to the open file is gone. Whoever ends a run waits for this to
     /// return ([`crate::releases`]): the upload it makes is part of the program's close.
     pub(crate) fn release(&self, fh: u64) {
@@ -353,8 +369,7 @@ impl Roamfs {
     ) -> Res<(FileAttr, Duration)> {
         let _change = self.vfs.change();
         let virt = self.virt_of(ino)?;
-        let place = self.place(&virt)?;
-        let _name = self.lock_remote(&[(&virt, &place)]);
+        let (place, _name) = self.place_locked(&virt)?;
         let open = fh.and_then(|fh| self.handles.file(fh));
         match place {
             Place::Local(p) => set_local(&p, open.as_deref(), set)?,

@@ -251,6 +251,11 @@ mod uring {
     }
 
     #[test]
+    fn chmod_right_after_close_finds_the_file_over_sftp() {
+        super::chmod_right_after_close_finds_the_file(&mounted("sftp"));
+    }
+
+    #[test]
     fn files_left_open_at_exit_are_delivered_over_sftp() {
         let b = Backend::new("sftp").through(common::Frontend::RunFuse);
         super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
@@ -725,6 +730,36 @@ mod run_fuse {
             .unwrap();
         check(&o, 65534);
     }
+}
+
+/// `chmod` right after `close` of a file just made (as `git` does with its `.lock` files):
+/// the kernel sends the file's `RELEASE` in the background, and the `SETATTR` may come
+/// while that release is putting the file on the server. It must find the file and give
+/// it the mode, every time.
+fn chmod_right_after_close_finds_the_file(m: &common::Backend) {
+    let script = r#"python3 - <<'PY'
+import os
+failed = 0
+for i in range(100):
+    p = "/w/c%d.lock" % i
+    with open(p, "w") as f:
+        f.write("x" * i)
+    try:
+        os.chmod(p, 0o600)
+        assert os.stat(p).st_mode & 0o777 == 0o600
+    except (OSError, AssertionError) as e:
+        failed += 1
+        print(p, repr(e))
+print("failed", failed)
+PY"#;
+    let o = m.sh(script);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).ends_with("failed 0\n"), "{}", stdout(&o));
+}
+
+#[test]
+fn chmod_right_after_close_finds_the_file_over_sftp() {
+    chmod_right_after_close_finds_the_file(&common::Backend::new("sftp").through(Fuse));
 }
 
 /// A program that exits with 20 files still open for writing: the kernel closes them as
