@@ -2,6 +2,8 @@
 //! fetches), and the one a file's range reads must all come from ([`Pinned`]), so that a
 //! file read in pieces at different times is never pieces of two versions.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::{changed, secs, Meta, Result};
@@ -44,22 +46,34 @@ impl Validator {
 /// what roam knew of it at open, made exact by the first answer that tells more (an ETag,
 /// a time to the second where a listing gave minutes).
 #[derive(Debug, Default)]
-pub struct Pinned(std::sync::Mutex<Validator>);
+pub struct Pinned {
+    known: Mutex<Validator>,
+    /// A server showed another version: the one pinned is gone.
+    changed: AtomicBool,
+}
 
 impl Pinned {
     pub fn new(known: Validator) -> Pinned {
-        Pinned(std::sync::Mutex::new(known))
+        Pinned {
+            known: Mutex::new(known),
+            changed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a [`Pinned::check`] found another version: nothing more of this one can
+    /// be read.
+    pub fn changed(&self) -> bool {
+        self.changed.load(Ordering::Relaxed)
     }
 
     /// [`ErrorKind::Changed`] for `what` when `seen` (what a server says of the bytes it
     /// is about to send) is another version; else what `seen` tells more is kept.
     pub fn check(&self, seen: &Meta, what: &str) -> Result<()> {
-        let mut known = self.0.lock().unwrap();
+        let mut known = self.known.lock().unwrap();
         if known.differs_from(seen) {
-            return Err(changed(
-                what,
-                "the file changed on the server since it was opened",
-            ));
+            self.changed.store(true, Ordering::Relaxed);
+            let why = "the file changed on the server since it was opened";
+            return Err(changed(what, why));
         }
         if known.etag.is_none() {
             known.etag.clone_from(&seen.etag);
@@ -115,8 +129,10 @@ mod tests {
         pinned
             .check(&meta(Some("\"a\""), Some(1_000_007)), "read")
             .unwrap();
+        assert!(!pinned.changed());
         let err = pinned.check(&meta(Some("\"b\""), Some(1_000_007)), "read");
         assert_eq!(err.unwrap_err().kind, crate::ErrorKind::Changed);
+        assert!(pinned.changed());
         let any = Pinned::default();
         any.check(&meta(None, Some(1_000_007)), "read").unwrap();
         assert!(any.check(&meta(None, Some(1_000_008)), "read").is_err());

@@ -133,14 +133,27 @@ impl Partial {
 }
 
 impl Vfs {
+    /// The partial copy of `virt` for a new reader, unless the server no longer has its
+    /// version: such a copy serves only the fds that hold it (what they have not read
+    /// yet: `ESTALE`) and is never published, so its name lock goes, and a new reader
+    /// takes the new version.
+    fn current_partial(&self, virt: &str) -> Option<Arc<Partial>> {
+        let p = self.partials.lock().unwrap().get(virt).cloned()?;
+        if p.version.changed() {
+            p.lock.lock().unwrap().take();
+            return None;
+        }
+        Some(p)
+    }
+
     /// Opens `node` as a partial copy when it is a large remote file not cached yet; returns
     /// the copy to open, or `None` when a whole-file open is the right thing.
     pub fn open_streaming(&self, node: &Node) -> Result<Option<PathBuf>> {
         let Node::Remote(r) = node else {
             return Ok(None);
         };
-        if let Some(p) = self.partials.lock().unwrap().get(&r.virt) {
-            return Ok(Some(p.copy.clone()));
+        if self.partials.lock().unwrap().contains_key(&r.virt) {
+            return Ok(self.current_partial(&r.virt).map(|p| p.copy.clone()));
         }
         if r.driver.local_path(&r.path).is_some()
             || !r.driver.capabilities().stream_large_files
@@ -330,7 +343,7 @@ impl Vfs {
                 format!("{}: a directory", node.virt()),
             ));
         };
-        let partial = self.partials.lock().unwrap().get(&r.virt).cloned();
+        let partial = self.current_partial(&r.virt);
         let here = match r.driver.local_path(&r.path) {
             Some(p) => Some(p),
             None if self.is_dirty(&r.virt) => Some(self.copy_path(&r.virt)),
