@@ -242,12 +242,16 @@ mod uring {
         write_cases::forked_and_execed_writers_share_an_fd(&mounted("file"));
     }
 
+    /// `kind` under `roam run --fuse` over io_uring.
+    fn run_fuse(kind: &str) -> Backend {
+        Backend::new(kind)
+            .through(common::Frontend::RunFuse)
+            .with_env("ROAM_FUSE_URING", "1")
+    }
+
     #[test]
     fn a_touch_during_the_upload_of_a_release_lands_after_it() {
-        let b = Backend::new("sftp").through(common::Frontend::RunFuse);
-        super::a_touch_during_the_upload_of_a_release_lands_after_it(
-            &b.with_env("ROAM_FUSE_URING", "1"),
-        );
+        super::a_touch_during_the_upload_of_a_release_lands_after_it(&run_fuse("sftp"));
     }
 
     #[test]
@@ -257,14 +261,12 @@ mod uring {
 
     #[test]
     fn files_left_open_at_exit_are_delivered_over_sftp() {
-        let b = Backend::new("sftp").through(common::Frontend::RunFuse);
-        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
+        super::files_left_open_at_exit_are_delivered(&run_fuse("sftp"));
     }
 
     #[test]
     fn files_left_open_at_exit_are_delivered_over_webdav() {
-        let b = Backend::new("dav").through(common::Frontend::RunFuse);
-        super::files_left_open_at_exit_are_delivered(&b.with_env("ROAM_FUSE_URING", "1"));
+        super::files_left_open_at_exit_are_delivered(&run_fuse("dav"));
     }
 
     #[test]
