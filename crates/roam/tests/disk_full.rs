@@ -48,8 +48,8 @@ fn on_small_cache(b: &Backend, size: &str, script: &str) -> (Output, Duration, S
     (o, took, status(&cache))
 }
 
-fn reads(frontend: Frontend) {
-    let b = Backend::serving("http", |srv| {
+fn reads(kind: &str, frontend: Frontend) {
+    let b = Backend::serving(kind, |srv| {
         write_file(&srv.join("small"), &noise(10 << 10, 1), 0o644);
         write_file(&srv.join("mid"), &noise(3 << 20, 2), 0o644);
         write_file(&srv.join("mid2"), &noise(3 << 20, 3), 0o644);
@@ -97,12 +97,18 @@ fn reads(frontend: Frontend) {
 
 #[test]
 fn reads_evict_older_copies_and_what_cannot_fit_is_enospc_under_run() {
-    reads(Frontend::Trap);
+    reads("http", Frontend::Trap);
 }
 
 #[test]
 fn reads_evict_older_copies_and_what_cannot_fit_is_enospc_on_a_mount() {
-    reads(Frontend::Fuse);
+    reads("http", Frontend::Fuse);
+}
+
+/// SFTP streams its large files too (ranges of a handle): the same outcomes.
+#[test]
+fn sftp_reads_evict_older_copies_and_what_cannot_fit_is_enospc_under_run() {
+    reads("sftp", Frontend::Trap);
 }
 
 fn writes(kind: &str, frontend: Frontend) {
