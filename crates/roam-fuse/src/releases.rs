@@ -6,14 +6,14 @@
 //! a run (`roam run --fuse`) waits here for both before it says what is still pending;
 //! roam-vfs decides how long ([`roam_vfs::Closing`]).
 
-use std::sync::{Condvar, Mutex};
 use std::time::Instant;
+
+use roam_vfs::Watched;
 
 /// Open files (a handle the kernel has not released) and releases being served.
 #[derive(Default)]
 pub struct Releases {
-    counts: Mutex<Counts>,
-    changed: Condvar,
+    counts: Watched<Counts>,
 }
 
 #[derive(Default)]
@@ -27,53 +27,34 @@ pub(crate) struct Serving<'a>(&'a Releases);
 
 impl Drop for Serving<'_> {
     fn drop(&mut self) {
-        self.0.update(|c| c.serving -= 1);
+        self.0.counts.update(|c| c.serving -= 1);
     }
 }
 
 impl Releases {
-    fn update(&self, change: impl FnOnce(&mut Counts)) {
-        change(&mut self.counts.lock().unwrap());
-        self.changed.notify_all();
-    }
-
     /// A file handle was given to the kernel.
     pub(crate) fn opened(&self) {
-        self.update(|c| c.open += 1);
+        self.counts.update(|c| c.open += 1);
     }
 
     /// The kernel released a file handle; it is served until the value is dropped.
     pub(crate) fn releasing(&self) -> Serving<'_> {
-        self.update(|c| {
+        self.counts.update(|c| {
             c.open -= 1;
             c.serving += 1;
         });
         Serving(self)
     }
-
-    /// Waits until `done` holds of the counts, or `deadline`; whether it holds.
-    fn wait_for(&self, deadline: Instant, done: impl Fn(&Counts) -> bool) -> bool {
-        let mut counts = self.counts.lock().unwrap();
-        loop {
-            if done(&counts) {
-                return true;
-            }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return false;
-            };
-            counts = self.changed.wait_timeout(counts, left).unwrap().0;
-        }
-    }
 }
 
 impl roam_vfs::Closing for Releases {
     fn wait_closed(&self, deadline: Instant) -> usize {
-        self.wait_for(deadline, |c| c.open == 0);
-        self.counts.lock().unwrap().open
+        self.counts.wait_until(deadline, |c| c.open == 0);
+        self.counts.get(|c| c.open)
     }
 
     fn wait_closes_done(&self, deadline: Instant) -> bool {
-        self.wait_for(deadline, |c| c.serving == 0)
+        self.counts.wait_until(deadline, |c| c.serving == 0)
     }
 }
 

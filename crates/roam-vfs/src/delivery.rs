@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{Flushed, Result, Vfs};
+use crate::{Flushed, Result, Vfs, Watched};
 
 /// Longest wait between two attempts of a failing upload.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -31,8 +31,7 @@ pub(crate) struct Later {
     /// (its next close schedules it again): a drain does not wait for them.
     held: Mutex<HashSet<String>>,
     /// Deliveries taken by [`Vfs::deliver_due`] and not finished yet.
-    running: Mutex<usize>,
-    finished: Condvar,
+    running: Watched<usize>,
 }
 
 /// A delivery taken from the schedule; dropping it ends it.
@@ -40,8 +39,7 @@ struct Running<'a>(&'a Later);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        *self.0.running.lock().unwrap() -= 1;
-        self.0.finished.notify_all();
+        self.0.running.update(|n| *n -= 1);
     }
 }
 
@@ -81,7 +79,7 @@ impl Later {
             match next {
                 Some((virt, at, n)) if at <= now => {
                     due.remove(&virt);
-                    *self.running.lock().unwrap() += 1;
+                    self.running.update(|n| *n += 1);
                     return (virt, n, Running(self));
                 }
                 Some((_, at, _)) => due = self.wake.wait_timeout(due, at - now).unwrap().0,
@@ -92,14 +90,7 @@ impl Later {
 
     /// Waits until no delivery runs, or `deadline`; whether none does.
     fn wait_finished(&self, deadline: Instant) -> bool {
-        let mut running = self.running.lock().unwrap();
-        while *running > 0 {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return false;
-            };
-            running = self.finished.wait_timeout(running, left).unwrap().0;
-        }
-        true
+        self.running.wait_until(deadline, |n| *n == 0)
     }
 }
 

@@ -37,6 +37,7 @@ mod source;
 mod speed;
 mod suspend;
 mod usage;
+mod watched;
 mod work;
 mod write;
 
@@ -71,6 +72,7 @@ pub use open::{OpenHow, Opened};
 pub use readahead::{ReadAheadPolicy, DEADLINE as READAHEAD_DEADLINE};
 pub use suspend::{Change, Copied, Holder};
 pub use usage::{CacheReport, EvictionPolicy, Stats};
+pub use watched::Watched;
 pub use work::{pending_changes, ChangeState, PendingChange};
 pub use write::{Conflict, ConflictResolver, Flushed, KeepBoth, Resolution};
 
